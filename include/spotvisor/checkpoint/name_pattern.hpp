@@ -1,0 +1,36 @@
+// Checkpoint names: the job's `pattern` ("ckpt_step{step}", "step_{step}.pt") matched
+// against a whole directory entry name, and the temp names that never count as a
+// checkpoint. Pure, any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "spotvisor/util/result.hpp"
+
+namespace spotvisor::checkpoint {
+
+class NamePattern {
+ public:
+  // `pattern` must contain `{step}` exactly once.
+  static Result<NamePattern> Parse(std::string_view pattern);
+
+  // The step when `name` matches the whole pattern ({step} = one or more digits, leading
+  // zeros allowed); nullopt otherwise, and always for temp names.
+  std::optional<std::uint64_t> Match(std::string_view name) const;
+
+  const std::string& text() const { return prefix_and_suffix_text_; }
+
+ private:
+  std::string prefix_;                  // what comes before {step}
+  std::string suffix_;                  // what comes after {step}
+  std::string prefix_and_suffix_text_;  // the pattern as written
+};
+
+// Names that writers use while a checkpoint is incomplete: `*.tmp`, `.tmp*`, `tmp-*`,
+// `*.orbax-checkpoint-tmp*`, `*.partial`, `*.incomplete`, and our own `.spotvisor-*`.
+bool IsTempName(std::string_view name);
+
+}  // namespace spotvisor::checkpoint

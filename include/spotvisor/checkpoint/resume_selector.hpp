@@ -1,0 +1,50 @@
+// The question the supervisor asks before every start: which checkpoint do we resume
+// from? The real answer comes from the catalog (scan, validate, quarantine); tests may
+// pass their own. Called from one worker thread at a time, never from the io thread,
+// because full validation reads every byte.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spotvisor/config/job_config.hpp"
+#include "spotvisor/util/result.hpp"
+
+namespace spotvisor::checkpoint {
+
+// A checkpoint the trainer will be told to resume from.
+struct ResumePoint {
+  std::filesystem::path path;  // checkpoints.dir (absolute) joined with the name
+  std::uint64_t step = 0;
+};
+
+// A newer checkpoint that was passed over, and why.
+struct Rejection {
+  std::filesystem::path path;                    // where it was found
+  std::string reason;                            // what failed, naming entry/offset
+  std::optional<std::filesystem::path> moved_to; // its place in the quarantine, if moved
+};
+
+struct Selection {
+  std::optional<ResumePoint> chosen;   // none: start fresh
+  std::vector<Rejection> rejected;     // newest first
+};
+
+class ResumeSelector {
+ public:
+  virtual ~ResumeSelector() = default;
+  // The newest good checkpoint, fully validated now whatever a cache says. An Error only
+  // when the directory itself cannot be read (a bad checkpoint is a Rejection).
+  virtual Result<Selection> SelectForResume() = 0;
+};
+
+// The catalog-backed selector for a job; quarantines rejected checkpoints when the
+// job's config says so. Returns a selector that always answers "start fresh" when the
+// job has no checkpoints.dir.
+std::unique_ptr<ResumeSelector> MakeResumeSelector(const config::JobConfig& job);
+
+}  // namespace spotvisor::checkpoint

@@ -1,0 +1,145 @@
+// The effective configuration of one job: plain structs, filled with documented defaults,
+// then from the job file, then from command-line flags. Everyone reads these; only the
+// config module writes them. Paths here are absolute once loading has finished.
+#pragma once
+
+#include <csignal>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spotvisor/util/units.hpp"
+
+namespace spotvisor::config {
+
+struct JobSection {
+  std::string name;                              // default: the job file's stem, else "job"
+  std::vector<std::string> command;              // argv; templates allowed; never a shell
+  std::vector<std::string> resume_args;          // appended when a good checkpoint exists
+  std::filesystem::path workdir;                 // default: the job file's directory
+  std::map<std::string, std::string> env;        // added to the inherited environment
+  std::vector<int> success_exit_codes{0};        // exit codes that mean "the job is done"
+  std::optional<std::filesystem::path> result_file;  // what the trainer writes at the end
+};
+
+enum class ProviderKind { kAuto, kAws, kGcp, kAzure, kAlibaba, kFile, kNone };
+enum class RebalanceAction { kIgnore, kCheckpoint, kStop };
+
+struct ProviderSection {
+  ProviderKind kind = ProviderKind::kNone;
+  std::string endpoint;                          // scheme://host:port; empty = provider's own
+  Duration poll_interval = std::chrono::seconds(1);
+  Duration request_timeout = std::chrono::seconds(2);   // deadline of one metadata request
+  Duration safety_margin = std::chrono::seconds(5);     // kept free before the deadline
+  Duration default_window = std::chrono::seconds(30);   // when the notice gives no deadline
+  RebalanceAction rebalance = RebalanceAction::kCheckpoint;  // aws rebalance recommendation
+  Duration token_ttl = std::chrono::hours(6);           // aws / alibaba token lifetime
+  bool imdsv1_fallback = false;                         // aws: plain GETs when no token
+  std::string azure_vm_name;                            // empty = from instance metadata
+  std::vector<std::string> azure_event_types{"Preempt", "Terminate"};
+  bool azure_acknowledge = false;                       // StartRequests once drained
+  std::filesystem::path file;                           // kind: file — its appearance is a notice
+  std::filesystem::path dmi_root{"/sys/class/dmi/id"};  // kind: auto reads DMI here
+  Duration resume_after = std::chrono::minutes(5);      // alive this long after a cleared notice: resume
+};
+
+enum class SignalTarget { kGroup, kMain };
+
+struct SignalsSection {
+  int on_notice = SIGTERM;     // sent on a notice and on SIGTERM/SIGINT to spotvisor
+  int checkpoint = SIGUSR1;    // "checkpoint now and continue"
+  SignalTarget target = SignalTarget::kGroup;
+  Duration grace = std::chrono::seconds(90);   // capped by the provider's deadline
+  Duration kill_timeout = std::chrono::seconds(10);  // after SIGKILL, how long the group may linger
+};
+
+enum class ValidateLevel { kStructure, kFormat, kFull };
+
+struct MirrorSection {
+  std::optional<std::filesystem::path> path;      // copy validated checkpoints here
+  std::vector<std::string> command;               // or run this (argv, templates)
+  int keep = 0;                                   // 0 = same as checkpoints.keep
+};
+
+struct CheckpointsSection {
+  std::optional<std::filesystem::path> dir;       // unset: nothing to resume from
+  std::string pattern = "checkpoint-{step}";      // {step} = digits; whole name must match
+  ValidateLevel validate = ValidateLevel::kFull;
+  std::string format = "auto";                    // auto | torch | safetensors | dcp | hf | orbax | any
+  std::string marker;                             // commit marker file name; empty = none
+  int keep = 0;                                   // keep this many good ones; 0 = keep all
+  bool quarantine = true;                         // move bad ones into .spotvisor-quarantine/
+  std::string latest_link;                        // name of a symlink to the newest good one
+  bool rewrite_hints = false;                     // rewrite DeepSpeed/Megatron pointer files
+  MirrorSection mirror;
+};
+
+struct BackoffSection {
+  Duration initial = std::chrono::seconds(1);
+  Duration max = std::chrono::minutes(5);
+  double multiplier = 2.0;                        // >= 1
+  double jitter = 0.2;                            // 0..1, fraction of the delay
+  Duration reset_after = std::chrono::minutes(10);  // a run this long resets the backoff
+};
+
+struct CrashLoopSection {
+  int failures = 5;                               // this many failures ...
+  Duration window = std::chrono::minutes(10);     // ... within this window: give up
+};
+
+struct RestartSection {
+  int max_restarts = 50;                          // failure budget; preemptions never count
+  int max_hangs = 10;                             // hang budget
+  int no_progress_limit = 5;                      // restarts in a row without progress; 0 = off
+  BackoffSection backoff;
+  CrashLoopSection crash_loop;
+};
+
+enum class CadenceMode { kOff, kFixed, kAdaptive };
+
+struct CadenceSection {
+  CadenceMode mode = CadenceMode::kOff;
+  Duration every = std::chrono::minutes(10);      // the fixed period
+  Duration min = std::chrono::minutes(2);         // adaptive bounds
+  Duration max = std::chrono::hours(2);
+  Duration mtbi_prior = std::chrono::hours(3);    // adaptive: mean time between interruptions
+};
+
+struct HealthSection {
+  std::optional<std::filesystem::path> heartbeat_file;  // its mtime is the trainer's pulse
+  std::string progress_pattern;                   // regex on output lines; a group = step
+  Duration hang_timeout = std::chrono::minutes(10);
+};
+
+enum class LogFormat { kText, kJson };
+
+struct MetricsSection {
+  std::string listen;                             // host:port; empty = metrics off
+  std::optional<std::filesystem::path> token_file;
+};
+
+struct TelemetrySection {
+  std::filesystem::path state_dir;                // default: <base>/.spotvisor/<job name>
+  MetricsSection metrics;
+  LogFormat log_format = LogFormat::kText;
+  std::string log_level = "info";
+  std::optional<std::filesystem::path> report_path;  // default: <state_dir>/report.{md,json}
+};
+
+struct JobConfig {
+  std::optional<std::filesystem::path> source_file;  // the job file, when there is one
+  std::filesystem::path base_dir;                 // where relative paths start
+  JobSection job;
+  ProviderSection provider;
+  SignalsSection signals;
+  CheckpointsSection checkpoints;
+  RestartSection restart;
+  CadenceSection cadence;
+  HealthSection health;
+  TelemetrySection telemetry;
+};
+
+}  // namespace spotvisor::config
