@@ -140,6 +140,7 @@ struct JobConfig {
   CadenceSection cadence;
   HealthSection health;
   TelemetrySection telemetry;
+  std::map<std::string, int> key_lines;           // "restart.backoff.max" -> line in source_file
 };
 
 }  // namespace spotvisor::config

@@ -1,0 +1,41 @@
+// Facts about processes and process groups read from the kernel (/proc, kill(2)), used to
+// signal the trainer's group, to know when it is gone, and to find a leftover of a child
+// started by a supervisor that was SIGKILLed. Any thread; no state.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace spotvisor::process {
+
+// Who a started child was, so that a later supervisor can recognise it (pids get reused).
+struct ChildIdentity {
+  pid_t pid = 0;                 // also the process group id
+  std::uint64_t start_ticks = 0; // /proc/<pid>/stat field 22
+  std::string boot_id;           // /proc/sys/kernel/random/boot_id
+};
+
+// kill(2) on the group or on one process; false (errno kept) when it failed.
+bool SignalGroup(pid_t pgid, int signo);
+bool SignalProcess(pid_t pid, int signo);
+
+// True while any process (zombies included) is in the group.
+bool GroupExists(pid_t pgid);
+
+// The start time of `pid` in clock ticks since boot; nullopt when it does not exist.
+std::optional<std::uint64_t> StartTicks(pid_t pid);
+
+std::string BootId();
+
+// Identity of a child we just started.
+ChildIdentity Identify(pid_t pid);
+
+// Live processes of the group that `child` created, provided it is really that group
+// (same boot, and the leader is either gone or still the same process). Empty otherwise.
+std::vector<pid_t> FindLeftovers(const ChildIdentity& child);
+
+}  // namespace spotvisor::process

@@ -1,0 +1,71 @@
+// The job's memory on disk, in telemetry.state_dir: `state.json` (counters and the current
+// child, replaced atomically at every change) and `attempts.jsonl` (one line per finished
+// attempt, appended and fsynced). A restarted supervisor — after a reboot, a VM stop/start
+// or a SIGKILL — continues the attempt count and the budgets from here. io thread only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spotvisor/process/process_group.hpp"
+#include "spotvisor/util/result.hpp"
+
+namespace spotvisor::state {
+
+// Counters with wall-clock times, so they mean something after a reboot.
+struct PersistedState {
+  std::string job;
+  int attempts = 0;
+  int failures = 0;
+  int hangs = 0;
+  int preemptions = 0;
+  int consecutive_failures = 0;
+  int no_progress_streak = 0;
+  std::optional<std::uint64_t> last_resume_step;
+  std::vector<std::int64_t> recent_failures_ms;   // unix ms, within the crash-loop window
+  std::optional<process::ChildIdentity> child;     // the running child, if any
+  std::string phase;                               // last known phase, for people
+  std::string last_exit_message;                   // why the last supervisor exited
+};
+
+struct AttemptRecord {
+  int attempt = 0;
+  std::int64_t started_ms = 0;   // unix ms
+  std::int64_t ended_ms = 0;
+  pid_t pid = 0;
+  std::optional<std::string> resume_from;
+  std::optional<std::uint64_t> resume_step;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::string outcome;  // done | failed | stopped | preempted | hang | budget | spawn-failed
+  std::string next;     // what the supervisor did about it
+};
+
+class Journal {
+ public:
+  // Reads what a previous supervisor left (nothing is fine). A corrupt state.json is an
+  // Error naming it: we never guess budgets.
+  static Result<Journal> Open(const std::filesystem::path& state_dir);
+
+  const PersistedState& state() const { return state_; }
+  Status Save(const PersistedState& state);
+  Status AppendAttempt(const AttemptRecord& record);
+  // Every attempt recorded so far; a torn last line (power cut mid-append) is skipped.
+  std::vector<AttemptRecord> ReadAttempts() const;
+
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  explicit Journal(std::filesystem::path dir) : dir_(std::move(dir)) {}
+  std::filesystem::path dir_;  // the state dir
+  PersistedState state_;       // as last saved or loaded
+};
+
+std::int64_t UnixMillisNow();
+
+}  // namespace spotvisor::state

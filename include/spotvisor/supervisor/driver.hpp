@@ -1,0 +1,32 @@
+// The thin Asio glue around the Fsm: it owns the io_context, the single signal_set
+// (SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGCHLD), the timers, the child's process group, the
+// job lock and the journal, turns what happens into Fsm events and carries out the Fsm's
+// actions. One thread runs everything; checkpoint selection runs on one worker thread
+// and posts its answer back.
+#pragma once
+
+#include <memory>
+
+#include "spotvisor/checkpoint/resume_selector.hpp"
+#include "spotvisor/config/job_config.hpp"
+
+namespace spotvisor::supervisor {
+
+class Driver {
+ public:
+  // `job` must be finalized and outlive the Driver. A null selector means the catalog's.
+  explicit Driver(const config::JobConfig& job,
+                  std::unique_ptr<checkpoint::ResumeSelector> selector = nullptr);
+  ~Driver();
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+
+  // Supervises the job until it ends; returns the exit code of `spotvisor run`.
+  int Run();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;  // keeps Asio out of this header
+};
+
+}  // namespace spotvisor::supervisor

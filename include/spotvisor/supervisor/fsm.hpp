@@ -1,0 +1,163 @@
+// The supervisor's policy as a state machine without I/O: it takes an event and the
+// current time and returns the actions to carry out (spawn, signal, arm a timer, exit).
+// The driver (driver.hpp) turns real events into these and performs the actions. Tests
+// drive it with tables, time being a plain argument. Single-threaded.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <random>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "spotvisor/checkpoint/resume_selector.hpp"
+#include "spotvisor/config/job_config.hpp"
+#include "spotvisor/telemetry/log.hpp"
+
+namespace spotvisor::supervisor {
+
+using TimePoint = std::chrono::steady_clock::time_point;
+
+enum class Phase {
+  kIdle,       // not started yet
+  kSelecting,  // choosing the checkpoint to resume from
+  kRunning,    // the trainer runs
+  kStopping,   // we asked the trainer to stop; grace or kill timer armed
+  kBackoff,    // waiting before the next start
+  kDrained,    // stopped for a preemption notice; waiting for the machine to go, or to resume
+  kFinished,   // an Exit action was issued
+};
+
+// Why we asked the trainer to stop (kNone: it stopped on its own).
+enum class StopReason { kNone, kSignal, kNotice, kHang, kBudget };
+
+enum class TimerKind { kGrace, kKill, kBackoff };
+
+// How the whole process group ended: exit code, or the signal that killed the main child.
+struct ExitStatus {
+  int code = 0;    // valid when signal == 0
+  int signal = 0;  // the terminating signal, 0 when it exited
+};
+
+// ---- events ----
+struct StartEvent {};
+struct ResumeSelectedEvent {
+  std::optional<checkpoint::ResumePoint> point;
+};
+struct SpawnFailedEvent {
+  std::string message;
+};
+struct ChildExitedEvent {  // the main child and every process of its group are gone
+  ExitStatus status;
+};
+struct StopRequestedEvent {
+  StopReason reason = StopReason::kSignal;
+  std::optional<std::chrono::milliseconds> grace_cap;  // e.g. notice deadline - now - margin
+  std::string detail;                                   // for the log: which signal, which notice
+};
+struct CheckpointRequestedEvent {
+  std::string detail;
+};
+struct NoticeClearedEvent {};
+struct TimerFiredEvent {
+  TimerKind kind;
+};
+using Event = std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent,
+                           StopRequestedEvent, CheckpointRequestedEvent, NoticeClearedEvent,
+                           TimerFiredEvent>;
+
+// ---- actions ----
+struct SelectResumeAction {};
+struct SpawnAction {
+  std::optional<checkpoint::ResumePoint> resume;
+  int attempt = 0;        // 1-based, continues across supervisor restarts
+  int restart_count = 0;  // attempt - 1
+};
+struct SignalAction {
+  int signo = 0;
+  bool group = true;  // the whole process group, or only the main pid
+};
+struct KillGroupAction {};  // SIGKILL to the whole group
+struct ArmTimerAction {
+  TimerKind kind;
+  TimePoint at;
+};
+struct CancelTimerAction {
+  TimerKind kind;
+};
+// One attempt is over: what it was and what follows.
+struct AttemptEndedAction {
+  ExitStatus status;
+  std::string outcome;  // done | failed | stopped | preempted | hang | budget | spawn-failed
+  std::string next;     // what we do about it, in words
+};
+using telemetry::LogLevel;
+struct LogAction {
+  LogLevel level;
+  std::string text;  // "event=... key=value ..."
+};
+struct ExitAction {
+  int code = 0;
+  std::string message;  // one line for people
+};
+using Action = std::variant<SelectResumeAction, SpawnAction, SignalAction, KillGroupAction,
+                            ArmTimerAction, CancelTimerAction, AttemptEndedAction, LogAction,
+                            ExitAction>;
+
+// What survives a supervisor restart (the journal stores it).
+struct Counters {
+  int attempts = 0;                 // children started so far
+  int failures = 0;                 // failure budget used
+  int hangs = 0;                    // hang budget used
+  int preemptions = 0;              // never counted against a budget
+  int consecutive_failures = 0;     // drives the backoff; reset after a healthy run
+  int no_progress_streak = 0;       // restarts in a row without the resumed step advancing
+  std::optional<std::uint64_t> last_resume_step;  // step the previous attempt resumed from
+  std::deque<TimePoint> recent_failures;          // within the crash-loop window
+};
+
+class Fsm {
+ public:
+  // `job` must outlive the Fsm. `seed` feeds the backoff jitter.
+  Fsm(const config::JobConfig& job, Counters restored, std::uint64_t seed);
+
+  std::vector<Action> Handle(const Event& event, TimePoint now);
+
+  Phase phase() const { return phase_; }
+  const Counters& counters() const { return counters_; }
+  // The backoff delay before the next start, given the failures so far (jitter applied).
+  std::chrono::milliseconds NextBackoff();
+
+ private:
+  std::vector<Action> OnStart(TimePoint now);
+  std::vector<Action> OnResumeSelected(const ResumeSelectedEvent& e, TimePoint now);
+  std::vector<Action> OnSpawnFailed(const SpawnFailedEvent& e, TimePoint now);
+  std::vector<Action> OnChildExited(const ChildExitedEvent& e, TimePoint now);
+  std::vector<Action> OnStopRequested(const StopRequestedEvent& e, TimePoint now);
+  std::vector<Action> OnCheckpointRequested(const CheckpointRequestedEvent& e);
+  std::vector<Action> OnNoticeCleared(TimePoint now);
+  std::vector<Action> OnTimer(const TimerFiredEvent& e, TimePoint now);
+
+  // A failure or hang: count it, then either give up or back off.
+  std::vector<Action> Fail(const ExitStatus& status, const std::string& outcome, TimePoint now);
+  std::vector<Action> Finish(int code, std::string message, std::vector<Action> actions = {});
+  bool IsSuccess(const ExitStatus& status) const;
+
+  const config::JobConfig& job_;  // not owned
+  Phase phase_ = Phase::kIdle;
+  Counters counters_;                      // persisted by the driver
+  StopReason stop_reason_ = StopReason::kNone;  // why the current child is being stopped
+  StopReason pending_stop_ = StopReason::kNone; // a stop that came while no child ran
+  TimePoint started_at_{};                 // when the current child started
+  int stop_requests_ = 0;                  // SIGINT/SIGTERM count during this stop
+  std::mt19937_64 rng_;                    // jitter
+};
+
+std::string Describe(const ExitStatus& status);  // "exit code 3" / "killed by SIGKILL"
+
+}  // namespace spotvisor::supervisor

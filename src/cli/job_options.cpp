@@ -1,0 +1,137 @@
+// Flag overrides of job-file keys; see job_options.hpp.
+#include "job_options.hpp"
+
+#include "spotvisor/checkpoint/name_pattern.hpp"
+#include "spotvisor/config/loader.hpp"
+
+namespace spotvisor::cli {
+namespace {
+
+std::filesystem::path FromCwd(const std::string& p) {
+  return std::filesystem::absolute(std::filesystem::path(p)).lexically_normal();
+}
+
+Error FlagError(const std::string& flag, const std::string& message) {
+  return Error{"command line: " + flag + ": " + message};
+}
+
+// Applies the flags that were given over `job`.
+Status ApplyOverrides(const JobOptions& o, config::JobConfig& job) {
+  if (o.name) job.job.name = *o.name;
+  if (o.workdir) job.job.workdir = FromCwd(*o.workdir);
+  if (o.checkpoint_dir) job.checkpoints.dir = FromCwd(*o.checkpoint_dir);
+  if (o.pattern) {
+    if (auto p = checkpoint::NamePattern::Parse(*o.pattern); !p) return FlagError("--pattern", p.error().message);
+    job.checkpoints.pattern = *o.pattern;
+  }
+  if (o.state_dir) job.telemetry.state_dir = FromCwd(*o.state_dir);
+  if (o.result_file) job.job.result_file = FromCwd(*o.result_file);
+  if (!o.resume_args.empty()) job.job.resume_args = o.resume_args;
+  for (const auto& kv : o.env) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) return FlagError("--env", "'" + kv + "' is not NAME=value");
+    job.job.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  if (o.grace) {
+    auto d = ParseDuration(*o.grace);
+    if (!d) return FlagError("--grace", d.error().message);
+    job.signals.grace = *d;
+  }
+  if (o.on_notice) {
+    auto s = config::ParseSignal(*o.on_notice);
+    if (!s) return FlagError("--on-notice", s.error().message);
+    job.signals.on_notice = *s;
+  }
+  if (o.checkpoint_signal) {
+    auto s = config::ParseSignal(*o.checkpoint_signal);
+    if (!s) return FlagError("--checkpoint-signal", s.error().message);
+    job.signals.checkpoint = *s;
+  }
+  if (o.target) {
+    if (*o.target != "group" && *o.target != "main") return FlagError("--signal-target", "expected group or main");
+    job.signals.target = *o.target == "group" ? config::SignalTarget::kGroup : config::SignalTarget::kMain;
+  }
+  if (o.provider) {
+    static const std::map<std::string, config::ProviderKind> kinds{
+        {"auto", config::ProviderKind::kAuto}, {"aws", config::ProviderKind::kAws},
+        {"gcp", config::ProviderKind::kGcp},   {"azure", config::ProviderKind::kAzure},
+        {"alibaba", config::ProviderKind::kAlibaba}, {"file", config::ProviderKind::kFile},
+        {"none", config::ProviderKind::kNone}};
+    const auto it = kinds.find(*o.provider);
+    if (it == kinds.end()) return FlagError("--provider", "'" + *o.provider + "' is not one of auto | aws | gcp | azure | alibaba | file | none");
+    job.provider.kind = it->second;
+  }
+  if (o.endpoint) job.provider.endpoint = *o.endpoint;
+  if (o.poll_interval) {
+    auto d = ParseDuration(*o.poll_interval);
+    if (!d) return FlagError("--poll-interval", d.error().message);
+    job.provider.poll_interval = *d;
+  }
+  if (o.validate) {
+    if (*o.validate == "structure") job.checkpoints.validate = config::ValidateLevel::kStructure;
+    else if (*o.validate == "format") job.checkpoints.validate = config::ValidateLevel::kFormat;
+    else if (*o.validate == "full") job.checkpoints.validate = config::ValidateLevel::kFull;
+    else return FlagError("--validate", "'" + *o.validate + "' is not one of structure | format | full");
+  }
+  if (o.log_format) {
+    if (*o.log_format != "text" && *o.log_format != "json") return FlagError("--log-format", "expected text or json");
+    job.telemetry.log_format = *o.log_format == "json" ? config::LogFormat::kJson : config::LogFormat::kText;
+  }
+  if (o.log_level) job.telemetry.log_level = *o.log_level;
+  if (o.metrics_listen) job.telemetry.metrics.listen = *o.metrics_listen;
+  if (o.heartbeat_file) job.health.heartbeat_file = FromCwd(*o.heartbeat_file);
+  if (o.hang_timeout) {
+    auto d = ParseDuration(*o.hang_timeout);
+    if (!d) return FlagError("--hang-timeout", d.error().message);
+    job.health.hang_timeout = *d;
+  }
+  if (o.max_restarts) job.restart.max_restarts = *o.max_restarts;
+  if (o.keep) job.checkpoints.keep = *o.keep;
+  if (!o.command.empty()) {
+    job.job.command = o.command;
+    job.key_lines.erase("job.command");
+  }
+  return Ok{};
+}
+
+}  // namespace
+
+void AddJobOptions(CLI::App& app, JobOptions& o, bool with_command) {
+  app.add_option("-c,--config", o.config_file, "The job file (YAML)");
+  app.add_option("--name", o.name, "job.name");
+  app.add_option("--workdir", o.workdir, "job.workdir");
+  app.add_option("--checkpoint-dir", o.checkpoint_dir, "checkpoints.dir");
+  app.add_option("--pattern", o.pattern, "checkpoints.pattern, e.g. 'ckpt_step{step}'");
+  app.add_option("--resume-arg", o.resume_args, "job.resume_args (repeat for several arguments)");
+  app.add_option("--result-file", o.result_file, "job.result_file");
+  app.add_option("--env", o.env, "NAME=value added to job.env (repeatable)");
+  app.add_option("--state-dir", o.state_dir, "telemetry.state_dir");
+  app.add_option("--grace", o.grace, "signals.grace, e.g. 90s");
+  app.add_option("--on-notice", o.on_notice, "signals.on_notice, e.g. SIGTERM");
+  app.add_option("--checkpoint-signal", o.checkpoint_signal, "signals.checkpoint, e.g. SIGUSR1");
+  app.add_option("--signal-target", o.target, "signals.target: group | main");
+  app.add_option("--provider", o.provider, "provider.kind: auto | aws | gcp | azure | alibaba | file | none");
+  app.add_option("--endpoint", o.endpoint, "provider.endpoint, e.g. http://127.0.0.1:1338");
+  app.add_option("--poll-interval", o.poll_interval, "provider.poll_interval, e.g. 1s");
+  app.add_option("--validate", o.validate, "checkpoints.validate: structure | format | full");
+  app.add_option("--keep", o.keep, "checkpoints.keep");
+  app.add_option("--max-restarts", o.max_restarts, "restart.max_restarts");
+  app.add_option("--heartbeat-file", o.heartbeat_file, "health.heartbeat_file");
+  app.add_option("--hang-timeout", o.hang_timeout, "health.hang_timeout, e.g. 10m");
+  app.add_option("--log-format", o.log_format, "telemetry.log_format: text | json");
+  app.add_option("--log-level", o.log_level, "telemetry.log_level: debug | info | warning | error | critical");
+  app.add_option("--metrics-listen", o.metrics_listen, "telemetry.metrics.listen, e.g. 127.0.0.1:9187");
+  if (with_command) app.add_option("command", o.command, "The training command, after --")->allow_extra_args();
+}
+
+Result<config::JobConfig> LoadJob(const JobOptions& o, bool require_command) {
+  Result<config::JobConfig> job = config::DefaultConfig(std::filesystem::current_path());
+  if (!o.config_file.empty()) job = config::LoadJobFile(o.config_file);
+  if (!job) return job.error();
+  if (Status s = ApplyOverrides(o, *job); !s) return s.error();
+  if (!require_command && job->job.command.empty()) job->job.command = {"true"};
+  if (Status s = config::Finalize(*job); !s) return s.error();
+  return job;
+}
+
+}  // namespace spotvisor::cli

@@ -1,0 +1,56 @@
+// `spotvisor run`: read the job (file and/or flags), print it or supervise it. Flags
+// override the file; relative paths in flags start at the current directory.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include "commands.hpp"
+#include "job_options.hpp"
+#include "spotvisor/cli/app.hpp"
+#include "spotvisor/config/loader.hpp"
+#include "spotvisor/supervisor/driver.hpp"
+#include "spotvisor/telemetry/log.hpp"
+
+namespace spotvisor::cli {
+namespace {
+
+struct RunOptions {
+  JobOptions job;            // --config and the overrides
+  bool print_config = false; // print the effective config and exit
+};
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, int& exit_code) {
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* run = app.add_subcommand("run", "Supervise a training job: spawn, forward notices, restart, resume");
+  run->footer(
+      "Examples:\n"
+      "  spotvisor run --config job.yaml\n"
+      "  spotvisor run --checkpoint-dir ./ckpt --pattern 'ckpt_step{step}' \\\n"
+      "      --resume-arg='--resume_from={checkpoint}' -- /usr/bin/python3 train.py --ckpt-dir ./ckpt\n"
+      "Exit codes: 0 done, 1 failed permanently, 3 cost budget exhausted, 64 usage,\n"
+      "  73 already running, 75 stopped (notice or SIGTERM/SIGINT; resumable), 78 configuration error.");
+  AddJobOptions(*run, options->job, /*with_command=*/true);
+  run->add_flag("--print-config", options->print_config, "Print the effective configuration (secrets redacted) and exit");
+  run->callback([options, &exit_code] {
+    auto job = LoadJob(options->job, /*require_command=*/true);
+    if (!job) {
+      std::fprintf(stderr, "spotvisor: configuration error: %s\n", job.error().message.c_str());
+      exit_code = exit_code::kConfig;
+      return;
+    }
+    if (options->print_config) {
+      std::fputs(config::ToYaml(*job).c_str(), stdout);
+      exit_code = exit_code::kDone;
+      return;
+    }
+    telemetry::ConfigureLogging(job->telemetry.log_format, job->telemetry.log_level, job->job.name);
+    supervisor::Driver driver(*job);
+    exit_code = driver.Run();
+  });
+}
+
+}  // namespace spotvisor::cli

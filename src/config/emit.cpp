@@ -1,0 +1,164 @@
+// The effective configuration as YAML (`--print-config`). Environment values whose names
+// look secret are redacted; token files are shown by path, never by content.
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "spotvisor/config/loader.hpp"
+
+namespace spotvisor::config {
+namespace {
+
+bool LooksSecret(std::string name) {
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::toupper(c); });
+  for (const char* word : {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH"}) {
+    if (name.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string OptPath(const std::optional<std::filesystem::path>& p) { return p ? p->string() : ""; }
+
+// Unset values print as null (`~`), which reads back as "not set".
+void OrNull(YAML::Emitter& y, const std::string& value) {
+  if (value.empty()) {
+    y << YAML::Null;
+  } else {
+    y << value;
+  }
+}
+
+template <class E>
+std::string Name(E value, std::initializer_list<std::pair<E, const char*>> names) {
+  for (const auto& [v, n] : names) {
+    if (v == value) return n;
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string ToYaml(const JobConfig& c) {
+  YAML::Emitter y;
+  y << YAML::BeginMap;
+  y << YAML::Key << "job" << YAML::Value << YAML::BeginMap;
+  y << YAML::Key << "name" << YAML::Value << c.job.name;
+  y << YAML::Key << "command" << YAML::Value << YAML::Flow << c.job.command;
+  y << YAML::Key << "resume_args" << YAML::Value << YAML::Flow << c.job.resume_args;
+  y << YAML::Key << "workdir" << YAML::Value << c.job.workdir.string();
+  y << YAML::Key << "env" << YAML::Value << YAML::BeginMap;
+  for (const auto& [k, v] : c.job.env) y << YAML::Key << k << YAML::Value << (LooksSecret(k) ? "<redacted>" : v);
+  y << YAML::EndMap;
+  y << YAML::Key << "success_exit_codes" << YAML::Value << YAML::Flow << c.job.success_exit_codes;
+  y << YAML::Key << "result_file" << YAML::Value;
+  OrNull(y, OptPath(c.job.result_file));
+  y << YAML::EndMap;
+
+  const auto& p = c.provider;
+  y << YAML::Key << "provider" << YAML::Value << YAML::BeginMap;
+  y << YAML::Key << "kind" << YAML::Value
+    << Name(p.kind, {{ProviderKind::kAuto, "auto"}, {ProviderKind::kAws, "aws"}, {ProviderKind::kGcp, "gcp"},
+                     {ProviderKind::kAzure, "azure"}, {ProviderKind::kAlibaba, "alibaba"},
+                     {ProviderKind::kFile, "file"}, {ProviderKind::kNone, "none"}});
+  y << YAML::Key << "endpoint" << YAML::Value;
+  OrNull(y, p.endpoint);
+  y << YAML::Key << "poll_interval" << YAML::Value << FormatDuration(p.poll_interval);
+  y << YAML::Key << "request_timeout" << YAML::Value << FormatDuration(p.request_timeout);
+  y << YAML::Key << "safety_margin" << YAML::Value << FormatDuration(p.safety_margin);
+  y << YAML::Key << "default_window" << YAML::Value << FormatDuration(p.default_window);
+  y << YAML::Key << "rebalance" << YAML::Value
+    << Name(p.rebalance, {{RebalanceAction::kIgnore, "ignore"}, {RebalanceAction::kCheckpoint, "checkpoint"},
+                          {RebalanceAction::kStop, "stop"}});
+  y << YAML::Key << "token_ttl" << YAML::Value << FormatDuration(p.token_ttl);
+  y << YAML::Key << "imdsv1_fallback" << YAML::Value << p.imdsv1_fallback;
+  y << YAML::Key << "azure_vm_name" << YAML::Value << p.azure_vm_name;
+  y << YAML::Key << "azure_event_types" << YAML::Value << YAML::Flow << p.azure_event_types;
+  y << YAML::Key << "azure_acknowledge" << YAML::Value << p.azure_acknowledge;
+  y << YAML::Key << "file" << YAML::Value;
+  OrNull(y, p.file.string());
+  y << YAML::Key << "dmi_root" << YAML::Value << p.dmi_root.string();
+  y << YAML::Key << "resume_after" << YAML::Value << FormatDuration(p.resume_after);
+  y << YAML::EndMap;
+
+  const auto& s = c.signals;
+  y << YAML::Key << "signals" << YAML::Value << YAML::BeginMap;
+  y << YAML::Key << "on_notice" << YAML::Value << SignalName(s.on_notice);
+  y << YAML::Key << "checkpoint" << YAML::Value << SignalName(s.checkpoint);
+  y << YAML::Key << "target" << YAML::Value << (s.target == SignalTarget::kGroup ? "group" : "main");
+  y << YAML::Key << "grace" << YAML::Value << FormatDuration(s.grace);
+  y << YAML::Key << "kill_timeout" << YAML::Value << FormatDuration(s.kill_timeout);
+  y << YAML::EndMap;
+
+  const auto& k = c.checkpoints;
+  y << YAML::Key << "checkpoints" << YAML::Value << YAML::BeginMap;
+  y << YAML::Key << "dir" << YAML::Value;
+  OrNull(y, OptPath(k.dir));
+  y << YAML::Key << "pattern" << YAML::Value << k.pattern;
+  y << YAML::Key << "validate" << YAML::Value
+    << Name(k.validate, {{ValidateLevel::kStructure, "structure"}, {ValidateLevel::kFormat, "format"},
+                         {ValidateLevel::kFull, "full"}});
+  y << YAML::Key << "format" << YAML::Value << k.format;
+  y << YAML::Key << "marker" << YAML::Value << k.marker;
+  y << YAML::Key << "keep" << YAML::Value << k.keep;
+  y << YAML::Key << "quarantine" << YAML::Value << k.quarantine;
+  y << YAML::Key << "latest_link" << YAML::Value << k.latest_link;
+  y << YAML::Key << "rewrite_hints" << YAML::Value << k.rewrite_hints;
+  y << YAML::Key << "mirror" << YAML::Value << YAML::BeginMap;
+  y << YAML::Key << "path" << YAML::Value;
+  OrNull(y, OptPath(k.mirror.path));
+  y << YAML::Key << "command" << YAML::Value << YAML::Flow << k.mirror.command;
+  y << YAML::Key << "keep" << YAML::Value << k.mirror.keep;
+  y << YAML::EndMap << YAML::EndMap;
+
+  const auto& r = c.restart;
+  y << YAML::Key << "restart" << YAML::Value << YAML::BeginMap;
+  y << YAML::Key << "max_restarts" << YAML::Value << r.max_restarts;
+  y << YAML::Key << "max_hangs" << YAML::Value << r.max_hangs;
+  y << YAML::Key << "no_progress_limit" << YAML::Value << r.no_progress_limit;
+  y << YAML::Key << "backoff" << YAML::Value << YAML::BeginMap;
+  y << YAML::Key << "initial" << YAML::Value << FormatDuration(r.backoff.initial);
+  y << YAML::Key << "max" << YAML::Value << FormatDuration(r.backoff.max);
+  y << YAML::Key << "multiplier" << YAML::Value << r.backoff.multiplier;
+  y << YAML::Key << "jitter" << YAML::Value << r.backoff.jitter;
+  y << YAML::Key << "reset_after" << YAML::Value << FormatDuration(r.backoff.reset_after);
+  y << YAML::EndMap;
+  y << YAML::Key << "crash_loop" << YAML::Value << YAML::BeginMap;
+  y << YAML::Key << "failures" << YAML::Value << r.crash_loop.failures;
+  y << YAML::Key << "window" << YAML::Value << FormatDuration(r.crash_loop.window);
+  y << YAML::EndMap << YAML::EndMap;
+
+  const auto& cad = c.cadence;
+  y << YAML::Key << "cadence" << YAML::Value << YAML::BeginMap;
+  y << YAML::Key << "every" << YAML::Value
+    << (cad.mode == CadenceMode::kOff ? "off" : cad.mode == CadenceMode::kAdaptive ? "adaptive" : FormatDuration(cad.every));
+  y << YAML::Key << "min" << YAML::Value << FormatDuration(cad.min);
+  y << YAML::Key << "max" << YAML::Value << FormatDuration(cad.max);
+  y << YAML::Key << "mtbi_prior" << YAML::Value << FormatDuration(cad.mtbi_prior);
+  y << YAML::EndMap;
+
+  y << YAML::Key << "health" << YAML::Value << YAML::BeginMap;
+  y << YAML::Key << "heartbeat_file" << YAML::Value;
+  OrNull(y, OptPath(c.health.heartbeat_file));
+  y << YAML::Key << "progress_pattern" << YAML::Value << c.health.progress_pattern;
+  y << YAML::Key << "hang_timeout" << YAML::Value << FormatDuration(c.health.hang_timeout);
+  y << YAML::EndMap;
+
+  const auto& t = c.telemetry;
+  y << YAML::Key << "telemetry" << YAML::Value << YAML::BeginMap;
+  y << YAML::Key << "state_dir" << YAML::Value << t.state_dir.string();
+  y << YAML::Key << "metrics" << YAML::Value << YAML::BeginMap;
+  y << YAML::Key << "listen" << YAML::Value << t.metrics.listen;
+  y << YAML::Key << "token_file" << YAML::Value;
+  OrNull(y, OptPath(t.metrics.token_file));
+  y << YAML::EndMap;
+  y << YAML::Key << "log_format" << YAML::Value << (t.log_format == LogFormat::kJson ? "json" : "text");
+  y << YAML::Key << "log_level" << YAML::Value << t.log_level;
+  y << YAML::Key << "report_path" << YAML::Value;
+  OrNull(y, OptPath(t.report_path));
+  y << YAML::EndMap;
+  y << YAML::EndMap;
+  return std::string(y.c_str()) + "\n";
+}
+
+}  // namespace spotvisor::config

@@ -1,0 +1,107 @@
+// Whole-config checks that no single key can make: a command exists, templates appear
+// only where they can be filled, bounds relate, paths resolve. Messages name the file,
+// the line (when the key came from the file) and the key.
+#include <csignal>
+#include <set>
+
+#include "spotvisor/checkpoint/name_pattern.hpp"
+#include "spotvisor/config/loader.hpp"
+#include "spotvisor/config/templates.hpp"
+#include "spotvisor/process/spawn.hpp"
+
+namespace spotvisor::config {
+namespace {
+
+std::string Where(const JobConfig& job, const std::string& key) {
+  if (!job.source_file) return "command line: " + key + ": ";
+  const auto it = job.key_lines.find(key);
+  if (it == job.key_lines.end()) return job.source_file->string() + ": " + key + ": ";
+  return job.source_file->string() + ":" + std::to_string(it->second) + ": " + key + ": ";
+}
+
+Status CheckTemplates(const JobConfig& job, const std::vector<std::string>& argv,
+                      const std::string& key, const std::set<std::string>& allowed) {
+  for (const auto& arg : argv) {
+    auto names = TemplateNames(arg);
+    if (!names) return Error{Where(job, key) + names.error().message};
+    for (const auto& name : *names) {
+      if (allowed.count(name) == 0) {
+        std::string list;
+        for (const auto& a : allowed) list += (list.empty() ? "{" : ", {") + a + "}";
+        const bool resume_only = name == "checkpoint" || name == "step";
+        return Error{Where(job, key) + "placeholder {" + name + "} cannot be used here" +
+                     (resume_only ? " (a fresh start has no checkpoint; use it in job.resume_args)" : "") +
+                     " (allowed: " + list + ")"};
+      }
+    }
+  }
+  return Ok{};
+}
+
+}  // namespace
+
+Status Finalize(JobConfig& job) {
+  if (job.job.command.empty()) {
+    return Error{Where(job, "job.command") +
+                 "no command to run (set job.command: [\"/usr/bin/python3\", \"train.py\"] or pass it after --)"};
+  }
+  if (job.job.name.empty()) job.job.name = "job";
+  if (job.job.name.find('/') != std::string::npos || job.job.name == "." || job.job.name == "..") {
+    return Error{Where(job, "job.name") + "'" + job.job.name + "' must not contain '/'"};
+  }
+  if (job.job.workdir.empty()) job.job.workdir = job.base_dir;
+  job.job.workdir = std::filesystem::absolute(job.job.workdir).lexically_normal();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(job.job.workdir, ec)) {
+    return Error{Where(job, "job.workdir") + job.job.workdir.string() + " is not a directory"};
+  }
+
+  const std::string& program = job.job.command.front();
+  if (program.find('{') == std::string::npos) {
+    if (auto exe = process::ResolveExecutable(program, job.job.workdir); !exe) {
+      return Error{Where(job, "job.command") + exe.error().message};
+    }
+  }
+
+  std::set<std::string> anywhere{"attempt", "job"};
+  if (job.checkpoints.dir) anywhere.insert("checkpoint_dir");
+  if (job.job.result_file) anywhere.insert("result_file");
+  std::set<std::string> resume = anywhere;
+  resume.insert({"checkpoint", "step"});
+  if (Status s = CheckTemplates(job, job.job.command, "job.command", anywhere); !s) return s;
+  if (Status s = CheckTemplates(job, job.job.resume_args, "job.resume_args", resume); !s) return s;
+  if (!job.job.resume_args.empty() && !job.checkpoints.dir) {
+    return Error{Where(job, "job.resume_args") + "set checkpoints.dir too: resume arguments need a checkpoint to point at"};
+  }
+
+  if (auto p = checkpoint::NamePattern::Parse(job.checkpoints.pattern); !p) {
+    return Error{Where(job, "checkpoints.pattern") + p.error().message};
+  }
+  if (job.checkpoints.dir && std::filesystem::exists(*job.checkpoints.dir, ec) &&
+      !std::filesystem::is_directory(*job.checkpoints.dir, ec)) {
+    return Error{Where(job, "checkpoints.dir") + job.checkpoints.dir->string() + " exists and is not a directory"};
+  }
+  const auto& b = job.restart.backoff;
+  if (b.initial > b.max) {
+    return Error{Where(job, "restart.backoff.initial") + FormatDuration(b.initial) +
+                 " is larger than restart.backoff.max (" + FormatDuration(b.max) + ")"};
+  }
+  if (b.multiplier < 1.0) return Error{Where(job, "restart.backoff.multiplier") + "must be >= 1"};
+  for (auto [signo, key] : {std::pair{job.signals.on_notice, "signals.on_notice"},
+                            std::pair{job.signals.checkpoint, "signals.checkpoint"}}) {
+    if (signo == SIGKILL || signo == SIGSTOP) {
+      return Error{Where(job, key) + "SIGKILL and SIGSTOP cannot be caught, so a trainer could never checkpoint on them"};
+    }
+  }
+  if (job.telemetry.state_dir.empty()) job.telemetry.state_dir = job.base_dir / ".spotvisor" / job.job.name;
+  if (std::filesystem::exists(job.telemetry.state_dir, ec) &&
+      !std::filesystem::is_directory(job.telemetry.state_dir, ec)) {
+    return Error{Where(job, "telemetry.state_dir") + job.telemetry.state_dir.string() + " exists and is not a directory"};
+  }
+  if (job.health.hang_timeout.count() <= 0) {
+    return Error{Where(job, "health.hang_timeout") + "must be longer than 0"};
+  }
+  return Ok{};
+}
+
+}  // namespace spotvisor::config

@@ -1,0 +1,144 @@
+// fork + exec with everything prepared before the fork, so the child only makes
+// async-signal-safe calls. The child becomes its own process group leader (set on both
+// sides of the fork to avoid the race), asks for SIGKILL when its parent dies, restores
+// default signal dispositions and an empty mask, then execs.
+#include "spotvisor/process/spawn.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+extern char** environ;
+
+namespace spotvisor::process {
+namespace {
+
+std::vector<std::string> BuildEnvironment(const std::map<std::string, std::string>& extra) {
+  std::map<std::string, std::string> merged;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv = *e;
+    const auto eq = kv.find('=');
+    if (eq != std::string::npos) merged[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : extra) merged[k] = v;
+  std::vector<std::string> out;
+  out.reserve(merged.size());
+  for (const auto& [k, v] : merged) out.push_back(k + "=" + v);
+  return out;
+}
+
+std::vector<char*> Pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Runs in the child between fork and exec: async-signal-safe calls only.
+[[noreturn]] void ExecChild(pid_t parent, const char* path, char* const* argv, char* const* envp,
+                            const char* workdir, int error_fd) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);  // the supervisor died before PDEATHSIG was armed
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; ++s) {
+    if (s != SIGKILL && s != SIGSTOP) sigaction(s, &dfl, nullptr);
+  }
+  sigset_t empty;
+  sigemptyset(&empty);
+  sigprocmask(SIG_SETMASK, &empty, nullptr);
+#ifdef SYS_close_range
+  syscall(SYS_close_range, 3u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
+#endif
+  int err = 0;
+  if (chdir(workdir) != 0) {
+    err = errno;
+  } else {
+    execve(path, argv, envp);
+    err = errno;
+  }
+  [[maybe_unused]] ssize_t n = write(error_fd, &err, sizeof err);
+  _exit(127);
+}
+
+}  // namespace
+
+Result<std::filesystem::path> ResolveExecutable(const std::string& name,
+                                                const std::filesystem::path& workdir) {
+  if (name.empty()) return Error{"the command is empty"};
+  if (name.find('/') != std::string::npos) {
+    std::filesystem::path p(name);
+    if (p.is_relative()) p = workdir / p;
+    if (access(p.c_str(), X_OK) != 0) {
+      return Error{"cannot run '" + name + "': " + p.string() + ": " + std::strerror(errno)};
+    }
+    return p;
+  }
+  const char* path_env = std::getenv("PATH");
+  const std::string path = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    const auto end = path.find(':', start);
+    const std::string dir = path.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    const std::filesystem::path candidate = std::filesystem::path(dir.empty() ? "." : dir) / name;
+    if (access(candidate.c_str(), X_OK) == 0 && !std::filesystem::is_directory(candidate)) return candidate;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return Error{"cannot run '" + name + "': not found in PATH (" + path + ")"};
+}
+
+Result<pid_t> Spawn(const SpawnSpec& spec) {
+  auto exe = ResolveExecutable(spec.argv.empty() ? "" : spec.argv[0], spec.workdir);
+  if (!exe) return exe.error();
+  std::string path = exe->string();
+  std::vector<std::string> argv_strings = spec.argv;
+  std::vector<std::string> env_strings = BuildEnvironment(spec.env);
+  auto argv = Pointers(argv_strings);
+  auto envp = Pointers(env_strings);
+  const std::string workdir = spec.workdir.string();
+
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return Error{std::string("pipe2 failed: ") + std::strerror(errno)};
+  const pid_t parent = getpid();
+  // Signals stay blocked across the fork so that none reaches our handlers inside the
+  // child before it has restored default dispositions; pending ones then act normally.
+  sigset_t all, previous;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, &previous);
+  const pid_t pid = fork();
+  if (pid != 0) sigprocmask(SIG_SETMASK, &previous, nullptr);
+  if (pid < 0) {
+    const int err = errno;
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return Error{"cannot start '" + spec.argv[0] + "': fork failed: " + std::strerror(err)};
+  }
+  if (pid == 0) {
+    close(pipe_fds[0]);
+    ExecChild(parent, path.c_str(), argv.data(), envp.data(), workdir.c_str(), pipe_fds[1]);
+  }
+  close(pipe_fds[1]);
+  setpgid(pid, pid);  // may fail with EACCES once the child has exec'd; it set it itself
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = read(pipe_fds[0], &child_errno, sizeof child_errno);
+  } while (n < 0 && errno == EINTR);
+  close(pipe_fds[0]);
+  if (n == static_cast<ssize_t>(sizeof child_errno)) {
+    waitpid(pid, nullptr, 0);
+    return Error{"cannot start '" + spec.argv[0] + "' in " + workdir + ": " + std::strerror(child_errno)};
+  }
+  return pid;
+}
+
+}  // namespace spotvisor::process

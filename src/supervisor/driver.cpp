@@ -1,0 +1,418 @@
+// The Asio driver of the supervisor Fsm; see driver.hpp. Invariants: at most one child
+// group exists; a ChildExitedEvent is delivered only once every process of the group is
+// gone (we are a child subreaper, so orphaned grandchildren are reaped here too); the
+// journal is saved after every event that changed the counters.
+#include "spotvisor/supervisor/driver.hpp"
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <csignal>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "child_environment.hpp"
+#include "spotvisor/cli/app.hpp"
+#include "spotvisor/config/loader.hpp"
+#include "spotvisor/process/process_group.hpp"
+#include "spotvisor/process/spawn.hpp"
+#include "spotvisor/state/job_lock.hpp"
+#include "spotvisor/state/journal.hpp"
+#include "spotvisor/supervisor/fsm.hpp"
+#include "spotvisor/telemetry/log.hpp"
+
+namespace spotvisor::supervisor {
+namespace {
+
+namespace asio = boost::asio;
+using telemetry::Log;
+using telemetry::LogLevel;
+using telemetry::Quote;
+using std::chrono::steady_clock;
+
+constexpr auto kGroupPoll = std::chrono::milliseconds(5);
+
+ExitStatus FromWaitStatus(int status) {
+  if (WIFSIGNALED(status)) return ExitStatus{0, WTERMSIG(status)};
+  return ExitStatus{WEXITSTATUS(status), 0};
+}
+
+}  // namespace
+
+class Driver::Impl {
+ public:
+  Impl(const config::JobConfig& job, std::unique_ptr<checkpoint::ResumeSelector> selector)
+      : job_(job),
+        selector_(selector ? std::move(selector) : checkpoint::MakeResumeSelector(job)),
+        signals_(io_, SIGINT, SIGTERM, SIGHUP),
+        children_(io_, SIGCHLD),
+        group_poll_(io_) {
+    signals_.add(SIGUSR1);
+    for (auto kind : {TimerKind::kGrace, TimerKind::kKill, TimerKind::kBackoff}) {
+      timers_.emplace(kind, asio::steady_timer(io_));
+    }
+  }
+
+  int Run() {
+    pid_t holder = 0;
+    auto lock = state::JobLock::Acquire(job_.telemetry.state_dir, &holder);
+    if (!lock) {
+      Log(LogLevel::kError, "event=refused reason=" + Quote(lock.error().message));
+      return holder != 0 ? cli::exit_code::kLocked : cli::exit_code::kFailed;
+    }
+    lock_.emplace(std::move(*lock));
+    auto journal = state::Journal::Open(job_.telemetry.state_dir);
+    if (!journal) {
+      Log(LogLevel::kCritical, "event=cannot_start reason=" + Quote(journal.error().message));
+      return cli::exit_code::kFailed;
+    }
+    journal_.emplace(std::move(*journal));
+    if (!StopLeftovers()) return cli::exit_code::kFailed;
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    fsm_.emplace(job_, RestoreCounters(journal_->state()), static_cast<std::uint64_t>(getpid()) * 7919u);
+    Log(LogLevel::kInfo, "event=supervisor_started pid=" + std::to_string(getpid()) +
+                             " state_dir=" + Quote(job_.telemetry.state_dir.string()) +
+                             " attempts_so_far=" + std::to_string(fsm_->counters().attempts));
+    WaitSignals();
+    WaitChildren();
+    Dispatch(StartEvent{});
+    io_.run();
+    pool_.join();
+    return exit_code_;
+  }
+
+ private:
+  // ---- start-up ----
+  Counters RestoreCounters(const state::PersistedState& s) {
+    Counters c;
+    c.attempts = s.attempts;
+    c.failures = s.failures;
+    c.hangs = s.hangs;
+    c.preemptions = s.preemptions;
+    c.consecutive_failures = s.consecutive_failures;
+    c.no_progress_streak = s.no_progress_streak;
+    c.last_resume_step = s.last_resume_step;
+    const auto now_ms = state::UnixMillisNow();
+    const auto now = steady_clock::now();
+    for (auto ms : s.recent_failures_ms) c.recent_failures.push_back(now - std::chrono::milliseconds(now_ms - ms));
+    return c;
+  }
+
+  // A child of a SIGKILLed supervisor died with it (PDEATHSIG), but its group may live on.
+  bool StopLeftovers() {
+    const auto& child = journal_->state().child;
+    if (!child) return true;
+    auto pids = process::FindLeftovers(*child);
+    if (pids.empty()) return true;
+    Log(LogLevel::kWarning, "event=leftover_found pgid=" + std::to_string(child->pid) + " processes=" +
+                                std::to_string(pids.size()) +
+                                " detail=\"the previous supervisor's trainer group is still alive; stopping it before starting\"");
+    // The leftover gets the usual stop signal and at most the grace window (capped: it
+    // has been orphaned for a while already), then SIGKILL.
+    const auto term_wait = std::min<std::chrono::milliseconds>(job_.signals.grace, std::chrono::seconds(10));
+    for (int sig : {job_.signals.on_notice, SIGKILL}) {
+      process::SignalGroup(child->pid, sig);
+      const auto deadline = steady_clock::now() + (sig == SIGKILL ? job_.signals.kill_timeout : term_wait);
+      while (steady_clock::now() < deadline && !process::FindLeftovers(*child).empty()) {
+        std::this_thread::sleep_for(kGroupPoll);
+      }
+      if (process::FindLeftovers(*child).empty()) {
+        Log(LogLevel::kInfo, "event=leftover_stopped pgid=" + std::to_string(child->pid) +
+                                 " signal=" + config::SignalName(sig));
+        return true;
+      }
+    }
+    Log(LogLevel::kCritical, "event=cannot_start reason=\"leftover processes of group " + std::to_string(child->pid) +
+                                 " survive SIGKILL; refusing to start a second trainer\"");
+    return false;
+  }
+
+  // ---- events in ----
+  void WaitSignals() {
+    signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
+      if (ec) return;  // cancelled at shutdown
+      if (signo == SIGUSR1) {
+        Dispatch(CheckpointRequestedEvent{"SIGUSR1 to spotvisor"});
+      } else {
+        Dispatch(StopRequestedEvent{StopReason::kSignal, std::nullopt, config::SignalName(signo) + " to spotvisor"});
+      }
+      if (!finished_) WaitSignals();
+    });
+  }
+
+  void WaitChildren() {
+    children_.async_wait([this](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      Reap();
+      if (!finished_) WaitChildren();
+    });
+  }
+
+  // Reaps every exited child: the trainer, and orphans adopted as subreaper.
+  void Reap() {
+    int status = 0;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      if (pid == child_pid_ && !main_status_) {
+        main_status_ = FromWaitStatus(status);
+        Log(LogLevel::kInfo, "event=trainer_exited pid=" + std::to_string(pid) + " status=" +
+                                 Quote(Describe(*main_status_)) + " uptime_ms=" +
+                                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                    steady_clock::now() - child_started_).count()));
+      }
+    }
+    if (main_status_ && !group_wait_) {
+      group_wait_ = true;
+      group_deadline_ = steady_clock::now() + job_.signals.kill_timeout;
+      if (process::GroupExists(child_pid_)) {
+        Log(LogLevel::kWarning, "event=group_leftovers pgid=" + std::to_string(child_pid_) +
+                                    " detail=\"processes of the trainer's group outlived it: SIGKILL\"");
+        process::SignalGroup(child_pid_, SIGKILL);
+      }
+      PollGroup();
+    }
+  }
+
+  void PollGroup() {
+    int status = 0;
+    while (waitpid(-1, &status, WNOHANG) > 0) {
+    }
+    if (!process::GroupExists(child_pid_)) {
+      ChildGone();
+      return;
+    }
+    if (steady_clock::now() > group_deadline_) {
+      Shutdown(cli::exit_code::kFailed, "processes of the trainer's group " + std::to_string(child_pid_) +
+                                            " survive SIGKILL; refusing to start a second trainer");
+      return;
+    }
+    process::SignalGroup(child_pid_, SIGKILL);
+    group_poll_.expires_after(kGroupPoll);
+    group_poll_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) PollGroup();
+    });
+  }
+
+  void ChildGone() {
+    const ExitStatus status = *main_status_;
+    child_pid_ = 0;
+    main_status_.reset();
+    group_wait_ = false;
+    persisted_.child.reset();
+    Dispatch(ChildExitedEvent{status});
+  }
+
+  void Dispatch(const Event& event) {
+    if (finished_) return;
+    for (const Action& action : fsm_->Handle(event, steady_clock::now())) {
+      std::visit([this](const auto& a) { Perform(a); }, action);
+      if (finished_) break;
+    }
+    SaveState();
+  }
+
+  // ---- actions out ----
+  void Perform(const SelectResumeAction&) {
+    asio::post(pool_, [this] {
+      auto selection = selector_->SelectForResume();
+      asio::post(io_, [this, selection = std::move(selection)]() mutable { OnSelected(std::move(selection)); });
+    });
+  }
+
+  void OnSelected(Result<checkpoint::Selection> selection) {
+    if (!selection) {
+      Shutdown(cli::exit_code::kFailed, "cannot choose a checkpoint to resume from: " + selection.error().message +
+                                            " (not starting from scratch while checkpoints may exist)");
+      return;
+    }
+    for (const auto& r : selection->rejected) {
+      Log(LogLevel::kWarning, "event=checkpoint_rejected path=" + Quote(r.path.string()) + " reason=" +
+                                  Quote(r.reason) + (r.moved_to ? " quarantined_to=" + Quote(r.moved_to->string()) : ""));
+    }
+    Dispatch(ResumeSelectedEvent{selection->chosen});
+  }
+
+  void Perform(const SpawnAction& a) {
+    auto spec = BuildSpawnSpec(job_, a);
+    if (!spec) {
+      asio::post(io_, [this, message = spec.error().message] { Dispatch(SpawnFailedEvent{message}); });
+      return;
+    }
+    if (job_.checkpoints.dir) {
+      std::error_code ec;
+      std::filesystem::create_directories(*job_.checkpoints.dir, ec);
+    }
+    auto pid = process::Spawn(*spec);
+    if (!pid) {
+      asio::post(io_, [this, message = pid.error().message] { Dispatch(SpawnFailedEvent{message}); });
+      return;
+    }
+    child_pid_ = *pid;
+    child_started_ = steady_clock::now();
+    persisted_.child = process::Identify(child_pid_);
+    current_ = state::AttemptRecord{};
+    current_.attempt = a.attempt;
+    current_.started_ms = state::UnixMillisNow();
+    current_.pid = child_pid_;
+    if (a.resume) {
+      current_.resume_from = a.resume->path.string();
+      current_.resume_step = a.resume->step;
+    }
+    std::string argv;
+    for (const auto& arg : spec->argv) argv += (argv.empty() ? "" : " ") + arg;
+    Log(LogLevel::kInfo, "event=trainer_started attempt=" + std::to_string(a.attempt) + " pid=" +
+                             std::to_string(child_pid_) + " resume=" +
+                             Quote(a.resume ? a.resume->path.string() : "none") + " argv=" + Quote(argv));
+  }
+
+  void Perform(const SignalAction& a) {
+    if (child_pid_ == 0) return;
+    const bool sent = a.group ? process::SignalGroup(child_pid_, a.signo) : process::SignalProcess(child_pid_, a.signo);
+    Log(sent ? LogLevel::kInfo : LogLevel::kDebug,
+        "event=signal_sent signal=" + config::SignalName(a.signo) + " target=" + (a.group ? "group" : "main") +
+            " pid=" + std::to_string(child_pid_) + (sent ? "" : " result=\"no such process\""));
+  }
+
+  void Perform(const KillGroupAction&) {
+    if (child_pid_ == 0) return;
+    process::SignalGroup(child_pid_, SIGKILL);
+    Log(LogLevel::kWarning, "event=signal_sent signal=SIGKILL target=group pid=" + std::to_string(child_pid_));
+  }
+
+  void Perform(const ArmTimerAction& a) {
+    auto& timer = timers_.at(a.kind);
+    timer.expires_at(a.at);
+    timer.async_wait([this, kind = a.kind](const boost::system::error_code& ec) {
+      if (!ec) Dispatch(TimerFiredEvent{kind});
+    });
+  }
+
+  void Perform(const CancelTimerAction& a) { timers_.at(a.kind).cancel(); }
+
+  void Perform(const AttemptEndedAction& a) {
+    current_.ended_ms = state::UnixMillisNow();
+    if (a.status.signal != 0) {
+      current_.signal = a.status.signal;
+    } else {
+      current_.exit_code = a.status.code;
+    }
+    current_.outcome = a.outcome;
+    current_.next = a.next;
+    Log(a.outcome == "done" ? LogLevel::kInfo : LogLevel::kWarning,
+        "event=attempt_ended attempt=" + std::to_string(current_.attempt) + " outcome=" + a.outcome +
+            " status=" + Quote(Describe(a.status)) + " next=" + Quote(a.next));
+    if (Status s = journal_->AppendAttempt(current_); !s) JournalTrouble(s.error().message);
+  }
+
+  void Perform(const LogAction& a) { Log(a.level, a.text); }
+
+  void Perform(const ExitAction& a) { Shutdown(a.code, a.message); }
+
+  void Shutdown(int code, const std::string& message) {
+    if (finished_) return;
+    finished_ = true;
+    exit_code_ = code;
+    persisted_.last_exit_message = message;
+    const LogLevel level = code == 0 || code == cli::exit_code::kStopped ? LogLevel::kInfo : LogLevel::kError;
+    Log(level, "event=exit code=" + std::to_string(code) + " message=" + Quote(message));
+    for (auto& [kind, timer] : timers_) timer.cancel();
+    group_poll_.cancel();
+    signals_.cancel();
+    children_.cancel();
+    SaveState(/*force=*/true);
+  }
+
+  void SaveState(bool force = false) {
+    if (!journal_ || !fsm_) return;
+    const Counters& c = fsm_->counters();
+    state::PersistedState s = persisted_;
+    s.job = job_.job.name;
+    s.attempts = c.attempts;
+    s.failures = c.failures;
+    s.hangs = c.hangs;
+    s.preemptions = c.preemptions;
+    s.consecutive_failures = c.consecutive_failures;
+    s.no_progress_streak = c.no_progress_streak;
+    s.last_resume_step = c.last_resume_step;
+    const auto now_ms = state::UnixMillisNow();
+    const auto now = steady_clock::now();
+    s.recent_failures_ms.clear();
+    for (auto t : c.recent_failures) {
+      s.recent_failures_ms.push_back(now_ms - std::chrono::duration_cast<std::chrono::milliseconds>(now - t).count());
+    }
+    s.phase = PhaseName(fsm_->phase());
+    if (!force && SameAs(s, journal_->state())) return;
+    if (Status st = journal_->Save(s); !st) {
+      JournalTrouble(st.error().message);
+    } else if (journal_trouble_) {
+      journal_trouble_ = false;
+      Log(LogLevel::kInfo, "event=state_writable_again dir=" + Quote(job_.telemetry.state_dir.string()));
+    }
+  }
+
+  static bool SameAs(const state::PersistedState& a, const state::PersistedState& b) {
+    const auto child_key = [](const state::PersistedState& s) {
+      return s.child ? std::to_string(s.child->pid) + ":" + std::to_string(s.child->start_ticks) : std::string();
+    };
+    return a.attempts == b.attempts && a.failures == b.failures && a.hangs == b.hangs &&
+           a.preemptions == b.preemptions && a.consecutive_failures == b.consecutive_failures &&
+           a.no_progress_streak == b.no_progress_streak && a.last_resume_step == b.last_resume_step &&
+           a.phase == b.phase && child_key(a) == child_key(b) && a.last_exit_message == b.last_exit_message;
+  }
+
+  // Said once per change of condition; supervision goes on without a journal.
+  void JournalTrouble(const std::string& message) {
+    if (journal_trouble_) return;
+    journal_trouble_ = true;
+    Log(LogLevel::kError, "event=state_write_failed error=" + Quote(message) +
+                              " detail=\"supervising on; the journal will be rewritten when the state dir is writable\"");
+  }
+
+  static const char* PhaseName(Phase p) {
+    switch (p) {
+      case Phase::kIdle: return "idle";
+      case Phase::kSelecting: return "selecting";
+      case Phase::kRunning: return "running";
+      case Phase::kStopping: return "stopping";
+      case Phase::kBackoff: return "backoff";
+      case Phase::kDrained: return "drained";
+      case Phase::kFinished: return "finished";
+    }
+    return "?";
+  }
+
+  const config::JobConfig& job_;                          // not owned
+  std::unique_ptr<checkpoint::ResumeSelector> selector_;  // used on pool_ only
+  asio::io_context io_;                                   // the one event loop
+  asio::thread_pool pool_{1};                             // checkpoint selection
+  asio::signal_set signals_;                              // stop / checkpoint requests
+  asio::signal_set children_;                             // SIGCHLD
+  std::map<TimerKind, asio::steady_timer> timers_;        // armed by the Fsm
+  asio::steady_timer group_poll_;                         // waiting for the group to empty
+  std::optional<state::JobLock> lock_;                    // held for our whole life
+  std::optional<state::Journal> journal_;                 // the job's memory
+  std::optional<Fsm> fsm_;                                // the policy
+  state::PersistedState persisted_;                       // driver-owned parts of the state
+  state::AttemptRecord current_;                          // the attempt in progress
+  pid_t child_pid_ = 0;                                   // also its pgid; 0 = none
+  steady_clock::time_point child_started_{};              // for uptime
+  std::optional<ExitStatus> main_status_;                 // main child reaped, group maybe not
+  bool group_wait_ = false;                               // polling for the group to empty
+  steady_clock::time_point group_deadline_{};             // give up waiting then
+  bool journal_trouble_ = false;                          // state dir not writable
+  bool finished_ = false;                                 // Exit performed
+  int exit_code_ = cli::exit_code::kFailed;               // what Run returns
+};
+
+Driver::Driver(const config::JobConfig& job, std::unique_ptr<checkpoint::ResumeSelector> selector)
+    : impl_(std::make_unique<Impl>(job, std::move(selector))) {}
+Driver::~Driver() = default;
+int Driver::Run() { return impl_->Run(); }
+
+}  // namespace spotvisor::supervisor

@@ -1,0 +1,302 @@
+// The supervisor policy; see fsm.hpp. Invariant: at most one child exists outside kIdle,
+// kBackoff, kDrained and kFinished, and an Exit action is always the last action issued.
+#include "spotvisor/supervisor/fsm.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "spotvisor/config/loader.hpp"
+
+namespace spotvisor::supervisor {
+namespace {
+
+using std::chrono::milliseconds;
+
+LogAction Note(LogLevel level, std::string text) { return LogAction{level, std::move(text)}; }
+
+const char* ReasonName(StopReason r) {
+  switch (r) {
+    case StopReason::kSignal: return "signal";
+    case StopReason::kNotice: return "notice";
+    case StopReason::kHang: return "hang";
+    case StopReason::kBudget: return "budget";
+    case StopReason::kNone: break;
+  }
+  return "none";
+}
+
+}  // namespace
+
+std::string Describe(const ExitStatus& status) {
+  if (status.signal != 0) return "killed by " + config::SignalName(status.signal);
+  return "exit code " + std::to_string(status.code);
+}
+
+Fsm::Fsm(const config::JobConfig& job, Counters restored, std::uint64_t seed)
+    : job_(job), counters_(std::move(restored)), rng_(seed) {}
+
+std::vector<Action> Fsm::Handle(const Event& event, TimePoint now) {
+  if (phase_ == Phase::kFinished) return {};
+  return std::visit(
+      [&](const auto& e) -> std::vector<Action> {
+        using E = std::decay_t<decltype(e)>;
+        if constexpr (std::is_same_v<E, StartEvent>) return OnStart(now);
+        if constexpr (std::is_same_v<E, ResumeSelectedEvent>) return OnResumeSelected(e, now);
+        if constexpr (std::is_same_v<E, SpawnFailedEvent>) return OnSpawnFailed(e, now);
+        if constexpr (std::is_same_v<E, ChildExitedEvent>) return OnChildExited(e, now);
+        if constexpr (std::is_same_v<E, StopRequestedEvent>) return OnStopRequested(e, now);
+        if constexpr (std::is_same_v<E, CheckpointRequestedEvent>) return OnCheckpointRequested(e);
+        if constexpr (std::is_same_v<E, NoticeClearedEvent>) return OnNoticeCleared(now);
+        if constexpr (std::is_same_v<E, TimerFiredEvent>) return OnTimer(e, now);
+      },
+      event);
+}
+
+std::vector<Action> Fsm::OnStart(TimePoint) {
+  if (phase_ != Phase::kIdle) return {};
+  phase_ = Phase::kSelecting;
+  return {SelectResumeAction{}};
+}
+
+std::vector<Action> Fsm::OnResumeSelected(const ResumeSelectedEvent& e, TimePoint now) {
+  if (phase_ != Phase::kSelecting) return {};
+  if (pending_stop_ == StopReason::kSignal) {
+    return Finish(75, "stopped on request before the trainer started; the job is resumable");
+  }
+  if (pending_stop_ == StopReason::kNotice) {
+    phase_ = Phase::kDrained;
+    return {Note(LogLevel::kWarning, "event=drained reason=notice detail=\"notice arrived before the trainer started; not starting it\"")};
+  }
+  std::vector<Action> actions;
+  const auto step = e.point ? std::optional<std::uint64_t>(e.point->step) : std::nullopt;
+  if (counters_.attempts > 0 && job_.restart.no_progress_limit > 0) {
+    const bool advanced = step && (!counters_.last_resume_step || *step > *counters_.last_resume_step);
+    counters_.no_progress_streak = advanced ? 0 : counters_.no_progress_streak + 1;
+    if (counters_.no_progress_streak >= job_.restart.no_progress_limit) {
+      const std::string at = step ? "step " + std::to_string(*step) : "no checkpoint";
+      return Finish(1, "giving up: " + std::to_string(counters_.no_progress_streak) +
+                           " restarts in a row without progress (each resumed from " + at +
+                           "; restart.no_progress_limit = " +
+                           std::to_string(job_.restart.no_progress_limit) + ")");
+    }
+  }
+  counters_.last_resume_step = step;
+  counters_.attempts += 1;
+  phase_ = Phase::kRunning;
+  started_at_ = now;
+  stop_reason_ = StopReason::kNone;
+  stop_requests_ = 0;
+  actions.push_back(SpawnAction{e.point, counters_.attempts, counters_.attempts - 1});
+  return actions;
+}
+
+std::vector<Action> Fsm::OnSpawnFailed(const SpawnFailedEvent& e, TimePoint now) {
+  if (phase_ != Phase::kRunning) return {};
+  std::vector<Action> actions{Note(LogLevel::kError, "event=spawn_failed error=\"" + e.message + "\"")};
+  auto more = Fail(ExitStatus{127, 0}, "spawn-failed", now);
+  actions.insert(actions.end(), more.begin(), more.end());
+  return actions;
+}
+
+bool Fsm::IsSuccess(const ExitStatus& status) const {
+  if (status.signal != 0) return false;
+  const auto& codes = job_.job.success_exit_codes;
+  return std::find(codes.begin(), codes.end(), status.code) != codes.end();
+}
+
+std::vector<Action> Fsm::OnChildExited(const ChildExitedEvent& e, TimePoint now) {
+  if (phase_ != Phase::kRunning && phase_ != Phase::kStopping) return {};
+  std::vector<Action> actions{CancelTimerAction{TimerKind::kGrace}, CancelTimerAction{TimerKind::kKill}};
+  const ExitStatus& st = e.status;
+  const StopReason reason = stop_reason_;
+  stop_reason_ = StopReason::kNone;
+  switch (reason) {
+    case StopReason::kNone:
+      if (IsSuccess(st)) {
+        actions.push_back(AttemptEndedAction{st, "done", "exit 0"});
+        return Finish(0, "the job finished: the trainer exited with " + Describe(st), std::move(actions));
+      }
+      break;
+    case StopReason::kSignal:
+      actions.push_back(AttemptEndedAction{st, "stopped", "exit 75"});
+      return Finish(75, "stopped on request; the trainer ended with " + Describe(st) + "; the job is resumable",
+                    std::move(actions));
+    case StopReason::kBudget:
+      actions.push_back(AttemptEndedAction{st, "budget", "exit 3"});
+      return Finish(3, "the cost budget is exhausted; the trainer was stopped (" + Describe(st) + ")",
+                    std::move(actions));
+    case StopReason::kNotice:
+      counters_.preemptions += 1;
+      phase_ = Phase::kDrained;
+      actions.push_back(AttemptEndedAction{st, "preempted", "drained"});
+      actions.push_back(Note(LogLevel::kWarning, "event=drained trainer=\"" + Describe(st) +
+                                                    "\" detail=\"waiting for the machine to go away, or for the notice to clear\""));
+      return actions;
+    case StopReason::kHang: {
+      auto more = Fail(st, "hang", now);
+      actions.insert(actions.end(), more.begin(), more.end());
+      return actions;
+    }
+  }
+  auto more = Fail(st, "failed", now);
+  actions.insert(actions.end(), more.begin(), more.end());
+  return actions;
+}
+
+std::vector<Action> Fsm::Fail(const ExitStatus& status, const std::string& outcome, TimePoint now) {
+  std::vector<Action> actions;
+  const auto& r = job_.restart;
+  if (now - started_at_ >= r.backoff.reset_after) counters_.consecutive_failures = 0;
+  counters_.consecutive_failures += 1;
+  std::string why;
+  if (outcome == "hang") {
+    counters_.hangs += 1;
+    if (counters_.hangs > r.max_hangs) {
+      why = "giving up: the trainer hung " + std::to_string(counters_.hangs) +
+            " times (restart.max_hangs = " + std::to_string(r.max_hangs) + ")";
+    }
+  } else {
+    counters_.failures += 1;
+    counters_.recent_failures.push_back(now);
+    while (!counters_.recent_failures.empty() && now - counters_.recent_failures.front() > r.crash_loop.window) {
+      counters_.recent_failures.pop_front();
+    }
+    if (counters_.failures > r.max_restarts) {
+      why = "giving up: the trainer failed " + std::to_string(counters_.failures) +
+            " times, last with " + Describe(status) + " (restart.max_restarts = " +
+            std::to_string(r.max_restarts) + ")";
+    } else if (r.crash_loop.failures > 0 &&
+               static_cast<int>(counters_.recent_failures.size()) >= r.crash_loop.failures) {
+      why = "giving up: crash loop, " + std::to_string(counters_.recent_failures.size()) +
+            " failures within " + FormatDuration(r.crash_loop.window) + ", last with " + Describe(status) +
+            " (restart.crash_loop)";
+    }
+  }
+  if (!why.empty()) {
+    actions.push_back(AttemptEndedAction{status, outcome, "give up"});
+    return Finish(1, why, std::move(actions));
+  }
+  const auto delay = NextBackoff();
+  actions.push_back(AttemptEndedAction{status, outcome, "restart in " + FormatDuration(delay)});
+  actions.push_back(Note(LogLevel::kWarning, "event=restart_scheduled outcome=" + outcome + " status=\"" +
+                                                Describe(status) + "\" delay=" + FormatDuration(delay) +
+                                                " failures=" + std::to_string(counters_.failures) +
+                                                " hangs=" + std::to_string(counters_.hangs)));
+  phase_ = Phase::kBackoff;
+  actions.push_back(ArmTimerAction{TimerKind::kBackoff, now + delay});
+  return actions;
+}
+
+std::chrono::milliseconds Fsm::NextBackoff() {
+  const auto& b = job_.restart.backoff;
+  const int n = std::max(0, counters_.consecutive_failures - 1);
+  double ms = static_cast<double>(b.initial.count()) * std::pow(b.multiplier, std::min(n, 64));
+  ms = std::min(ms, static_cast<double>(b.max.count()));
+  if (b.jitter > 0) {
+    std::uniform_real_distribution<double> spread(-b.jitter, b.jitter);
+    ms *= 1.0 + spread(rng_);
+  }
+  return milliseconds(static_cast<std::int64_t>(std::max(0.0, ms)));
+}
+
+std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint now) {
+  const bool by_signal = e.reason == StopReason::kSignal;
+  switch (phase_) {
+    case Phase::kIdle:
+    case Phase::kSelecting:
+      if (pending_stop_ != StopReason::kSignal) pending_stop_ = e.reason;
+      return {Note(LogLevel::kInfo, std::string("event=stop_requested reason=") + ReasonName(e.reason) +
+                                       " detail=\"" + e.detail + "\" phase=selecting")};
+    case Phase::kBackoff:
+      if (by_signal) {
+        return Finish(75, "stopped on request while waiting to restart; the job is resumable",
+                      {CancelTimerAction{TimerKind::kBackoff}});
+      }
+      if (e.reason == StopReason::kNotice) {
+        phase_ = Phase::kDrained;
+        return {CancelTimerAction{TimerKind::kBackoff},
+                Note(LogLevel::kWarning, "event=drained reason=notice detail=\"notice during backoff; no new trainer is started\"")};
+      }
+      if (e.reason == StopReason::kBudget) {
+        return Finish(3, "the cost budget is exhausted while waiting to restart", {CancelTimerAction{TimerKind::kBackoff}});
+      }
+      return {};
+    case Phase::kDrained:
+      if (by_signal) return Finish(75, "stopped on request after a preemption notice; the job is resumable");
+      return {};
+    case Phase::kStopping:
+      if (by_signal) {
+        stop_requests_ += 1;
+        // A second SIGINT/SIGTERM means "now": no more grace.
+        if (stop_reason_ != StopReason::kSignal) stop_reason_ = StopReason::kSignal;
+        if (stop_requests_ >= 2) {
+          return {Note(LogLevel::kWarning, "event=stop_escalated detail=\"second stop request: SIGKILL to the group now\""),
+                  CancelTimerAction{TimerKind::kGrace}, KillGroupAction{},
+                  ArmTimerAction{TimerKind::kKill, now + job_.signals.kill_timeout}};
+        }
+      }
+      return {};
+    case Phase::kRunning:
+      break;
+    case Phase::kFinished:
+      return {};
+  }
+  phase_ = Phase::kStopping;
+  stop_reason_ = e.reason;
+  stop_requests_ = by_signal ? 1 : 0;
+  std::chrono::milliseconds grace = job_.signals.grace;
+  if (e.grace_cap) grace = std::max(std::chrono::milliseconds(0), std::min(grace, *e.grace_cap));
+  const bool group = job_.signals.target == config::SignalTarget::kGroup;
+  return {Note(LogLevel::kWarning, std::string("event=stopping reason=") + ReasonName(e.reason) + " detail=\"" +
+                                      e.detail + "\" signal=" + config::SignalName(job_.signals.on_notice) +
+                                      " target=" + (group ? "group" : "main") + " grace=" + FormatDuration(grace)),
+          SignalAction{job_.signals.on_notice, group}, ArmTimerAction{TimerKind::kGrace, now + grace}};
+}
+
+std::vector<Action> Fsm::OnCheckpointRequested(const CheckpointRequestedEvent& e) {
+  if (phase_ != Phase::kRunning) {
+    return {Note(LogLevel::kInfo, "event=checkpoint_request_ignored detail=\"" + e.detail + "\" reason=\"no running trainer\"")};
+  }
+  const bool group = job_.signals.target == config::SignalTarget::kGroup;
+  return {Note(LogLevel::kInfo, "event=checkpoint_requested detail=\"" + e.detail + "\" signal=" +
+                                   config::SignalName(job_.signals.checkpoint)),
+          SignalAction{job_.signals.checkpoint, group}};
+}
+
+std::vector<Action> Fsm::OnNoticeCleared(TimePoint) {
+  if (phase_ == Phase::kSelecting && pending_stop_ == StopReason::kNotice) {
+    pending_stop_ = StopReason::kNone;
+    return {Note(LogLevel::kInfo, "event=notice_cleared detail=\"the notice went away before the trainer started\"")};
+  }
+  if (phase_ != Phase::kDrained) return {};
+  phase_ = Phase::kSelecting;
+  return {Note(LogLevel::kWarning, "event=resume_after_notice detail=\"the notice cleared and the machine is alive: resuming\""),
+          SelectResumeAction{}};
+}
+
+std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
+  switch (e.kind) {
+    case TimerKind::kGrace:
+      if (phase_ != Phase::kStopping) return {};
+      return {Note(LogLevel::kWarning, "event=grace_expired detail=\"the trainer did not stop within the grace window: SIGKILL to the group\""),
+              KillGroupAction{}, ArmTimerAction{TimerKind::kKill, now + job_.signals.kill_timeout}};
+    case TimerKind::kKill:
+      if (phase_ != Phase::kStopping && phase_ != Phase::kRunning) return {};
+      return Finish(1, "the trainer's process group survived SIGKILL for " +
+                           FormatDuration(job_.signals.kill_timeout) +
+                           " (a process stuck in the kernel?); giving up rather than starting a second trainer");
+    case TimerKind::kBackoff:
+      if (phase_ != Phase::kBackoff) return {};
+      phase_ = Phase::kSelecting;
+      return {SelectResumeAction{}};
+  }
+  return {};
+}
+
+std::vector<Action> Fsm::Finish(int code, std::string message, std::vector<Action> actions) {
+  phase_ = Phase::kFinished;
+  actions.push_back(ExitAction{code, std::move(message)});
+  return actions;
+}
+
+}  // namespace spotvisor::supervisor

@@ -1,0 +1,179 @@
+// The trainer stand-in that integration tests supervise: a real process whose behaviour is
+// chosen by flags (exit N, die by a signal, ignore SIGTERM, spawn grandchildren, write a
+// checkpoint on SIGUSR1/SIGTERM, sleep). Standalone on purpose: it links nothing of ours.
+//
+//   child_helper --mode=exit|signal|ignore-term|sleep|grandchildren|checkpoint
+//                [--code=N] [--signal=N] [--sleep-ms=N] [--record=FILE] [--ready=FILE]
+//                [--ckpt-dir=DIR] [--step=N] [--grandchildren=N] [--pids=FILE]
+//                [--fail-attempts=N] [extra args...]
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+volatile sig_atomic_t g_checkpoint = 0;  // SIGUSR1 seen
+volatile sig_atomic_t g_stop = 0;        // SIGTERM seen
+
+struct Options {
+  std::string mode = "sleep";
+  int code = 0;
+  int signal = SIGKILL;
+  long sleep_ms = -1;  // -1: forever
+  std::string record, ready, ckpt_dir, pids;
+  long step = 1;
+  int grandchildren = 2;
+  int fail_attempts = -1;  // with --mode=exit: fail only while SPOTVISOR_ATTEMPT <= this
+};
+
+Options Parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto eq = a.find('=');
+    const std::string key = a.substr(0, eq), value = eq == std::string::npos ? "" : a.substr(eq + 1);
+    if (key == "--mode") o.mode = value;
+    else if (key == "--code") o.code = std::atoi(value.c_str());
+    else if (key == "--signal") o.signal = std::atoi(value.c_str());
+    else if (key == "--sleep-ms") o.sleep_ms = std::atol(value.c_str());
+    else if (key == "--record") o.record = value;
+    else if (key == "--ready") o.ready = value;
+    else if (key == "--ckpt-dir") o.ckpt_dir = value;
+    else if (key == "--step") o.step = std::atol(value.c_str());
+    else if (key == "--grandchildren") o.grandchildren = std::atoi(value.c_str());
+    else if (key == "--pids") o.pids = value;
+    else if (key == "--fail-attempts") o.fail_attempts = std::atoi(value.c_str());
+  }
+  return o;
+}
+
+// One line per start: pid, pgid, argv, SPOTVISOR_* env, blocked signals, SIGTERM handler.
+void Record(const Options& o, int argc, char** argv) {
+  if (o.record.empty()) return;
+  std::string line = "pid=" + std::to_string(getpid()) + " pgid=" + std::to_string(getpgrp()) +
+                     " ppid=" + std::to_string(getppid());
+  sigset_t mask;
+  sigprocmask(SIG_BLOCK, nullptr, &mask);
+  int blocked = 0;
+  for (int s = 1; s < 32; ++s) blocked += sigismember(&mask, s) == 1;
+  struct sigaction term {};
+  sigaction(SIGTERM, nullptr, &term);
+  line += " blocked=" + std::to_string(blocked) +
+          " term_default=" + std::to_string(term.sa_handler == SIG_DFL ? 1 : 0);
+  for (const char* name : {"SPOTVISOR_RESUME_FROM", "SPOTVISOR_RESUME_STEP", "SPOTVISOR_ATTEMPT",
+                           "SPOTVISOR_RESTART_COUNT", "SPOTVISOR_JOB", "SPOTVISOR_CHECKPOINT_DIR",
+                           "SPOTVISOR_NOTICE_FILE", "HELPER_ENV"}) {
+    const char* v = std::getenv(name);
+    line += std::string(" ") + name + "=" + (v ? v : "");
+  }
+  char cwd[4096];
+  line += std::string(" cwd=") + (getcwd(cwd, sizeof cwd) ? cwd : "?");
+  line += " argv=";
+  for (int i = 1; i < argc; ++i) line += std::string(i > 1 ? "|" : "") + argv[i];
+  std::ofstream(o.record, std::ios::app) << line << "\n";
+}
+
+void Touch(const std::string& path) {
+  if (!path.empty()) std::ofstream(path) << getpid() << "\n";
+}
+
+void SleepMs(long ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+// Writes <ckpt_dir>/ckpt_step<step> atomically (temp name, then rename).
+void WriteCheckpoint(const Options& o, long step) {
+  if (o.ckpt_dir.empty()) return;
+  const std::string final_path = o.ckpt_dir + "/ckpt_step" + std::to_string(step);
+  const std::string tmp = o.ckpt_dir + "/.tmp-ckpt_step" + std::to_string(step);
+  {
+    std::ofstream out(tmp);
+    out << "step " << step << "\n";
+  }
+  std::rename(tmp.c_str(), final_path.c_str());
+}
+
+void Wait(const Options& o) {
+  if (o.sleep_ms < 0) {
+    for (;;) pause();
+  }
+  SleepMs(o.sleep_ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = Parse(argc, argv);
+  Record(o, argc, argv);
+
+  if (o.mode == "exit") {
+    Touch(o.ready);
+    if (o.sleep_ms > 0) SleepMs(o.sleep_ms);
+    const char* attempt = std::getenv("SPOTVISOR_ATTEMPT");
+    if (o.fail_attempts >= 0 && attempt && std::atoi(attempt) > o.fail_attempts) return 0;
+    return o.code;
+  }
+  if (o.mode == "signal") {
+    Touch(o.ready);
+    if (o.sleep_ms > 0) SleepMs(o.sleep_ms);
+    signal(o.signal, SIG_DFL);
+    raise(o.signal);
+    return 99;
+  }
+  if (o.mode == "ignore-term") {
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    Touch(o.ready);
+    Wait(o);
+    return o.code;
+  }
+  if (o.mode == "grandchildren") {
+    std::string pids;
+    for (int i = 0; i < o.grandchildren; ++i) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        signal(SIGTERM, SIG_IGN);
+        for (;;) pause();
+      }
+      pids += std::to_string(pid) + "\n";
+    }
+    if (!o.pids.empty()) std::ofstream(o.pids) << pids;
+    Touch(o.ready);
+    Wait(o);
+    return o.code;
+  }
+  if (o.mode == "checkpoint") {
+    struct sigaction sa {};
+    sa.sa_handler = [](int s) { (s == SIGUSR1 ? g_checkpoint : g_stop) = 1; };
+    sigaction(SIGUSR1, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    Touch(o.ready);
+    long step = o.step;
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      SleepMs(5);
+      ++step;
+      if (g_checkpoint) g_checkpoint = 0, WriteCheckpoint(o, step);
+      if (g_stop) {
+        WriteCheckpoint(o, step);
+        return o.code;
+      }
+      if (o.sleep_ms >= 0 && std::chrono::steady_clock::now() - start > std::chrono::milliseconds(o.sleep_ms)) {
+        return o.code;
+      }
+    }
+  }
+  // sleep: default dispositions, as a trainer that never installed a handler.
+  Touch(o.ready);
+  Wait(o);
+  return o.code;
+}

@@ -1,0 +1,299 @@
+// `spotvisor run` end to end with real processes: the real binary supervises the child
+// helper (tests/helpers/child_helper.cpp) in its different modes. No fixed sleeps: every
+// wait polls with a deadline.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "support/test_support.hpp"
+
+namespace spotvisor {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ProcessAlive;
+using testing::ReadFile;
+using testing::ReadLines;
+using testing::RunSpotvisor;
+using testing::Spawn;
+using testing::TempDir;
+using testing::WaitExit;
+using testing::WaitUntil;
+using testing::WriteFile;
+
+// A job file around the child helper; `helper_args` are the helper's flags.
+std::string JobYaml(const TempDir& dir, const std::string& helper_args, const std::string& extra = "") {
+  std::string args = "\"" + std::string(SPOTVISOR_CHILD_HELPER) + "\", \"--record=" + (dir / "record.txt").string() + "\"";
+  std::string rest = helper_args;
+  while (!rest.empty()) {
+    const auto space = rest.find(' ');
+    args += ", \"" + rest.substr(0, space) + "\"";
+    rest = space == std::string::npos ? "" : rest.substr(space + 1);
+  }
+  return "job:\n  name: t\n  command: [" + args + "]\n  resume_args: [\"--resume_from={checkpoint}\", \"--step={step}\"]\n" +
+         "  env: {HELPER_ENV: \"from-job\"}\n" + "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n" +
+         "signals:\n  grace: 2s\n  kill_timeout: 5s\n" +
+         "restart:\n  backoff: {initial: 1ms, max: 10ms, multiplier: 2, jitter: 0}\n" +
+         "telemetry:\n  state_dir: ./state\n" + extra;
+}
+
+std::string WriteJob(const TempDir& dir, const std::string& helper_args, const std::string& extra = "") {
+  WriteFile(dir / "job.yaml", JobYaml(dir, helper_args, extra));
+  return (dir / "job.yaml").string();
+}
+
+// Fields of the n-th line the helper recorded ("key=value" separated by spaces).
+std::string Field(const std::string& line, const std::string& key) {
+  const auto at = line.find(" " + key + "=");
+  const auto start = at == std::string::npos ? (line.rfind(key + "=", 0) == 0 ? 0 : std::string::npos) : at + 1;
+  if (start == std::string::npos) return "<missing>";
+  const auto value = start + key.size() + 1;
+  if (key == "argv") return line.substr(value);
+  return line.substr(value, line.find(' ', value) - value);
+}
+
+pid_t ReadPid(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  pid_t pid = 0;
+  in >> pid;
+  return pid;
+}
+
+TEST(Run, CleanExitIsDoneWithCode0AndAPristineChild) {
+  TempDir dir;
+  std::string out;
+  EXPECT_EQ(RunSpotvisor({"run", "--config", WriteJob(dir, "--mode=exit --code=0")}, &out), 0) << out;
+  const auto lines = ReadLines(dir / "record.txt");
+  ASSERT_EQ(lines.size(), 1u) << out;
+  EXPECT_EQ(Field(lines[0], "pid"), Field(lines[0], "pgid"));  // its own process group
+  EXPECT_EQ(Field(lines[0], "blocked"), "0");                  // clean signal mask
+  EXPECT_EQ(Field(lines[0], "term_default"), "1");             // default handlers
+  EXPECT_EQ(Field(lines[0], "HELPER_ENV"), "from-job");
+  EXPECT_EQ(Field(lines[0], "SPOTVISOR_ATTEMPT"), "1");
+  EXPECT_EQ(Field(lines[0], "SPOTVISOR_JOB"), "t");
+  EXPECT_EQ(Field(lines[0], "SPOTVISOR_RESUME_FROM"), "");
+  EXPECT_EQ(Field(lines[0], "cwd"), dir.path().string());
+  EXPECT_EQ(Field(lines[0], "argv").find("--resume_from"), std::string::npos);  // fresh start
+  EXPECT_NE(out.find("event=exit code=0"), std::string::npos) << out;
+}
+
+TEST(Run, CrashRestartsWithTheNewestCheckpointsResumeArgs) {
+  TempDir dir;
+  testing::WriteValidCheckpoint(dir / "ckpt" / "ckpt_step5");
+  testing::WriteValidCheckpoint(dir / "ckpt" / "ckpt_step0012");
+  std::filesystem::create_directories(dir / "ckpt" / ".tmp-ckpt_step99");
+  std::filesystem::create_directories(dir / "ckpt" / "ckpt_step77.tmp");
+  std::string out;
+  EXPECT_EQ(RunSpotvisor({"run", "--config", WriteJob(dir, "--mode=exit --code=3 --fail-attempts=1")}, &out), 0) << out;
+  const auto lines = ReadLines(dir / "record.txt");
+  ASSERT_EQ(lines.size(), 2u) << out;
+  const std::string expected = (dir / "ckpt" / "ckpt_step0012").string();
+  EXPECT_NE(Field(lines[1], "argv").find("--resume_from=" + expected + "|--step=12"), std::string::npos) << lines[1];
+  EXPECT_EQ(Field(lines[1], "SPOTVISOR_RESUME_FROM"), expected);
+  EXPECT_EQ(Field(lines[1], "SPOTVISOR_RESUME_STEP"), "12");
+  EXPECT_EQ(Field(lines[1], "SPOTVISOR_ATTEMPT"), "2");
+  EXPECT_EQ(Field(lines[1], "SPOTVISOR_RESTART_COUNT"), "1");
+  EXPECT_NE(out.find("outcome=failed"), std::string::npos) << out;
+  // The journal recorded both attempts.
+  const auto attempts = ReadLines(dir / "state" / "attempts.jsonl");
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_NE(attempts[0].find("\"exit_code\":3"), std::string::npos) << attempts[0];
+  EXPECT_NE(attempts[1].find("\"resume_step\":12"), std::string::npos) << attempts[1];
+}
+
+TEST(Run, CommandLineFormWithoutAJobFile) {
+  TempDir dir;
+  testing::WriteValidCheckpoint(dir / "ck" / "ckpt_step3");
+  std::string out;
+  const int code = RunSpotvisor({"run", "--checkpoint-dir", (dir / "ck").string(), "--pattern", "ckpt_step{step}",
+                                 "--resume-arg=--resume_from={checkpoint}", "--state-dir", (dir / "st").string(),
+                                 "--", SPOTVISOR_CHILD_HELPER, "--mode=exit", "--record=" + (dir / "r.txt").string()},
+                                &out);
+  EXPECT_EQ(code, 0) << out;
+  const auto lines = ReadLines(dir / "r.txt");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(Field(lines[0], "argv").find("--resume_from=" + (dir / "ck" / "ckpt_step3").string()), std::string::npos);
+}
+
+TEST(Run, SigtermForwardsThenExits75) {
+  TempDir dir;
+  const auto job = WriteJob(dir, "--mode=checkpoint --ckpt-dir=" + (dir / "ckpt").string() + " --ready=" + (dir / "ready").string());
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", job}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
+  const pid_t child = ReadPid(dir / "ready");
+  kill(sv.pid, SIGUSR1);  // forwarded as signals.checkpoint: the helper writes a checkpoint and goes on
+  ASSERT_TRUE(WaitUntil([&] {
+    for (const auto& e : std::filesystem::directory_iterator(dir / "ckpt")) {
+      if (e.path().filename().string().rfind("ckpt_step", 0) == 0) return true;
+    }
+    return false;
+  })) << ReadFile(dir / "out.txt");
+  EXPECT_TRUE(ProcessAlive(child));
+  kill(sv.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
+  EXPECT_FALSE(ProcessAlive(child));
+  EXPECT_NE(ReadFile(dir / "out.txt").find("event=signal_sent signal=SIGTERM target=group"), std::string::npos);
+}
+
+TEST(Run, IgnoredSigtermIsFollowedBySigkillAfterGrace) {
+  TempDir dir;
+  const auto job = WriteJob(dir, "--mode=ignore-term --ready=" + (dir / "ready").string(), "");
+  // grace 2s comes from the job; a flag overrides it to 300ms.
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", job, "--grace", "300ms"}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); }));
+  const pid_t child = ReadPid(dir / "ready");
+  const auto start = std::chrono::steady_clock::now();
+  kill(sv.pid, SIGINT);
+  EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 290ms);
+  EXPECT_FALSE(ProcessAlive(child));
+  EXPECT_NE(ReadFile(dir / "out.txt").find("event=grace_expired"), std::string::npos);
+}
+
+TEST(Run, SecondSigintSkipsTheGrace) {
+  TempDir dir;
+  const auto job = WriteJob(dir, "--mode=ignore-term --ready=" + (dir / "ready").string());
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", job, "--grace", "60s"}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); }));
+  kill(sv.pid, SIGINT);
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=stopping") != std::string::npos; }));
+  kill(sv.pid, SIGINT);
+  EXPECT_EQ(WaitExit(sv.pid, 10s), 75) << ReadFile(dir / "out.txt");
+  EXPECT_NE(ReadFile(dir / "out.txt").find("event=stop_escalated"), std::string::npos);
+}
+
+TEST(Run, GrandchildrenThatIgnoreSigtermAreGoneAndReaped) {
+  TempDir dir;
+  const auto job = WriteJob(dir, "--mode=grandchildren --grandchildren=3 --pids=" + (dir / "pids").string() +
+                                     " --ready=" + (dir / "ready").string());
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", job, "--grace", "200ms"}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); }));
+  std::vector<pid_t> pids;
+  for (const auto& line : ReadLines(dir / "pids")) pids.push_back(std::stoi(line));
+  ASSERT_EQ(pids.size(), 3u);
+  kill(sv.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
+  for (pid_t p : pids) EXPECT_FALSE(ProcessAlive(p)) << p;
+  // Not even zombies: /proc/<pid> is gone once reaped.
+  for (pid_t p : pids) EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(p))) << p;
+}
+
+TEST(Run, LeftoverGrandchildrenAreKilledBeforeARestart) {
+  TempDir dir;
+  // The helper exits 1 at once on attempt 1 (leaving grandchildren), then 0.
+  const auto job = WriteJob(dir, "--mode=grandchildren --grandchildren=2 --sleep-ms=50 --code=1 --pids=" +
+                                     (dir / "pids").string());
+  std::string out;
+  // grandchildren mode exits with --code each time: allow one failure, then the budget ends it.
+  const int code = RunSpotvisor({"run", "--config", job, "--max-restarts", "0"}, &out);
+  EXPECT_EQ(code, 1) << out;
+  for (const auto& line : ReadLines(dir / "pids")) EXPECT_FALSE(ProcessAlive(std::stoi(line))) << line;
+  EXPECT_NE(out.find("event=group_leftovers"), std::string::npos) << out;
+}
+
+TEST(Run, CrashLoopGivesUpWithCode1AndSaysWhy) {
+  TempDir dir;
+  std::string yaml = JobYaml(dir, "--mode=exit --code=2");
+  yaml.replace(yaml.find("restart:\n"), 9, "restart:\n  crash_loop: {failures: 4, window: 1m}\n  no_progress_limit: 0\n");
+  WriteFile(dir / "job.yaml", yaml);
+  std::string out;
+  EXPECT_EQ(RunSpotvisor({"run", "--config", (dir / "job.yaml").string()}, &out), 1) << out;
+  EXPECT_NE(out.find("crash loop, 4 failures within 1m"), std::string::npos) << out;
+  EXPECT_EQ(ReadLines(dir / "record.txt").size(), 4u);
+}
+
+TEST(Run, KilledByASignalCountsAsAFailure) {
+  TempDir dir;
+  std::string out;
+  EXPECT_EQ(RunSpotvisor({"run", "--config", WriteJob(dir, "--mode=signal --signal=11"), "--max-restarts", "1"}, &out), 1)
+      << out;
+  EXPECT_NE(out.find("killed by 11"), std::string::npos) << out;
+  EXPECT_EQ(ReadLines(dir / "record.txt").size(), 2u);
+}
+
+TEST(Run, SecondSupervisorOnTheSameJobIsRefusedWith73) {
+  TempDir dir;
+  const auto job = WriteJob(dir, "--mode=sleep --ready=" + (dir / "ready").string());
+  auto first = Spawn({SPOTVISOR_BINARY, "run", "--config", job}, dir / "out1.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); }));
+  std::string out;
+  EXPECT_EQ(RunSpotvisor({"run", "--config", job}, &out), 73) << out;
+  EXPECT_NE(out.find("already running this job"), std::string::npos) << out;
+  EXPECT_NE(out.find("pid " + std::to_string(first.pid)), std::string::npos) << out;
+  kill(first.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(first.pid), 75);
+}
+
+TEST(Run, SigkilledSupervisorTakesItsChildAlongAndTheNextRunStopsLeftovers) {
+  TempDir dir;
+  const auto job = WriteJob(dir, "--mode=grandchildren --grandchildren=2 --pids=" + (dir / "pids").string() +
+                                     " --ready=" + (dir / "ready").string());
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", job}, dir / "out1.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); }));
+  const pid_t child = ReadPid(dir / "ready");
+  std::vector<pid_t> grandchildren;
+  for (const auto& line : ReadLines(dir / "pids")) grandchildren.push_back(std::stoi(line));
+  kill(sv.pid, SIGKILL);
+  WaitExit(sv.pid);
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(child); })) << "PDEATHSIG did not take the child";
+  for (pid_t p : grandchildren) EXPECT_TRUE(ProcessAlive(p)) << "grandchildren ignore SIGTERM and outlive the child";
+  // The next supervisor finds the leftovers, stops them, then runs attempt 2.
+  std::filesystem::remove(dir / "ready");
+  WriteFile(dir / "job.yaml", JobYaml(dir, "--mode=exit --code=0"));
+  std::string out;
+  EXPECT_EQ(RunSpotvisor({"run", "--config", job, "--grace", "200ms"}, &out), 0) << out;
+  EXPECT_NE(out.find("event=leftover_found"), std::string::npos) << out;
+  for (pid_t p : grandchildren) EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(p); }, 2s)) << p;
+  const auto lines = ReadLines(dir / "record.txt");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(Field(lines[1], "SPOTVISOR_ATTEMPT"), "2");  // the journal survived the SIGKILL
+}
+
+TEST(Run, JournalCarriesBudgetsAcrossSupervisors) {
+  TempDir dir;
+  const auto job = WriteJob(dir, "--mode=exit --code=5", "");
+  std::string out;
+  EXPECT_EQ(RunSpotvisor({"run", "--config", job, "--max-restarts", "2"}, &out), 1) << out;
+  EXPECT_EQ(ReadLines(dir / "record.txt").size(), 3u);
+  // A new supervisor continues from the journal: the budget is already spent.
+  EXPECT_EQ(RunSpotvisor({"run", "--config", job, "--max-restarts", "3"}, &out), 1) << out;
+  EXPECT_EQ(ReadLines(dir / "record.txt").size(), 4u);
+  EXPECT_NE(ReadFile(dir / "state" / "state.json").find("\"failures\": 4"), std::string::npos)
+      << ReadFile(dir / "state" / "state.json");
+}
+
+TEST(Run, ConfigErrorsExit78WithFileLineAndKey) {
+  TempDir dir;
+  WriteFile(dir / "job.yaml", "job:\n  command: [\"/bin/true\"]\nsignals:\n  grace: soon\n");
+  std::string out;
+  EXPECT_EQ(RunSpotvisor({"run", "--config", (dir / "job.yaml").string()}, &out), 78);
+  EXPECT_NE(out.find("job.yaml:4: signals.grace: 'soon' is not a duration"), std::string::npos) << out;
+  EXPECT_EQ(out.find("what()"), std::string::npos);
+  EXPECT_EQ(RunSpotvisor({"run", "--config", (dir / "job.yaml").string(), "--grace", "never"}, &out), 78);
+  EXPECT_EQ(RunSpotvisor({"run", "--state-dir", (dir / "st").string(), "--", "/nonexistent/trainer"}, &out), 78);
+  EXPECT_NE(out.find("job.command: cannot run '/nonexistent/trainer'"), std::string::npos) << out;
+}
+
+TEST(Run, UsageErrorsExit64) {
+  std::string out;
+  EXPECT_EQ(RunSpotvisor({"run", "--no-such-flag"}, &out), 64) << out;
+  EXPECT_EQ(RunSpotvisor({"frobnicate"}, &out), 64) << out;
+  EXPECT_EQ(RunSpotvisor({"--help"}, &out), 0);
+  EXPECT_NE(out.find("run"), std::string::npos);
+}
+
+TEST(Run, PrintConfigShowsTheEffectiveConfiguration) {
+  TempDir dir;
+  std::string out;
+  EXPECT_EQ(RunSpotvisor({"run", "--config", WriteJob(dir, "--mode=exit"), "--grace", "7s", "--print-config"}, &out), 0);
+  EXPECT_NE(out.find("grace: 7s"), std::string::npos) << out;
+  EXPECT_NE(out.find("pattern: ckpt_step{step}"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "record.txt"));  // nothing was run
+}
+
+}  // namespace
+}  // namespace spotvisor

@@ -1,0 +1,302 @@
+// The job file: defaults, every key of MISSION.md's fixed core, and one test per class of
+// error (unknown key, wrong type, bad duration, bad signal, missing command, paths,
+// templates), each asserting the message names the file, the line and the key.
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "spotvisor/config/loader.hpp"
+#include "spotvisor/config/templates.hpp"
+#include "spotvisor/util/units.hpp"
+#include "support/test_support.hpp"
+
+namespace spotvisor::config {
+namespace {
+
+using spotvisor::testing::TempDir;
+using spotvisor::testing::WriteFile;
+
+constexpr const char* kFixedCore = R"(job:
+  name: llama-ft
+  command: ["/usr/bin/python3", "train.py", "--ckpt-dir", "{checkpoint_dir}"]
+  resume_args: ["--resume_from={checkpoint}"]
+  workdir: .
+  env: {OMP_NUM_THREADS: "1"}
+  success_exit_codes: [0]
+  result_file: ./result.txt
+provider:
+  kind: aws
+  endpoint: http://127.0.0.1:1338
+  poll_interval: 1s
+signals:
+  on_notice: SIGTERM
+  checkpoint: SIGUSR1
+  target: group
+  grace: 90s
+checkpoints:
+  dir: ./ckpt
+  pattern: "ckpt_step{step}"
+  validate: full
+  keep: 3
+restart:
+  max_restarts: 50
+  max_hangs: 10
+  no_progress_limit: 5
+  backoff: {initial: 1s, max: 5m, multiplier: 2, jitter: 0.2}
+  crash_loop: {failures: 5, window: 10m}
+cadence:
+  every: 10m
+health:
+  heartbeat_file: ./heartbeat
+  hang_timeout: 10m
+telemetry:
+  state_dir: ./state
+  metrics: {listen: "127.0.0.1:9187", token_file: ./metrics.token}
+  log_format: text
+)";
+
+// Loads `yaml` as the file job.yaml in a temp dir and finalizes it.
+Result<JobConfig> Load(const TempDir& dir, const std::string& yaml) {
+  WriteFile(dir / "job.yaml", yaml);
+  auto job = LoadJobFile(dir / "job.yaml");
+  if (!job) return job;
+  if (Status s = Finalize(*job); !s) return s.error();
+  return job;
+}
+
+TEST(ConfigLoader, ReadsEveryKeyOfTheFixedCore) {
+  TempDir dir;
+  auto job = Load(dir, kFixedCore);
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->job.name, "llama-ft");
+  EXPECT_EQ(job->job.command.at(3), "{checkpoint_dir}");
+  EXPECT_EQ(job->job.resume_args.at(0), "--resume_from={checkpoint}");
+  EXPECT_EQ(job->job.workdir, dir.path());
+  EXPECT_EQ(job->job.env.at("OMP_NUM_THREADS"), "1");
+  EXPECT_EQ(*job->job.result_file, dir / "result.txt");
+  EXPECT_EQ(job->provider.kind, ProviderKind::kAws);
+  EXPECT_EQ(job->provider.endpoint, "http://127.0.0.1:1338");
+  EXPECT_EQ(job->provider.poll_interval, std::chrono::seconds(1));
+  EXPECT_EQ(job->signals.on_notice, SIGTERM);
+  EXPECT_EQ(job->signals.checkpoint, SIGUSR1);
+  EXPECT_EQ(job->signals.target, SignalTarget::kGroup);
+  EXPECT_EQ(job->signals.grace, std::chrono::seconds(90));
+  EXPECT_EQ(*job->checkpoints.dir, dir / "ckpt");
+  EXPECT_EQ(job->checkpoints.pattern, "ckpt_step{step}");
+  EXPECT_EQ(job->checkpoints.validate, ValidateLevel::kFull);
+  EXPECT_EQ(job->checkpoints.keep, 3);
+  EXPECT_EQ(job->restart.backoff.max, std::chrono::minutes(5));
+  EXPECT_DOUBLE_EQ(job->restart.backoff.jitter, 0.2);
+  EXPECT_EQ(job->restart.crash_loop.window, std::chrono::minutes(10));
+  EXPECT_EQ(job->cadence.mode, CadenceMode::kFixed);
+  EXPECT_EQ(job->cadence.every, std::chrono::minutes(10));
+  EXPECT_EQ(*job->health.heartbeat_file, dir / "heartbeat");
+  EXPECT_EQ(job->telemetry.state_dir, dir / "state");
+  EXPECT_EQ(job->telemetry.metrics.listen, "127.0.0.1:9187");
+  EXPECT_EQ(*job->telemetry.metrics.token_file, dir / "metrics.token");
+}
+
+TEST(ConfigLoader, DefaultsWhenOnlyACommandIsGiven) {
+  TempDir dir;
+  auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\n");
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->job.name, "job");  // the file's stem
+  EXPECT_EQ(job->provider.kind, ProviderKind::kNone);
+  EXPECT_EQ(job->signals.grace, std::chrono::seconds(90));
+  EXPECT_EQ(job->restart.max_restarts, 50);
+  EXPECT_EQ(job->checkpoints.validate, ValidateLevel::kFull);
+  EXPECT_EQ(job->telemetry.state_dir, dir / ".spotvisor" / "job");
+  EXPECT_EQ(job->job.success_exit_codes, std::vector<int>{0});
+}
+
+TEST(ConfigLoader, UnknownKeyNamesFileLineKeyAndSuggestion) {
+  TempDir dir;
+  auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\nrestart:\n  max_restart: 3\n");
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("job.yaml:4"), std::string::npos) << job.error().message;
+  EXPECT_NE(job.error().message.find("unknown key 'restart.max_restart'"), std::string::npos);
+  EXPECT_NE(job.error().message.find("did you mean 'max_restarts'"), std::string::npos);
+}
+
+TEST(ConfigLoader, UnknownSectionListsKnownOnes) {
+  TempDir dir;
+  auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\ncheckpoint_settings: {}\n");
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("job.yaml:3"), std::string::npos) << job.error().message;
+  EXPECT_NE(job.error().message.find("known keys"), std::string::npos);
+}
+
+TEST(ConfigLoader, WrongTypeNamesWhatWasExpected) {
+  TempDir dir;
+  auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\nrestart:\n  max_restarts: many\n");
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("job.yaml:4: restart.max_restarts: 'many' is not an integer"),
+            std::string::npos) << job.error().message;
+}
+
+TEST(ConfigLoader, CommandAsShellStringIsRefused) {
+  TempDir dir;
+  auto job = Load(dir, "job:\n  command: python train.py\n");
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("job.yaml:2: job.command: expected an argv list"), std::string::npos)
+      << job.error().message;
+}
+
+TEST(ConfigLoader, BadDurationNamesTheValue) {
+  TempDir dir;
+  auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\nsignals:\n  grace: 90 seconds\n");
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("job.yaml:4: signals.grace: '90 seconds' is not a duration"),
+            std::string::npos) << job.error().message;
+}
+
+TEST(ConfigLoader, BadSignalName) {
+  TempDir dir;
+  auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\nsignals:\n  on_notice: SIGTREM\n");
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("job.yaml:4: signals.on_notice: 'SIGTREM' is not a signal name"),
+            std::string::npos) << job.error().message;
+}
+
+TEST(ConfigLoader, UncatchableSignalIsRefused) {
+  TempDir dir;
+  auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\nsignals:\n  checkpoint: SIGKILL\n");
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("job.yaml:4: signals.checkpoint: SIGKILL and SIGSTOP cannot be caught"),
+            std::string::npos) << job.error().message;
+}
+
+TEST(ConfigLoader, MissingCommand) {
+  TempDir dir;
+  auto job = Load(dir, "job:\n  name: x\n");
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("job.yaml: job.command: no command to run"), std::string::npos)
+      << job.error().message;
+}
+
+TEST(ConfigLoader, RelativePathsStartAtTheJobFilesDirectory) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "sub" / "work");
+  WriteFile(dir / "sub" / "job.yaml", "job:\n  command: [\"/bin/true\"]\n  workdir: work\ncheckpoints:\n  dir: ../ckpt\n");
+  auto job = LoadJobFile(dir / "sub" / "job.yaml");
+  ASSERT_TRUE(job) << job.error().message;
+  ASSERT_TRUE(Finalize(*job));
+  EXPECT_EQ(job->job.workdir, dir / "sub" / "work");
+  EXPECT_EQ(*job->checkpoints.dir, dir / "ckpt");
+}
+
+TEST(ConfigLoader, WorkdirThatIsNotADirectory) {
+  TempDir dir;
+  auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\n  workdir: ./nowhere\n");
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("job.yaml:3: job.workdir: " + (dir / "nowhere").string() + " is not a directory"),
+            std::string::npos) << job.error().message;
+}
+
+TEST(ConfigLoader, CheckpointPlaceholderOnlyInResumeArgs) {
+  TempDir dir;
+  auto job = Load(dir, "job:\n  command: [\"/bin/true\", \"{checkpoint}\"]\ncheckpoints:\n  dir: ck\n");
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("job.yaml:2: job.command: placeholder {checkpoint} cannot be used here"),
+            std::string::npos) << job.error().message;
+}
+
+TEST(ConfigLoader, UnknownPlaceholder) {
+  TempDir dir;
+  auto job = Load(dir, "job:\n  command: [\"/bin/true\", \"{checkpiont_dir}\"]\n");
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("placeholder {checkpiont_dir}"), std::string::npos) << job.error().message;
+}
+
+TEST(ConfigLoader, PatternWithoutStep) {
+  TempDir dir;
+  auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\ncheckpoints:\n  pattern: ckpt\n");
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("job.yaml:4: checkpoints.pattern: pattern 'ckpt' has no {step}"),
+            std::string::npos) << job.error().message;
+}
+
+TEST(ConfigLoader, BackoffBoundsMustRelate) {
+  TempDir dir;
+  auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\nrestart:\n  backoff: {initial: 10m, max: 1m}\n");
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("restart.backoff.initial: 10m is larger than restart.backoff.max (1m)"),
+            std::string::npos) << job.error().message;
+}
+
+TEST(ConfigLoader, InvalidYamlNamesTheLine) {
+  TempDir dir;
+  auto job = Load(dir, "job:\n  command: [\"/bin/true\"\n  name: x\n");
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("job.yaml:"), std::string::npos);
+  EXPECT_NE(job.error().message.find("not valid YAML"), std::string::npos) << job.error().message;
+}
+
+TEST(ConfigLoader, MissingFile) {
+  auto job = LoadJobFile("/nonexistent/job.yaml");
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("/nonexistent/job.yaml: cannot read the job file"), std::string::npos);
+}
+
+TEST(ConfigLoader, PrintedConfigRedactsSecretsAndReloads) {
+  TempDir dir;
+  auto job = Load(dir, std::string(kFixedCore) + "");
+  ASSERT_TRUE(job);
+  job->job.env["HF_TOKEN"] = "hf_abcdef";
+  const std::string yaml = ToYaml(*job);
+  EXPECT_EQ(yaml.find("hf_abcdef"), std::string::npos);
+  EXPECT_NE(yaml.find("<redacted>"), std::string::npos);
+  WriteFile(dir / "again.yaml", yaml);
+  auto again = LoadJobFile(dir / "again.yaml");
+  ASSERT_TRUE(again) << again.error().message << "\n" << yaml;
+  EXPECT_EQ(again->signals.grace, job->signals.grace);
+  EXPECT_EQ(again->restart.backoff.multiplier, job->restart.backoff.multiplier);
+}
+
+TEST(Units, Durations) {
+  EXPECT_EQ(*ParseDuration("250ms"), std::chrono::milliseconds(250));
+  EXPECT_EQ(*ParseDuration("90s"), std::chrono::seconds(90));
+  EXPECT_EQ(*ParseDuration("5m"), std::chrono::minutes(5));
+  EXPECT_EQ(*ParseDuration("1h"), std::chrono::hours(1));
+  EXPECT_EQ(*ParseDuration("1h30m"), std::chrono::minutes(90));
+  EXPECT_EQ(*ParseDuration("1.5s"), std::chrono::milliseconds(1500));
+  EXPECT_EQ(*ParseDuration("0"), std::chrono::milliseconds(0));
+  EXPECT_FALSE(ParseDuration("90"));
+  EXPECT_FALSE(ParseDuration("s"));
+  EXPECT_FALSE(ParseDuration("-1s"));
+  EXPECT_FALSE(ParseDuration("5 parsecs"));
+  EXPECT_EQ(FormatDuration(std::chrono::minutes(90)), "1h30m");
+  EXPECT_EQ(FormatDuration(std::chrono::milliseconds(250)), "250ms");
+}
+
+TEST(Units, Sizes) {
+  EXPECT_EQ(*ParseSize("512MiB"), 512ull << 20);
+  EXPECT_EQ(*ParseSize("2GiB"), 2ull << 30);
+  EXPECT_EQ(*ParseSize("1.5GB"), 1500000000ull);
+  EXPECT_EQ(*ParseSize("4096"), 4096ull);
+  EXPECT_FALSE(ParseSize("lots"));
+  EXPECT_FALSE(ParseSize("12 parsecs"));
+  EXPECT_EQ(FormatSize(1536), "1.5 KiB");
+}
+
+TEST(Signals, NamesAndNumbers) {
+  EXPECT_EQ(*ParseSignal("SIGTERM"), SIGTERM);
+  EXPECT_EQ(*ParseSignal("usr1"), SIGUSR1);
+  EXPECT_EQ(*ParseSignal("15"), 15);
+  EXPECT_FALSE(ParseSignal("SIGNOPE"));
+  EXPECT_EQ(SignalName(SIGKILL), "SIGKILL");
+}
+
+TEST(Templates, ExpandPerArgumentWithoutAShell) {
+  auto out = ExpandArgv({"--resume={checkpoint}", "{{literal}}", "a b; rm -rf /"},
+                        {{"checkpoint", "/ck/ckpt_step5; echo pwned"}});
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->at(0), "--resume=/ck/ckpt_step5; echo pwned");
+  EXPECT_EQ(out->at(1), "{literal}");
+  EXPECT_EQ(out->at(2), "a b; rm -rf /");
+  EXPECT_FALSE(ExpandTemplate("{unclosed", {}));
+  EXPECT_FALSE(ExpandTemplate("{nope}", {}));
+}
+
+}  // namespace
+}  // namespace spotvisor::config

@@ -1,0 +1,345 @@
+// The supervisor policy, table-driven: each row is an event at a time and what must come
+// out. Time is a plain argument; nothing sleeps.
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "spotvisor/config/loader.hpp"
+#include "spotvisor/supervisor/fsm.hpp"
+
+namespace spotvisor::supervisor {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// Short names for the expectation column.
+std::string Kind(const Action& a) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, SelectResumeAction>) return "select";
+        if constexpr (std::is_same_v<T, SpawnAction>) return "spawn";
+        if constexpr (std::is_same_v<T, SignalAction>) return "signal:" + config::SignalName(x.signo) + (x.group ? "/group" : "/main");
+        if constexpr (std::is_same_v<T, KillGroupAction>) return "kill";
+        if constexpr (std::is_same_v<T, ArmTimerAction>) return "arm:" + std::to_string(static_cast<int>(x.kind));
+        if constexpr (std::is_same_v<T, CancelTimerAction>) return "cancel";
+        if constexpr (std::is_same_v<T, AttemptEndedAction>) return "ended:" + x.outcome;
+        if constexpr (std::is_same_v<T, LogAction>) return "log";
+        if constexpr (std::is_same_v<T, ExitAction>) return "exit:" + std::to_string(x.code);
+      },
+      a);
+}
+
+// The actions that matter to a row (logs and timer cancels are noise here).
+std::vector<std::string> Kinds(const std::vector<Action>& actions) {
+  std::vector<std::string> out;
+  for (const auto& a : actions) {
+    const auto k = Kind(a);
+    if (k != "log" && k != "cancel") out.push_back(k);
+  }
+  return out;
+}
+
+struct Row {
+  Event event;
+  long at_ms;
+  std::vector<std::string> expect;
+};
+
+class FsmTest : public ::testing::Test {
+ protected:
+  FsmTest() {
+    job_ = config::DefaultConfig("/tmp");
+    job_.job.command = {"/bin/true"};
+    job_.signals.grace = seconds(10);
+    job_.restart.backoff = {milliseconds(100), seconds(10), 2.0, 0.0, seconds(60)};
+    job_.restart.crash_loop = {100, seconds(60)};
+  }
+
+  // Runs the rows through a fresh Fsm; returns it for further checks.
+  std::unique_ptr<Fsm> Play(const std::vector<Row>& rows, Counters start = {}) {
+    auto fsm = std::make_unique<Fsm>(job_, std::move(start), 1);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      last_ = fsm->Handle(rows[i].event, t0_ + milliseconds(rows[i].at_ms));
+      EXPECT_EQ(Kinds(last_), rows[i].expect) << "row " << i;
+    }
+    return fsm;
+  }
+
+  std::string ExitMessage() const {
+    for (const auto& a : last_) {
+      if (auto* e = std::get_if<ExitAction>(&a)) return e->message;
+    }
+    return "";
+  }
+
+  static ResumeSelectedEvent At(std::optional<std::uint64_t> step) {
+    if (!step) return ResumeSelectedEvent{};
+    return ResumeSelectedEvent{checkpoint::ResumePoint{"/ck/ckpt_step" + std::to_string(*step), *step}};
+  }
+
+  config::JobConfig job_;
+  TimePoint t0_ = TimePoint{} + seconds(1000);
+  std::vector<Action> last_;
+};
+
+const ChildExitedEvent kExit0{ExitStatus{0, 0}};
+const ChildExitedEvent kExit1{ExitStatus{1, 0}};
+const ChildExitedEvent kKilled{ExitStatus{0, SIGKILL}};
+const StopRequestedEvent kSigterm{StopReason::kSignal, std::nullopt, "SIGTERM to spotvisor"};
+
+TEST_F(FsmTest, CleanExitIsDone) {
+  Play({{StartEvent{}, 0, {"select"}},
+        {At(std::nullopt), 1, {"spawn"}},
+        {kExit0, 500, {"ended:done", "exit:0"}}});
+}
+
+TEST_F(FsmTest, CustomSuccessCodes) {
+  job_.job.success_exit_codes = {0, 42};
+  Play({{StartEvent{}, 0, {"select"}}, {At(7), 1, {"spawn"}}, {ChildExitedEvent{ExitStatus{42, 0}}, 9, {"ended:done", "exit:0"}}});
+}
+
+TEST_F(FsmTest, CrashRestartsAfterBackoffWithResumePoint) {
+  Play({{StartEvent{}, 0, {"select"}},
+        {At(std::nullopt), 1, {"spawn"}},
+        {kExit1, 50, {"ended:failed", "arm:2"}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 150, {"select"}},
+        {At(20), 151, {"spawn"}}});
+  const auto& spawn = std::get<SpawnAction>(last_.back());
+  ASSERT_TRUE(spawn.resume);
+  EXPECT_EQ(spawn.resume->step, 20u);
+  EXPECT_EQ(spawn.attempt, 2);
+  EXPECT_EQ(spawn.restart_count, 1);
+}
+
+TEST_F(FsmTest, SigtermStopsWithGraceThenExits75) {
+  Play({{StartEvent{}, 0, {"select"}},
+        {At(3), 1, {"spawn"}},
+        {kSigterm, 100, {"signal:SIGTERM/group", "arm:0"}},
+        {kExit0, 200, {"ended:stopped", "exit:75"}}});  // exit 0 after a stop is never "done"
+}
+
+TEST_F(FsmTest, GraceExpiryEscalatesToSigkill) {
+  Play({{StartEvent{}, 0, {"select"}},
+        {At(std::nullopt), 1, {"spawn"}},
+        {kSigterm, 100, {"signal:SIGTERM/group", "arm:0"}},
+        {TimerFiredEvent{TimerKind::kGrace}, 10100, {"kill", "arm:1"}},
+        {kKilled, 10110, {"ended:stopped", "exit:75"}}});
+}
+
+TEST_F(FsmTest, SecondSigintKillsAtOnce) {
+  Play({{StartEvent{}, 0, {"select"}},
+        {At(std::nullopt), 1, {"spawn"}},
+        {kSigterm, 100, {"signal:SIGTERM/group", "arm:0"}},
+        {kSigterm, 200, {"kill", "arm:1"}},
+        {kKilled, 210, {"ended:stopped", "exit:75"}}});
+}
+
+TEST_F(FsmTest, MainTargetSignalsOnlyTheMainPid) {
+  job_.signals.target = config::SignalTarget::kMain;
+  job_.signals.on_notice = SIGINT;
+  Play({{StartEvent{}, 0, {"select"}}, {At(std::nullopt), 1, {"spawn"}}, {kSigterm, 5, {"signal:SIGINT/main", "arm:0"}}});
+}
+
+TEST_F(FsmTest, CheckpointRequestIsForwarded) {
+  Play({{StartEvent{}, 0, {"select"}},
+        {At(std::nullopt), 1, {"spawn"}},
+        {CheckpointRequestedEvent{"SIGUSR1"}, 5, {"signal:SIGUSR1/group"}}});
+}
+
+TEST_F(FsmTest, StopDuringBackoffExits75WithoutStarting) {
+  Play({{StartEvent{}, 0, {"select"}},
+        {At(std::nullopt), 1, {"spawn"}},
+        {kExit1, 50, {"ended:failed", "arm:2"}},
+        {kSigterm, 60, {"exit:75"}}});
+}
+
+TEST_F(FsmTest, StopWhileSelectingExits75WithoutStarting) {
+  Play({{StartEvent{}, 0, {"select"}}, {kSigterm, 1, {}}, {At(9), 2, {"exit:75"}}});
+}
+
+TEST_F(FsmTest, MaxRestartsGivesUp) {
+  job_.restart.max_restarts = 1;
+  Play({{StartEvent{}, 0, {"select"}},
+        {At(std::nullopt), 1, {"spawn"}},
+        {kExit1, 50, {"ended:failed", "arm:2"}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 150, {"select"}},
+        {At(std::nullopt), 151, {"spawn"}},
+        {kExit1, 200, {"ended:failed", "exit:1"}}});
+  EXPECT_NE(ExitMessage().find("restart.max_restarts = 1"), std::string::npos) << ExitMessage();
+}
+
+TEST_F(FsmTest, CrashLoopGivesUpAndSaysWhy) {
+  job_.restart.crash_loop = {2, seconds(60)};
+  job_.restart.no_progress_limit = 0;
+  Play({{StartEvent{}, 0, {"select"}},
+        {At(std::nullopt), 1, {"spawn"}},
+        {kExit1, 10, {"ended:failed", "arm:2"}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 110, {"select"}},
+        {At(std::nullopt), 111, {"spawn"}},
+        {kExit1, 120, {"ended:failed", "exit:1"}}});
+  EXPECT_NE(ExitMessage().find("crash loop, 2 failures within 1m"), std::string::npos) << ExitMessage();
+}
+
+TEST_F(FsmTest, FailuresOutsideTheWindowAreNotACrashLoop) {
+  job_.restart.crash_loop = {2, seconds(1)};
+  job_.restart.no_progress_limit = 0;
+  Play({{StartEvent{}, 0, {"select"}},
+        {At(std::nullopt), 1, {"spawn"}},
+        {kExit1, 10, {"ended:failed", "arm:2"}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 110, {"select"}},
+        {At(std::nullopt), 111, {"spawn"}},
+        {kExit1, 5000, {"ended:failed", "arm:2"}}});
+}
+
+TEST_F(FsmTest, NoProgressGivesUp) {
+  job_.restart.no_progress_limit = 2;
+  Play({{StartEvent{}, 0, {"select"}},
+        {At(10), 1, {"spawn"}},
+        {kExit1, 10, {"ended:failed", "arm:2"}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select"}},
+        {At(10), 201, {"spawn"}},
+        {kExit1, 210, {"ended:failed", "arm:2"}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 500, {"select"}},
+        {At(10), 501, {"exit:1"}}});
+  EXPECT_NE(ExitMessage().find("2 restarts in a row without progress (each resumed from step 10"), std::string::npos)
+      << ExitMessage();
+}
+
+TEST_F(FsmTest, ProgressResetsTheNoProgressStreak) {
+  job_.restart.no_progress_limit = 2;
+  auto fsm = Play({{StartEvent{}, 0, {"select"}},
+                   {At(10), 1, {"spawn"}},
+                   {kExit1, 10, {"ended:failed", "arm:2"}},
+                   {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select"}},
+                   {At(10), 201, {"spawn"}},
+                   {kExit1, 210, {"ended:failed", "arm:2"}},
+                   {TimerFiredEvent{TimerKind::kBackoff}, 500, {"select"}},
+                   {At(11), 501, {"spawn"}}});
+  EXPECT_EQ(fsm->counters().no_progress_streak, 0);
+}
+
+TEST_F(FsmTest, HangsHaveTheirOwnBudget) {
+  job_.restart.max_hangs = 1;
+  job_.restart.no_progress_limit = 0;
+  const StopRequestedEvent hang{StopReason::kHang, std::nullopt, "no heartbeat"};
+  auto fsm = Play({{StartEvent{}, 0, {"select"}},
+                   {At(std::nullopt), 1, {"spawn"}},
+                   {hang, 10, {"signal:SIGTERM/group", "arm:0"}},
+                   {kExit0, 20, {"ended:hang", "arm:2"}},
+                   {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select"}},
+                   {At(std::nullopt), 201, {"spawn"}},
+                   {hang, 210, {"signal:SIGTERM/group", "arm:0"}},
+                   {kExit0, 220, {"ended:hang", "exit:1"}}});
+  EXPECT_EQ(fsm->counters().failures, 0);
+  EXPECT_NE(ExitMessage().find("restart.max_hangs = 1"), std::string::npos);
+}
+
+TEST_F(FsmTest, NoticeDrainsThenResumesWhenClearedWithoutUsingABudget) {
+  job_.restart.max_restarts = 0;
+  const StopRequestedEvent notice{StopReason::kNotice, milliseconds(3000), "aws terminate"};
+  auto fsm = Play({{StartEvent{}, 0, {"select"}},
+                   {At(5), 1, {"spawn"}},
+                   {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
+                   {kExit0, 200, {"ended:preempted"}},
+                   {NoticeClearedEvent{}, 9000, {"select"}},
+                   {At(6), 9001, {"spawn"}}});
+  EXPECT_EQ(fsm->counters().preemptions, 1);
+  EXPECT_EQ(fsm->counters().failures, 0);
+}
+
+TEST_F(FsmTest, NoticeGraceIsCappedByTheDeadline) {
+  const StopRequestedEvent notice{StopReason::kNotice, milliseconds(3000), "aws terminate"};
+  Play({{StartEvent{}, 0, {"select"}}, {At(5), 1, {"spawn"}}, {notice, 100, {"signal:SIGTERM/group", "arm:0"}}});
+  const auto& arm = std::get<ArmTimerAction>(last_.back());
+  EXPECT_EQ(arm.at, t0_ + milliseconds(100) + milliseconds(3000));
+}
+
+TEST_F(FsmTest, SigtermWhileDrainedExits75) {
+  const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "gcp preempted"};
+  Play({{StartEvent{}, 0, {"select"}},
+        {At(5), 1, {"spawn"}},
+        {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
+        {kExit1, 200, {"ended:preempted"}},
+        {kSigterm, 300, {"exit:75"}}});
+}
+
+TEST_F(FsmTest, NoticeDuringBackoffStartsNoNewChild) {
+  const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "gcp preempted"};
+  Play({{StartEvent{}, 0, {"select"}},
+        {At(std::nullopt), 1, {"spawn"}},
+        {kExit1, 10, {"ended:failed", "arm:2"}},
+        {notice, 20, {}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 120, {}}});
+}
+
+TEST_F(FsmTest, BudgetStopExits3) {
+  const StopRequestedEvent budget{StopReason::kBudget, std::nullopt, "cost budget"};
+  Play({{StartEvent{}, 0, {"select"}}, {At(1), 1, {"spawn"}}, {budget, 5, {"signal:SIGTERM/group", "arm:0"}},
+        {kExit0, 9, {"ended:budget", "exit:3"}}});
+}
+
+TEST_F(FsmTest, SpawnFailureCountsAsAFailure) {
+  job_.restart.max_restarts = 0;
+  Play({{StartEvent{}, 0, {"select"}}, {At(std::nullopt), 1, {"spawn"}},
+        {SpawnFailedEvent{"ENOMEM"}, 2, {"ended:spawn-failed", "exit:1"}}});
+}
+
+TEST_F(FsmTest, BackoffGrowsCapsAndResetsAfterAHealthyRun) {
+  job_.restart.backoff = {milliseconds(100), milliseconds(350), 2.0, 0.0, seconds(60)};
+  job_.restart.no_progress_limit = 0;
+  Counters c;
+  Fsm fsm(job_, c, 1);
+  std::vector<long> delays;
+  TimePoint now = t0_;
+  fsm.Handle(StartEvent{}, now);
+  for (int i = 0; i < 4; ++i) {
+    fsm.Handle(At(std::nullopt), now);
+    now += milliseconds(10);
+    for (const auto& a : fsm.Handle(kExit1, now)) {
+      if (auto* arm = std::get_if<ArmTimerAction>(&a)) {
+        delays.push_back(std::chrono::duration_cast<milliseconds>(arm->at - now).count());
+        now = arm->at;
+      }
+    }
+    fsm.Handle(TimerFiredEvent{TimerKind::kBackoff}, now);
+  }
+  EXPECT_EQ(delays, (std::vector<long>{100, 200, 350, 350}));
+  // A run longer than reset_after starts the backoff afresh.
+  fsm.Handle(At(std::nullopt), now);
+  now += seconds(61);
+  for (const auto& a : fsm.Handle(kExit1, now)) {
+    if (auto* arm = std::get_if<ArmTimerAction>(&a)) {
+      EXPECT_EQ(std::chrono::duration_cast<milliseconds>(arm->at - now).count(), 100);
+    }
+  }
+}
+
+TEST_F(FsmTest, JitterStaysWithinItsFraction) {
+  job_.restart.backoff = {milliseconds(1000), seconds(10), 2.0, 0.2, seconds(60)};
+  Counters c;
+  c.consecutive_failures = 1;
+  Fsm fsm(job_, c, 42);
+  long lo = 1 << 30, hi = 0;
+  for (int i = 0; i < 500; ++i) {
+    const long d = fsm.NextBackoff().count();
+    lo = std::min(lo, d);
+    hi = std::max(hi, d);
+  }
+  EXPECT_GE(lo, 800);
+  EXPECT_LE(hi, 1200);
+  EXPECT_LT(lo, 900);  // it really spreads
+  EXPECT_GT(hi, 1100);
+}
+
+TEST_F(FsmTest, RestoredCountersContinue) {
+  Counters c;
+  c.attempts = 7;
+  c.failures = 3;
+  job_.restart.max_restarts = 3;
+  Play({{StartEvent{}, 0, {"select"}}, {At(4), 1, {"spawn"}}, {kExit1, 9, {"ended:failed", "exit:1"}}}, c);
+}
+
+}  // namespace
+}  // namespace spotvisor::supervisor
