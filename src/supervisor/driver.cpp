@@ -13,7 +13,9 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <csignal>
+#include <ctime>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 
@@ -25,7 +27,9 @@
 #include "spotvisor/state/job_lock.hpp"
 #include "spotvisor/state/journal.hpp"
 #include "spotvisor/supervisor/fsm.hpp"
+#include "spotvisor/preemption/watcher.hpp"
 #include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/util/atomic_file.hpp"
 
 namespace spotvisor::supervisor {
 namespace {
@@ -45,14 +49,15 @@ ExitStatus FromWaitStatus(int status) {
 
 }  // namespace
 
-class Driver::Impl {
+class Driver::Impl final : public RunControl {
  public:
   Impl(const config::JobConfig& job, std::unique_ptr<checkpoint::ResumeSelector> selector)
       : job_(job),
         selector_(selector ? std::move(selector) : checkpoint::MakeResumeSelector(job)),
         signals_(io_, SIGINT, SIGTERM, SIGHUP),
         children_(io_, SIGCHLD),
-        group_poll_(io_) {
+        group_poll_(io_),
+        resume_timer_(io_) {
     signals_.add(SIGUSR1);
     for (auto kind : {TimerKind::kGrace, TimerKind::kKill, TimerKind::kBackoff}) {
       timers_.emplace(kind, asio::steady_timer(io_));
@@ -79,12 +84,35 @@ class Driver::Impl {
     Log(LogLevel::kInfo, "event=supervisor_started pid=" + std::to_string(getpid()) +
                              " state_dir=" + Quote(job_.telemetry.state_dir.string()) +
                              " attempts_so_far=" + std::to_string(fsm_->counters().attempts));
+    auto watcher = preemption::MakeWatcher(io_, job_.provider);
+    if (!watcher) {
+      Log(LogLevel::kCritical, "event=cannot_start reason=" + Quote(watcher.error().message));
+      return cli::exit_code::kConfig;
+    }
+    watcher_ = std::move(*watcher);
+    if (watcher_) {
+      watcher_->Start([this](const preemption::Notice& n) { OnNotice(n); }, [this] { OnNoticeCleared(); });
+    }
+    for (auto& o : observers_) o->OnStart(*this);
     WaitSignals();
     WaitChildren();
     Dispatch(StartEvent{});
     io_.run();
     pool_.join();
     return exit_code_;
+  }
+
+ void AddObserver(std::unique_ptr<RunObserver> observer) { observers_.push_back(std::move(observer)); }
+
+  // ---- RunControl ----
+  asio::io_context& io() override { return io_; }
+  const config::JobConfig& job() const override { return job_; }
+  pid_t child_pid() const override { return child_pid_; }
+  void RequestStop(StopReason reason, const std::string& detail) override {
+    asio::post(io_, [this, reason, detail] { Dispatch(StopRequestedEvent{reason, std::nullopt, detail}); });
+  }
+  void RequestCheckpoint(const std::string& detail) override {
+    asio::post(io_, [this, detail] { Dispatch(CheckpointRequestedEvent{detail}); });
   }
 
  private:
@@ -208,11 +236,91 @@ class Driver::Impl {
     Dispatch(ChildExitedEvent{status});
   }
 
+  // ---- preemption notices ----
+  void OnNotice(const preemption::Notice& n) {
+    const auto now = std::chrono::system_clock::now();
+    std::optional<std::chrono::milliseconds> until_deadline;
+    if (n.deadline) until_deadline = std::chrono::duration_cast<std::chrono::milliseconds>(*n.deadline - now);
+    Log(LogLevel::kWarning, "event=notice provider=" + n.provider + " kind=" + n.kind + " action=" +
+                                (n.action == preemption::NoticeAction::kStop ? "stop" : "checkpoint") +
+                                " warning_ms=" + (until_deadline ? std::to_string(until_deadline->count()) : "unknown") +
+                                " detail=" + Quote(n.detail));
+    for (auto& o : observers_) o->OnNotice(n);
+    if (n.action == preemption::NoticeAction::kCheckpoint) {
+      Dispatch(CheckpointRequestedEvent{n.provider + " " + n.kind});
+      return;
+    }
+    resume_timer_.cancel();
+    notice_ = n;
+    WriteNoticeFile(n);
+    // The trainer gets the window up to the deadline less the safety margin, at most grace.
+    const auto window = until_deadline.value_or(job_.provider.default_window);
+    Dispatch(StopRequestedEvent{StopReason::kNotice, window - job_.provider.safety_margin, n.provider + " " + n.kind});
+  }
+
+  void OnNoticeCleared() {
+    Log(LogLevel::kInfo, "event=notice_cleared resume_in=" + FormatDuration(job_.provider.resume_after));
+    resume_timer_.expires_after(job_.provider.resume_after);
+    resume_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      notice_.reset();
+      Dispatch(NoticeClearedEvent{});
+    });
+  }
+
+  // Drained: find (and fully validate) the checkpoint a resume would use, record it, and
+  // only then tell the provider we are done (Azure acknowledgement).
+  void ValidateAfterDrain() {
+    asio::post(pool_, [this] {
+      auto selection = selector_->SelectForResume();
+      asio::post(io_, [this, selection = std::move(selection)] {
+        if (finished_) return;
+        if (!selection) {
+          Log(LogLevel::kError, "event=drained_validation_failed error=" + Quote(selection.error().message));
+        } else {
+          for (auto& o : observers_) o->OnSelection(*selection);
+          for (const auto& r : selection->rejected) {
+            Log(LogLevel::kWarning, "event=checkpoint_rejected path=" + Quote(r.path.string()) + " reason=" + Quote(r.reason));
+          }
+          Log(LogLevel::kWarning, "event=drained newest_good=" +
+                                      Quote(selection->chosen ? selection->chosen->path.string() : "none") +
+                                      " step=" + (selection->chosen ? std::to_string(selection->chosen->step) : "none"));
+        }
+        if (watcher_ && notice_) watcher_->Acknowledge(*notice_);
+      });
+    });
+  }
+
+  void WriteNoticeFile(const preemption::Notice& n) {
+    nlohmann::json j{{"provider", n.provider}, {"kind", n.kind},
+                     {"action", n.action == preemption::NoticeAction::kStop ? "stop" : "checkpoint"},
+                     {"id", n.id}, {"detail", n.detail}, {"received_at", FormatIsoUtc(std::chrono::system_clock::now())}};
+    j["deadline"] = n.deadline ? nlohmann::json(FormatIsoUtc(*n.deadline)) : nlohmann::json(nullptr);
+    if (Status s = WriteFileAtomically(NoticeFilePath(job_), j.dump(2) + "\n"); !s) {
+      Log(LogLevel::kError, "event=notice_file_failed error=" + Quote(s.error().message));
+    }
+  }
+
+  static std::string FormatIsoUtc(std::chrono::system_clock::time_point t) {
+    const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+  }
+
   void Dispatch(const Event& event) {
     if (finished_) return;
+    const Phase before = fsm_->phase();
     for (const Action& action : fsm_->Handle(event, steady_clock::now())) {
       std::visit([this](const auto& a) { Perform(a); }, action);
       if (finished_) break;
+    }
+    const Phase after = fsm_->phase();
+    if (after != before) {
+      for (auto& o : observers_) o->OnPhase(after);
+      if (after == Phase::kDrained) ValidateAfterDrain();
     }
     SaveState();
   }
@@ -231,6 +339,7 @@ class Driver::Impl {
                                             " (not starting from scratch while checkpoints may exist)");
       return;
     }
+    for (auto& o : observers_) o->OnSelection(*selection);
     for (const auto& r : selection->rejected) {
       Log(LogLevel::kWarning, "event=checkpoint_rejected path=" + Quote(r.path.string()) + " reason=" +
                                   Quote(r.reason) + (r.moved_to ? " quarantined_to=" + Quote(r.moved_to->string()) : ""));
@@ -248,6 +357,8 @@ class Driver::Impl {
       std::error_code ec;
       std::filesystem::create_directories(*job_.checkpoints.dir, ec);
     }
+    std::error_code stale;
+    std::filesystem::remove(NoticeFilePath(job_), stale);  // a resumed trainer starts without a notice
     auto pid = process::Spawn(*spec);
     if (!pid) {
       asio::post(io_, [this, message = pid.error().message] { Dispatch(SpawnFailedEvent{message}); });
@@ -269,6 +380,7 @@ class Driver::Impl {
     Log(LogLevel::kInfo, "event=trainer_started attempt=" + std::to_string(a.attempt) + " pid=" +
                              std::to_string(child_pid_) + " resume=" +
                              Quote(a.resume ? a.resume->path.string() : "none") + " argv=" + Quote(argv));
+    for (auto& o : observers_) o->OnAttemptStarted(a.attempt, child_pid_, a.resume);
   }
 
   void Perform(const SignalAction& a) {
@@ -277,6 +389,9 @@ class Driver::Impl {
     Log(sent ? LogLevel::kInfo : LogLevel::kDebug,
         "event=signal_sent signal=" + config::SignalName(a.signo) + " target=" + (a.group ? "group" : "main") +
             " pid=" + std::to_string(child_pid_) + (sent ? "" : " result=\"no such process\""));
+    if (sent) {
+      for (auto& o : observers_) o->OnSignalSent(a.signo, a.group);
+    }
   }
 
   void Perform(const KillGroupAction&) {
@@ -308,6 +423,7 @@ class Driver::Impl {
         "event=attempt_ended attempt=" + std::to_string(current_.attempt) + " outcome=" + a.outcome +
             " status=" + Quote(Describe(a.status)) + " next=" + Quote(a.next));
     if (Status s = journal_->AppendAttempt(current_); !s) JournalTrouble(s.error().message);
+    for (auto& o : observers_) o->OnAttemptEnded(current_);
   }
 
   void Perform(const LogAction& a) { Log(a.level, a.text); }
@@ -323,9 +439,12 @@ class Driver::Impl {
     Log(level, "event=exit code=" + std::to_string(code) + " message=" + Quote(message));
     for (auto& [kind, timer] : timers_) timer.cancel();
     group_poll_.cancel();
+    resume_timer_.cancel();
+    if (watcher_) watcher_->Stop();
     signals_.cancel();
     children_.cancel();
     SaveState(/*force=*/true);
+    for (auto& o : observers_) o->OnExit(code, message);
   }
 
   void SaveState(bool force = false) {
@@ -395,6 +514,10 @@ class Driver::Impl {
   asio::signal_set children_;                             // SIGCHLD
   std::map<TimerKind, asio::steady_timer> timers_;        // armed by the Fsm
   asio::steady_timer group_poll_;                         // waiting for the group to empty
+  asio::steady_timer resume_timer_;                       // a cleared notice, confirmed
+  std::unique_ptr<preemption::Watcher> watcher_;          // null for provider none
+  std::optional<preemption::Notice> notice_;              // the stop notice being handled
+  std::vector<std::unique_ptr<RunObserver>> observers_;   // see run_observer.hpp
   std::optional<state::JobLock> lock_;                    // held for our whole life
   std::optional<state::Journal> journal_;                 // the job's memory
   std::optional<Fsm> fsm_;                                // the policy
@@ -413,6 +536,7 @@ class Driver::Impl {
 Driver::Driver(const config::JobConfig& job, std::unique_ptr<checkpoint::ResumeSelector> selector)
     : impl_(std::make_unique<Impl>(job, std::move(selector))) {}
 Driver::~Driver() = default;
+void Driver::AddObserver(std::unique_ptr<RunObserver> observer) { impl_->AddObserver(std::move(observer)); }
 int Driver::Run() { return impl_->Run(); }
 
 }  // namespace spotvisor::supervisor

@@ -9,6 +9,7 @@
 
 #include "spotvisor/checkpoint/resume_selector.hpp"
 #include "spotvisor/config/job_config.hpp"
+#include "spotvisor/supervisor/run_observer.hpp"
 
 namespace spotvisor::supervisor {
 
@@ -20,6 +21,9 @@ class Driver {
   ~Driver();
   Driver(const Driver&) = delete;
   Driver& operator=(const Driver&) = delete;
+
+  // Observers see the run and may nudge it (see run_observer.hpp); add before Run().
+  void AddObserver(std::unique_ptr<RunObserver> observer);
 
   // Supervises the job until it ends; returns the exit code of `spotvisor run`.
   int Run();

@@ -1,0 +1,62 @@
+// The seam between the supervisor driver and everything that watches or nudges a run:
+// metrics, sd_notify, the run report, cost and budget, hooks, periodic checkpoints, hang
+// detection, the mirror. The driver calls observers on its io thread, in registration
+// order; an observer acts back only through RunControl. Observers must never block the
+// io thread (post long work to their own thread and come back with asio::post).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "spotvisor/checkpoint/resume_selector.hpp"
+#include "spotvisor/config/job_config.hpp"
+#include "spotvisor/preemption/watcher.hpp"
+#include "spotvisor/state/journal.hpp"
+#include "spotvisor/supervisor/fsm.hpp"
+
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
+
+namespace spotvisor::supervisor {
+
+// What an observer may ask of the run. Calls are handled like the matching outside
+// events (a stop for the budget behaves like any stop: grace, SIGKILL, exit code 3).
+class RunControl {
+ public:
+  virtual ~RunControl() = default;
+  virtual boost::asio::io_context& io() = 0;
+  virtual const config::JobConfig& job() const = 0;
+  // reason: kHang (restart within the hang budget) or kBudget (exit 3) or kNotice.
+  virtual void RequestStop(StopReason reason, const std::string& detail) = 0;
+  // Sends signals.checkpoint to the trainer when one runs ("checkpoint now, keep going").
+  virtual void RequestCheckpoint(const std::string& detail) = 0;
+  // The current trainer's pid (= its process group), 0 when none runs.
+  virtual pid_t child_pid() const = 0;
+};
+
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  // Once, before the first start; keep `control` for later requests.
+  virtual void OnStart(RunControl& control) { (void)control; }
+  // A checkpoint was chosen (or none) and rejected ones listed, before a start.
+  virtual void OnSelection(const checkpoint::Selection& selection) { (void)selection; }
+  virtual void OnAttemptStarted(int attempt, pid_t pid, const std::optional<checkpoint::ResumePoint>& resume) {
+    (void)attempt, (void)pid, (void)resume;
+  }
+  // The whole group is gone; `record` is what the journal got.
+  virtual void OnAttemptEnded(const state::AttemptRecord& record) { (void)record; }
+  // A preemption notice (or an early hint such as AWS rebalance) was received.
+  virtual void OnNotice(const preemption::Notice& notice) { (void)notice; }
+  virtual void OnSignalSent(int signo, bool group) { (void)signo, (void)group; }
+  virtual void OnPhase(Phase phase) { (void)phase; }
+  // Last call: the exit code of `spotvisor run` and its one-line reason.
+  virtual void OnExit(int code, const std::string& message) { (void)code, (void)message; }
+};
+
+}  // namespace spotvisor::supervisor
