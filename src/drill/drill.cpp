@@ -1,0 +1,275 @@
+// `spotvisor drill`; see drill.hpp. The drill plays the cloud and the machine: it starts
+// real `spotvisor run` processes on scratch copies of the job's outputs, flips the mock
+// metadata server, SIGTERMs the supervisor as a shutdown would, or SIGKILLs the trainer,
+// and reads what happened from the supervisor's own journal.
+#include "spotvisor/drill/drill.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <thread>
+
+#include "drill_compare.hpp"
+#include "spotvisor/checkpoint/name_pattern.hpp"
+#include "spotvisor/mock/mock_server_thread.hpp"
+#include "spotvisor/state/journal.hpp"
+
+namespace spotvisor::drill {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// One scratch job: its own checkpoints, result, state and supervisor log.
+struct Lane {
+  std::filesystem::path root;
+  std::filesystem::path ckpt() const { return root / "ckpt"; }
+  std::filesystem::path state() const { return root / "state"; }
+  std::filesystem::path result() const { return root / "result.txt"; }
+  std::filesystem::path log() const { return root / "supervisor.log"; }
+};
+
+pid_t StartSupervisor(const DrillOptions& o, const Lane& lane, const std::vector<std::string>& extra) {
+  std::vector<std::string> args{o.spotvisor.string(), "run"};
+  args.insert(args.end(), o.run_args.begin(), o.run_args.end());
+  args.insert(args.end(), {"--checkpoint-dir", lane.ckpt().string(), "--state-dir", lane.state().string()});
+  if (o.has_result_file) args.insert(args.end(), {"--result-file", lane.result().string()});
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(lane.log().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// The supervisor's exit code once it has exited, nullopt while it runs.
+std::optional<int> Exited(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, WNOHANG) != pid) return std::nullopt;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::optional<int> WaitExited(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (auto code = Exited(pid)) return code;
+    std::this_thread::sleep_for(20ms);
+  }
+  return std::nullopt;
+}
+
+state::PersistedState ReadState(const Lane& lane) {
+  auto journal = state::Journal::Open(lane.state());
+  return journal ? journal->state() : state::PersistedState{};
+}
+
+Error RunFailed(const std::string& what, const Lane& lane, std::optional<int> code) {
+  return Error{what + (code ? " exited with " + std::to_string(*code) : " did not finish in time") +
+               "; its log: " + lane.log().string()};
+}
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Waits until a trainer of an attempt after `after_attempt` runs. False when the supervisor exited.
+bool WaitForTrainer(pid_t sv, const Lane& lane, int after_attempt, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    const auto s = ReadState(lane);
+    if (s.child && s.attempts > after_attempt && s.phase == "running") return true;
+    if (Exited(sv)) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
+struct Injected {
+  int attempt = 0;                    // the attempt that was interrupted
+  std::int64_t at_ms = 0;             // unix ms of the interruption
+  std::string note;
+};
+
+}  // namespace
+
+Result<DrillReport> RunDrill(const DrillOptions& o) {
+  DrillReport report;
+  report.seed = o.seed ? o.seed : static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
+  std::mt19937_64 rng(report.seed);
+  if (o.scratch) {
+    report.scratch = *o.scratch;
+  } else {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp ? tmp : "/tmp") + "/spotvisor-drill-XXXXXX";
+    if (mkdtemp(templ.data()) == nullptr) return Error{"cannot create a scratch dir under " + templ};
+    report.scratch = templ;
+  }
+  const Lane reference{report.scratch / "uninterrupted"}, interrupted{report.scratch / "interrupted"};
+  for (const auto& lane : {reference, interrupted}) {
+    std::error_code ec;
+    std::filesystem::remove_all(lane.root, ec);
+    std::filesystem::create_directories(lane.root, ec);
+    if (ec) return Error{"cannot create " + lane.root.string() + ": " + ec.message()};
+  }
+
+  // 1. The reference run, never interrupted.
+  std::printf("drill: uninterrupted run (log: %s)\n", reference.log().c_str());
+  std::fflush(stdout);
+  const auto ref_start = Clock::now();
+  const pid_t ref = StartSupervisor(o, reference, {"--provider", "none"});
+  const auto ref_code = WaitExited(ref, 6h);
+  report.reference_seconds = Seconds(Clock::now() - ref_start);
+  if (ref_code != 0) return RunFailed("the uninterrupted run", reference, ref_code);
+
+  // 2. The same job, interrupted.
+  mock::MockServerThread mock(mock::MockProvider::kAws);
+  std::vector<std::string> extra{"--provider", "none"};
+  if (o.kind == InterruptionKind::kNotice) {
+    auto url = mock.Start();
+    if (!url) return Error{"cannot start the mock metadata server: " + url.error().message};
+    extra = {"--provider", "aws", "--endpoint", *url, "--poll-interval", "200ms"};
+  }
+  std::printf("drill: interrupted run, %d × %s, seed %llu (log: %s)\n", o.interruptions,
+              o.kind == InterruptionKind::kNotice ? "notice" : o.kind == InterruptionKind::kSigterm ? "sigterm" : "kill",
+              static_cast<unsigned long long>(report.seed), interrupted.log().c_str());
+  std::fflush(stdout);
+  const auto run_start = Clock::now();
+  const auto budget = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(report.reference_seconds * 10 + 120));
+  pid_t sv = StartSupervisor(o, interrupted, extra);
+  std::vector<Injected> injected;
+  int last_attempt = 0;
+  std::uniform_real_distribution<double> spread(0.2, 0.8);
+  for (int i = 0; i < o.interruptions; ++i) {
+    if (!WaitForTrainer(sv, interrupted, last_attempt, budget)) {
+      injected.push_back({0, 0, "the job finished before this interruption"});
+      break;
+    }
+    const int attempt = ReadState(interrupted).attempts;
+    const double delay = report.reference_seconds * spread(rng) / o.interruptions;
+    const auto fire_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay));
+    while (Clock::now() < fire_at && !Exited(sv)) std::this_thread::sleep_for(10ms);
+    if (auto code = Exited(sv)) {
+      if (*code != 0) return RunFailed("the interrupted run", interrupted, code);
+      injected.push_back({0, 0, "the job finished before this interruption"});
+      sv = 0;
+      break;
+    }
+    Injected inj{attempt, state::UnixMillisNow(), ""};
+    if (o.kind == InterruptionKind::kKill) {
+      const auto child = ReadState(interrupted).child;
+      if (child) kill(child->pid, SIGKILL);
+      std::printf("drill: SIGKILL to the trainer (attempt %d)\n", attempt);
+    } else {
+      if (o.kind == InterruptionKind::kNotice) {
+        mock.Preempt();
+        std::printf("drill: preemption notice from the mock metadata server (attempt %d)\n", attempt);
+        std::fflush(stdout);
+        const auto drained_by = Clock::now() + budget;
+        while (Clock::now() < drained_by && ReadState(interrupted).phase != "drained" && !Exited(sv)) {
+          std::this_thread::sleep_for(20ms);
+        }
+        std::printf("drill: supervisor drained; the machine goes away (SIGTERM to spotvisor)\n");
+      } else {
+        std::printf("drill: SIGTERM to spotvisor, as systemd sends at shutdown (attempt %d)\n", attempt);
+      }
+      kill(sv, SIGTERM);
+      const auto code = WaitExited(sv, budget);
+      if (code != 75 && code != 0) return RunFailed("the interrupted supervisor", interrupted, code);
+      if (o.kind == InterruptionKind::kNotice) mock.Clear();
+      if (code == 0) {
+        inj.note = "the job finished while stopping";
+        injected.push_back(inj);
+        sv = 0;
+        break;
+      }
+      std::printf("drill: a fresh spotvisor resumes the job\n");
+      sv = StartSupervisor(o, interrupted, extra);
+    }
+    std::fflush(stdout);
+    injected.push_back(inj);
+    last_attempt = attempt;
+  }
+  if (sv != 0) {
+    const auto code = WaitExited(sv, budget);
+    if (code != 0) return RunFailed("the interrupted run", interrupted, code);
+  }
+  report.interrupted_seconds = Seconds(Clock::now() - run_start);
+
+  // 3. What each interruption cost, from the journal.
+  auto journal = state::Journal::Open(interrupted.state());
+  const auto attempts = journal ? journal->ReadAttempts() : std::vector<state::AttemptRecord>{};
+  const double pace = StepsPerSecond(reference.ckpt(), o.pattern, reference.state());
+  for (const auto& inj : injected) {
+    InterruptionRow row;
+    row.kind = o.kind == InterruptionKind::kNotice ? "notice" : o.kind == InterruptionKind::kSigterm ? "sigterm" : "kill";
+    row.note = inj.note;
+    if (inj.attempt > 0) {
+      std::int64_t interrupted_start_ms = inj.at_ms;
+      for (const auto& a : attempts) {
+        if (a.attempt == inj.attempt) interrupted_start_ms = a.started_ms;
+      }
+      for (const auto& a : attempts) {
+        if (a.attempt != inj.attempt + 1) continue;
+        row.resumed_from = a.resume_step.value_or(0);
+        row.seconds_to_resume = (a.started_ms - inj.at_ms) / 1000.0;
+        const auto written_ms = a.resume_from ? CheckpointMillis(*a.resume_from) : std::optional<std::int64_t>{};
+        if (pace > 0) {
+          const double lost_s = written_ms ? std::max<double>(0, (inj.at_ms - *written_ms) / 1000.0)
+                                           : (inj.at_ms - interrupted_start_ms) / 1000.0;
+          row.steps_lost = static_cast<std::uint64_t>(std::llround(lost_s * pace));
+          row.step_reached = *row.resumed_from + *row.steps_lost;
+        }
+      }
+    }
+    report.rows.push_back(row);
+  }
+
+  // 4. The verdict.
+  const auto cmp = o.has_result_file ? CompareResultFiles(reference.result(), interrupted.result())
+                                     : CompareNewestCheckpoints(reference.ckpt(), interrupted.ckpt(), o.pattern);
+  report.identical = cmp.identical;
+  report.comparison = cmp.explanation;
+  if (report.identical && !o.keep_scratch && !o.scratch) {
+    std::error_code ec;
+    std::filesystem::remove_all(report.scratch, ec);
+  }
+  return report;
+}
+
+std::string FormatReport(const DrillReport& r) {
+  auto opt = [](const auto& v) { return v ? std::to_string(*v) : std::string("?"); };
+  std::string out = "\n| # | interruption | step reached (≈) | resumed from step | steps lost (≈) | time to resume |\n"
+                    "|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < r.rows.size(); ++i) {
+    const auto& row = r.rows[i];
+    char resume[32] = "?";
+    if (row.seconds_to_resume) std::snprintf(resume, sizeof resume, "%.2f s", *row.seconds_to_resume);
+    out += "| " + std::to_string(i + 1) + " | " + row.kind + " | " + opt(row.step_reached) + " | " +
+           opt(row.resumed_from) + " | " + opt(row.steps_lost) + " | " + resume + " |" +
+           (row.note.empty() ? "" : " " + row.note) + "\n";
+  }
+  char times[160];
+  std::snprintf(times, sizeof times, "\nuninterrupted %.1f s, interrupted %.1f s, seed %llu\n", r.reference_seconds,
+                r.interrupted_seconds, static_cast<unsigned long long>(r.seed));
+  out += times;
+  out += r.comparison + "\n";
+  if (!r.identical || std::filesystem::exists(r.scratch)) out += "scratch: " + r.scratch.string() + "\n";
+  out += r.identical ? "identical\n" : "differ\n";
+  return out;
+}
+
+}  // namespace spotvisor::drill

@@ -1,0 +1,132 @@
+// Result and checkpoint comparison for drills; see drill_compare.hpp.
+#include "drill_compare.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include "spotvisor/checkpoint/byte_source.hpp"
+#include "spotvisor/checkpoint/name_pattern.hpp"
+#include "spotvisor/checkpoint/zip_archive.hpp"
+#include "spotvisor/state/journal.hpp"
+
+namespace spotvisor::drill {
+namespace {
+
+std::optional<std::string> Slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::optional<std::filesystem::path> Newest(const std::filesystem::path& dir, const std::string& pattern) {
+  auto p = checkpoint::NamePattern::Parse(pattern);
+  if (!p) return std::nullopt;
+  std::optional<std::pair<std::uint64_t, std::filesystem::path>> best;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const auto step = p->Match(e.path().filename().string());
+    if (step && (!best || *step > best->first)) best = std::make_pair(*step, e.path());
+  }
+  if (!best) return std::nullopt;
+  return best->second;
+}
+
+// Tensor payloads of one checkpoint file, by a stable name: torch.save `<p>/data/<n>`
+// entries (prefix dropped), or a safetensors data section. Empty when not a tensor file.
+std::map<std::string, std::string> Payloads(const std::filesystem::path& file, const std::string& rel) {
+  std::map<std::string, std::string> out;
+  auto src = checkpoint::FileSource::Open(file);
+  if (!src) return out;
+  auto read = [&](std::uint64_t off, std::uint64_t len) {
+    std::string bytes(len, '\0');
+    if (!src->ReadAt(off, std::span<std::byte>(reinterpret_cast<std::byte*>(bytes.data()), len))) bytes.clear();
+    return bytes;
+  };
+  if (auto zip = checkpoint::ReadZipIndex(*src, src->size(), true)) {
+    if (checkpoint::CheckZipLayout(*src, *zip)) {
+      for (const auto& e : zip->entries) {
+        const auto at = e.name.find("/data/");
+        if (at != std::string::npos) out[rel + ":" + e.name.substr(at + 1)] = read(e.data_offset, e.size);
+      }
+    }
+    return out;
+  }
+  if (file.extension() == ".safetensors" && src->size() >= 8) {
+    const std::string head = read(0, 8);
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(head[i]);
+    if (8 + n <= src->size()) out[rel + ":data"] = read(8 + n, src->size() - 8 - n);
+  }
+  return out;
+}
+
+std::map<std::string, std::string> CheckpointPayloads(const std::filesystem::path& ckpt) {
+  std::map<std::string, std::string> out;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(ckpt, ec)) return Payloads(ckpt, ckpt.filename().string());
+  for (const auto& e : std::filesystem::recursive_directory_iterator(ckpt, ec)) {
+    if (!e.is_regular_file()) continue;
+    auto part = Payloads(e.path(), std::filesystem::relative(e.path(), ckpt).string());
+    out.insert(part.begin(), part.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+Comparison CompareResultFiles(const std::filesystem::path& a, const std::filesystem::path& b) {
+  const auto x = Slurp(a), y = Slurp(b);
+  if (!x) return {false, "the uninterrupted run wrote no result file (" + a.string() + ")"};
+  if (!y) return {false, "the interrupted run wrote no result file (" + b.string() + ")"};
+  if (*x == *y) return {true, "result files are identical (" + std::to_string(x->size()) + " bytes)"};
+  auto line = [](const std::string& s) { return s.substr(0, std::min<std::size_t>(s.find('\n'), 80)); };
+  return {false, "result files differ: uninterrupted '" + line(*x) + "' vs interrupted '" + line(*y) + "'"};
+}
+
+Comparison CompareNewestCheckpoints(const std::filesystem::path& dir_a, const std::filesystem::path& dir_b,
+                                    const std::string& pattern) {
+  const auto a = Newest(dir_a, pattern), b = Newest(dir_b, pattern);
+  if (!a || !b) return {false, "no final checkpoint to compare in " + (a ? dir_b : dir_a).string()};
+  if (a->filename() != b->filename()) {
+    return {false, "the runs ended at different checkpoints: " + a->filename().string() + " vs " +
+                       b->filename().string()};
+  }
+  const auto pa = CheckpointPayloads(*a), pb = CheckpointPayloads(*b);
+  if (pa.empty()) return {false, "no tensor payloads found in " + a->string() + " (set job.result_file)"};
+  for (const auto& [name, bytes] : pa) {
+    const auto it = pb.find(name);
+    if (it == pb.end()) return {false, "tensor payload " + name + " is missing from the interrupted run's " + b->string()};
+    if (it->second != bytes) return {false, "tensor payload " + name + " differs in " + b->filename().string()};
+  }
+  if (pb.size() != pa.size()) return {false, "the interrupted run's checkpoint has extra tensor payloads"};
+  return {true, "tensor payloads of " + a->filename().string() + " are identical (" + std::to_string(pa.size()) +
+                    " tensors)"};
+}
+
+double StepsPerSecond(const std::filesystem::path& ckpt_dir, const std::string& pattern,
+                      const std::filesystem::path& state_dir) {
+  auto p = checkpoint::NamePattern::Parse(pattern);
+  const auto newest = Newest(ckpt_dir, pattern);
+  auto journal = state::Journal::Open(state_dir);
+  if (!p || !newest || !journal) return 0;
+  const auto attempts = journal->ReadAttempts();
+  if (attempts.empty()) return 0;
+  const double seconds = (attempts.back().ended_ms - attempts.front().started_ms) / 1000.0;
+  const auto step = p->Match(newest->filename().string());
+  return seconds > 0 && step ? static_cast<double>(*step) / seconds : 0;
+}
+
+std::optional<std::int64_t> CheckpointMillis(const std::filesystem::path& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return std::nullopt;
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+}
+
+}  // namespace spotvisor::drill

@@ -1,0 +1,147 @@
+import datetime as dt
+import json
+import os
+import signal
+import tempfile
+import time
+import unittest
+from pathlib import Path
+from unittest import mock
+
+import harness  # noqa: F401
+from spotvisor_helper import NoticeError, SignalFlags, parse_signal, read_notice
+
+
+def wait_until(predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+class SignalFlagsTest(unittest.TestCase):
+    def test_checkpoint_then_stop(self):
+        with SignalFlags() as flags:
+            self.assertFalse(flags.save_requested)
+            os.kill(os.getpid(), signal.SIGUSR1)
+            self.assertTrue(wait_until(lambda: flags.checkpoint_requested))
+            self.assertFalse(flags.stop_requested)
+            self.assertTrue(flags.save_requested)
+            flags.clear_checkpoint()
+            self.assertFalse(flags.checkpoint_requested)
+            os.kill(os.getpid(), signal.SIGTERM)
+            self.assertTrue(wait_until(lambda: flags.stop_requested))
+            flags.clear_checkpoint()
+            self.assertTrue(flags.stop_requested)          # a stop is never cleared
+            self.assertEqual(flags.received, (signal.SIGUSR1, signal.SIGTERM))
+            self.assertEqual(flags.agree(), (True, False))  # no torch.distributed: local flags
+
+    def test_configured_signals_and_previous_handlers_restored(self):
+        seen = []
+        previous = signal.signal(signal.SIGUSR2, lambda s, f: seen.append(s))
+        try:
+            with SignalFlags(notice="INT", checkpoint="SIGUSR2") as flags:
+                os.kill(os.getpid(), signal.SIGUSR2)
+                self.assertTrue(wait_until(lambda: flags.checkpoint_requested))
+                os.kill(os.getpid(), signal.SIGINT)
+                self.assertTrue(wait_until(lambda: flags.stop_requested))
+                self.assertEqual(seen, [])
+            os.kill(os.getpid(), signal.SIGUSR2)       # the old handler is back
+            self.assertTrue(wait_until(lambda: seen == [signal.SIGUSR2]))
+        finally:
+            signal.signal(signal.SIGUSR2, previous)
+        self.assertIs(signal.getsignal(signal.SIGINT), signal.default_int_handler)
+
+    def test_disabled_signal_is_not_touched(self):
+        before = signal.getsignal(signal.SIGUSR1)
+        with SignalFlags(checkpoint=None):
+            self.assertIs(signal.getsignal(signal.SIGUSR1), before)
+
+    def test_parse_signal(self):
+        self.assertEqual(parse_signal("SIGTERM"), signal.SIGTERM)
+        self.assertEqual(parse_signal("usr1"), signal.SIGUSR1)
+        self.assertEqual(parse_signal("10"), 10)
+        self.assertEqual(parse_signal(signal.SIGHUP), signal.SIGHUP)
+        self.assertIsNone(parse_signal(None))
+        with self.assertRaises(ValueError):
+            parse_signal("SIGNOPE")
+        with self.assertRaises(ValueError):
+            SignalFlags(notice="TERM", checkpoint=15, install=False)
+
+
+class NoticeFileTest(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory()
+        self.path = Path(self._tmp.name) / "notice.json"
+        patcher = mock.patch.dict(os.environ, {"SPOTVISOR_NOTICE_FILE": str(self.path)})
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def write(self, doc):
+        self.path.write_text(json.dumps(doc) if not isinstance(doc, str) else doc)
+
+    def test_no_file_no_notice(self):
+        self.assertIsNone(read_notice())
+        flags = SignalFlags(install=False)
+        self.assertIsNone(flags.notice())
+        self.assertIsNone(flags.deadline())
+        with mock.patch.dict(os.environ, {"SPOTVISOR_NOTICE_FILE": ""}):
+            self.assertIsNone(read_notice())
+
+    def test_aws_style_notice_with_deadline(self):
+        self.write({"kind": "preemption", "provider": "aws", "deadline": "2030-01-02T03:04:05Z",
+                    "action": "terminate", "detected_at": "2030-01-02T03:02:05Z"})
+        flags = SignalFlags(install=False)
+        notice = flags.notice()
+        self.assertEqual((notice.kind, notice.provider, notice.action),
+                         ("preemption", "aws", "terminate"))
+        want = dt.datetime(2030, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+        self.assertEqual(flags.deadline(), want)
+        self.assertEqual(notice.seconds_left(now=want - dt.timedelta(seconds=90)), 90.0)
+        self.assertEqual(notice.raw["detected_at"], "2030-01-02T03:02:05Z")   # extra keys kept
+        self.assertGreater(flags.seconds_left(), 0)
+
+    def test_offsets_and_naive_times_are_utc(self):
+        self.write({"kind": "preemption", "provider": "azure", "action": "Preempt",
+                    "deadline": "2030-01-02T05:04:05+02:00"})
+        self.assertEqual(read_notice().deadline,
+                         dt.datetime(2030, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc))
+        self.write({"kind": "preemption", "provider": "gcp", "action": None,
+                    "deadline": "2030-01-02T03:04:05"})
+        self.assertEqual(read_notice().deadline.tzinfo, dt.timezone.utc)
+
+    def test_unknown_deadline(self):
+        self.write({"kind": "preemption", "provider": "gcp", "deadline": None, "action": "terminate"})
+        notice = read_notice()
+        self.assertIsNone(notice.deadline)
+        self.assertIsNone(notice.seconds_left())
+
+    def test_bad_notice_files_name_the_file(self):
+        for doc, fragment in (("{not json", "not valid JSON"),
+                              ("[1, 2]", "not a JSON object"),
+                              ({"provider": "aws"}, "no 'kind'"),
+                              ({"kind": "preemption", "deadline": "soon"}, "not an ISO-8601"),
+                              ({"kind": "preemption", "deadline": 17}, "'deadline' must be"),
+                              ({"kind": "preemption", "provider": 3}, "'provider' must be"),
+                              ("x" * 70000, "larger than")):
+            with self.subTest(fragment=fragment):
+                self.write(doc)
+                with self.assertRaises(NoticeError) as cm:
+                    read_notice()
+                self.assertIn(str(self.path), str(cm.exception))
+                self.assertIn(fragment, str(cm.exception))
+
+    def test_explicit_path_wins(self):
+        other = Path(self._tmp.name) / "other.json"
+        other.write_text(json.dumps({"kind": "maintenance", "provider": "file",
+                                     "deadline": None, "action": "stop"}))
+        self.assertEqual(SignalFlags(install=False, notice_file=other).notice().kind, "maintenance")
+
+
+if __name__ == "__main__":
+    unittest.main()
