@@ -37,6 +37,67 @@ std::string Name(E value, std::initializer_list<std::pair<E, const char*>> names
   return "?";
 }
 
+// A cost value as the job file spells it: a number, [low, high] or unknown.
+void CostOut(YAML::Emitter& y, const CostValue& v) {
+  if (!v.known) {
+    y << "unknown";
+  } else if (v.low == v.high) {
+    y << v.low;
+  } else {
+    y << YAML::Flow << YAML::BeginSeq << v.low << v.high << YAML::EndSeq;
+  }
+}
+
+void EmitCost(YAML::Emitter& y, const CostSection& c) {
+  y << YAML::Key << "cost" << YAML::Value;
+  if (!c.configured) {  // reads back as "no cost section"
+    y << YAML::Null;
+    return;
+  }
+  y.SetDoublePrecision(15);  // prices print as written (0.08, not 0.080000000000000002)
+  y << YAML::BeginMap;
+  y << YAML::Key << "currency" << YAML::Value << c.currency;
+  const std::pair<const char*, const CostValue*> values[] = {
+      {"gpu_hour", &c.gpu_hour}, {"node_hour", &c.node_hour}, {"disk_gb", &c.disk_gb},
+      {"disk_gb_month", &c.disk_gb_month}, {"snapshot_gb", &c.snapshot_gb},
+      {"snapshot_gb_month", &c.snapshot_gb_month}, {"egress_gb", &c.egress_gb},
+      {"egress_per_gb", &c.egress_per_gb}, {"public_ip_hour", &c.public_ip_hour},
+      {"support_month", &c.support_month}};
+  for (const auto& [key, value] : values) {
+    y << YAML::Key << key << YAML::Value;
+    CostOut(y, *value);
+  }
+  y << YAML::Key << "gpus" << YAML::Value << c.gpus;
+  y << YAML::Key << "billing_minimum" << YAML::Value << FormatDuration(c.billing_minimum);
+  y << YAML::Key << "billing_from" << YAML::Value << (c.bill_from_boot ? "boot" : "start");
+  y << YAML::Key << "other_hour" << YAML::Value << YAML::BeginMap;
+  for (const auto& [name, value] : c.other_hour) {
+    y << YAML::Key << name << YAML::Value;
+    CostOut(y, value);
+  }
+  y << YAML::EndMap;
+  y << YAML::Key << "unknown" << YAML::Value << YAML::Flow << c.unknown;
+  y << YAML::Key << "budget" << YAML::Value << c.budget;
+  y << YAML::Key << "warn_fraction" << YAML::Value << c.warn_fraction;
+  y << YAML::Key << "check_interval" << YAML::Value << FormatDuration(c.check_interval);
+  y << YAML::EndMap;
+}
+
+void EmitHooks(YAML::Emitter& y, const HooksSection& h) {
+  y << YAML::Key << "hooks" << YAML::Value << YAML::BeginMap;
+  const std::pair<const char*, const HookSpec*> hooks[] = {
+      {"before_start", &h.before_start}, {"on_checkpoint", &h.on_checkpoint},
+      {"on_notice", &h.on_notice}, {"on_finish", &h.on_finish}};
+  for (const auto& [name, spec] : hooks) {
+    if (spec->command.empty()) continue;  // an unset hook has no spelling but absence
+    y << YAML::Key << name << YAML::Value << YAML::BeginMap;
+    y << YAML::Key << "command" << YAML::Value << YAML::Flow << spec->command;
+    y << YAML::Key << "timeout" << YAML::Value << FormatDuration(spec->timeout);
+    y << YAML::EndMap;
+  }
+  y << YAML::EndMap;
+}
+
 }  // namespace
 
 std::string ToYaml(const JobConfig& c) {
@@ -53,6 +114,9 @@ std::string ToYaml(const JobConfig& c) {
   y << YAML::Key << "success_exit_codes" << YAML::Value << YAML::Flow << c.job.success_exit_codes;
   y << YAML::Key << "result_file" << YAML::Value;
   OrNull(y, OptPath(c.job.result_file));
+  y << YAML::Key << "labels" << YAML::Value << YAML::BeginMap;
+  for (const auto& [k, v] : c.job.labels) y << YAML::Key << k << YAML::Value << v;
+  y << YAML::EndMap;
   y << YAML::EndMap;
 
   const auto& p = c.provider;
@@ -109,6 +173,12 @@ std::string ToYaml(const JobConfig& c) {
   OrNull(y, OptPath(k.mirror.path));
   y << YAML::Key << "command" << YAML::Value << YAML::Flow << k.mirror.command;
   y << YAML::Key << "keep" << YAML::Value << k.mirror.keep;
+  y << YAML::Key << "restore_command" << YAML::Value << YAML::Flow << k.mirror.restore_command;
+  y << YAML::Key << "prune_command" << YAML::Value << YAML::Flow << k.mirror.prune_command;
+  y << YAML::Key << "bandwidth" << YAML::Value << std::to_string(k.mirror.bandwidth);
+  y << YAML::Key << "concurrency" << YAML::Value << k.mirror.concurrency;
+  y << YAML::Key << "timeout" << YAML::Value << FormatDuration(k.mirror.timeout);
+  y << YAML::Key << "restore" << YAML::Value << k.mirror.restore;
   y << YAML::EndMap << YAML::EndMap;
 
   const auto& r = c.restart;
@@ -135,6 +205,9 @@ std::string ToYaml(const JobConfig& c) {
   y << YAML::Key << "min" << YAML::Value << FormatDuration(cad.min);
   y << YAML::Key << "max" << YAML::Value << FormatDuration(cad.max);
   y << YAML::Key << "mtbi_prior" << YAML::Value << FormatDuration(cad.mtbi_prior);
+  y << YAML::Key << "mtbi_priors" << YAML::Value << YAML::BeginMap;
+  for (const auto& [provider, d] : cad.mtbi_priors) y << YAML::Key << provider << YAML::Value << FormatDuration(d);
+  y << YAML::EndMap;
   y << YAML::EndMap;
 
   y << YAML::Key << "health" << YAML::Value << YAML::BeginMap;
@@ -156,7 +229,13 @@ std::string ToYaml(const JobConfig& c) {
   y << YAML::Key << "log_level" << YAML::Value << t.log_level;
   y << YAML::Key << "report_path" << YAML::Value;
   OrNull(y, OptPath(t.report_path));
+  y << YAML::Key << "fingerprint_files" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const auto& f : t.fingerprint_files) y << f.string();
+  y << YAML::EndSeq;
+  y << YAML::Key << "gpu_interval" << YAML::Value << FormatDuration(t.gpu_interval);
   y << YAML::EndMap;
+  EmitCost(y, c.cost);
+  EmitHooks(y, c.hooks);
   y << YAML::EndMap;
   return std::string(y.c_str()) + "\n";
 }

@@ -8,13 +8,19 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 
 #include "config_error.hpp"
 #include "spotvisor/checkpoint/name_pattern.hpp"
+#include "spotvisor/config/templates.hpp"
 
 namespace spotvisor::config {
 namespace {
+
+// What a hook's argv may use (see hooks/hook_runner.hpp for their values).
+const std::set<std::string> kHookTemplates{"job", "attempt", "checkpoint_dir", "result_file", "checkpoint", "step",
+                                           "state_dir", "report", "exit_code", "hook", "provider", "notice_kind"};
 
 // Reads one YAML document into a JobConfig, remembering where each key was.
 class Reader {
@@ -32,6 +38,8 @@ class Reader {
         {"cadence", [&](const YAML::Node& n, const std::string& p) { ReadCadence(n, p); }},
         {"health", [&](const YAML::Node& n, const std::string& p) { ReadHealth(n, p); }},
         {"telemetry", [&](const YAML::Node& n, const std::string& p) { ReadTelemetry(n, p); }},
+        {"cost", [&](const YAML::Node& n, const std::string& p) { ReadCost(n, p); }},
+        {"hooks", [&](const YAML::Node& n, const std::string& p) { ReadHooks(n, p); }},
     });
   }
 
@@ -188,6 +196,10 @@ class Reader {
            for (const auto& item : n) j.success_exit_codes.push_back(Int(item, k, 0, 255));
          }},
         {"result_file", [&](const YAML::Node& n, const std::string& k) { j.result_file = Path(n, k); }},
+        {"labels", [&](const YAML::Node& n, const std::string& k) {
+           if (!n.IsMap()) Fail(n, k, "expected a mapping name: value, e.g. {model: llama-7b, precision: bf16}");
+           for (const auto& kv : n) j.labels[kv.first.as<std::string>()] = Scalar(kv.second, k + "." + kv.first.as<std::string>(), "a string");
+         }},
     });
   }
 
@@ -263,6 +275,16 @@ class Reader {
                {"path", [&](const YAML::Node& n2, const std::string& k2) { v.mirror.path = Path(n2, k2); }},
                {"command", [&](const YAML::Node& n2, const std::string& k2) { v.mirror.command = StringList(n2, k2); }},
                {"keep", [&](const YAML::Node& n2, const std::string& k2) { v.mirror.keep = Int(n2, k2, 0, 1000000); }},
+               {"restore_command", [&](const YAML::Node& n2, const std::string& k2) { v.mirror.restore_command = StringList(n2, k2); }},
+               {"prune_command", [&](const YAML::Node& n2, const std::string& k2) { v.mirror.prune_command = StringList(n2, k2); }},
+               {"bandwidth", [&](const YAML::Node& n2, const std::string& k2) {
+                  auto size = ParseSize(Scalar(n2, k2, "a rate such as 100MiB (per second)"));
+                  if (!size) Fail(n2, k2, size.error().message);
+                  v.mirror.bandwidth = *size;
+                }},
+               {"concurrency", [&](const YAML::Node& n2, const std::string& k2) { v.mirror.concurrency = Int(n2, k2, 1, 64); }},
+               {"timeout", [&](const YAML::Node& n2, const std::string& k2) { v.mirror.timeout = Dur(n2, k2); }},
+               {"restore", [&](const YAML::Node& n2, const std::string& k2) { v.mirror.restore = Bool(n2, k2); }},
            });
          }},
     });
@@ -311,6 +333,17 @@ class Reader {
         {"min", [&](const YAML::Node& n, const std::string& k) { v.min = Dur(n, k); }},
         {"max", [&](const YAML::Node& n, const std::string& k) { v.max = Dur(n, k); }},
         {"mtbi_prior", [&](const YAML::Node& n, const std::string& k) { v.mtbi_prior = Dur(n, k); }},
+        {"mtbi_priors", [&](const YAML::Node& n, const std::string& k) {
+           if (!n.IsMap()) Fail(n, k, "expected a mapping provider: duration, e.g. {aws: 6h, gcp: 3h}");
+           for (const auto& kv : n) {
+             const auto provider = kv.first.as<std::string>();
+             if (provider != "aws" && provider != "gcp" && provider != "azure" && provider != "alibaba" &&
+                 provider != "file" && provider != "none") {
+               Fail(kv.first, k, "'" + provider + "' is not one of aws | gcp | azure | alibaba | file | none");
+             }
+             v.mtbi_priors[provider] = Dur(kv.second, k + "." + provider);
+           }
+         }},
     });
   }
 
@@ -341,7 +374,101 @@ class Reader {
                {"error", "error"}, {"critical", "critical"}});
          }},
         {"report_path", [&](const YAML::Node& n, const std::string& k) { v.report_path = Path(n, k); }},
+        {"fingerprint_files", [&](const YAML::Node& n, const std::string& k) {
+           v.fingerprint_files.clear();
+           if (!n.IsSequence()) Fail(n, k, "expected a list of paths, e.g. [./uv.lock]");
+           for (const auto& item : n) v.fingerprint_files.push_back(Path(item, k));
+         }},
+        {"gpu_interval", [&](const YAML::Node& n, const std::string& k) { v.gpu_interval = Dur(n, k); }},
     });
+  }
+
+  // A price or quantity: a number >= 0, `unknown`, or a range [low, high].
+  CostValue Cost(const YAML::Node& n, const std::string& key) {
+    if (n.IsSequence()) {
+      if (n.size() != 2) Fail(n, key, "a range is [low, high]");
+      const double low = Number(n[0], key, 0, 1e15), high = Number(n[1], key, 0, 1e15);
+      if (low > high) Fail(n, key, "range [low, high] has low > high");
+      return CostValue{true, low, high};
+    }
+    if (n.IsScalar() && n.Scalar() == "unknown") return CostValue{};
+    const double v = Number(n, key, 0, 1e15);
+    return CostValue{true, v, v};
+  }
+
+  void ReadCost(const YAML::Node& node, const std::string& p) {
+    auto& v = job_.cost;
+    v.configured = true;
+    Map(node, p, {
+        {"currency", [&](const YAML::Node& n, const std::string& k) { v.currency = String(n, k); }},
+        {"gpu_hour", [&](const YAML::Node& n, const std::string& k) { v.gpu_hour = Cost(n, k); }},
+        {"gpus", [&](const YAML::Node& n, const std::string& k) { v.gpus = Int(n, k, 1, 100000); }},
+        {"node_hour", [&](const YAML::Node& n, const std::string& k) { v.node_hour = Cost(n, k); }},
+        {"billing_minimum", [&](const YAML::Node& n, const std::string& k) { v.billing_minimum = Dur(n, k); }},
+        {"billing_from", [&](const YAML::Node& n, const std::string& k) {
+           v.bill_from_boot = Enum<bool>(n, k, {{"start", false}, {"boot", true}});
+         }},
+        {"disk_gb", [&](const YAML::Node& n, const std::string& k) { v.disk_gb = Cost(n, k); }},
+        {"disk_gb_month", [&](const YAML::Node& n, const std::string& k) { v.disk_gb_month = Cost(n, k); }},
+        {"snapshot_gb", [&](const YAML::Node& n, const std::string& k) { v.snapshot_gb = Cost(n, k); }},
+        {"snapshot_gb_month", [&](const YAML::Node& n, const std::string& k) { v.snapshot_gb_month = Cost(n, k); }},
+        {"egress_gb", [&](const YAML::Node& n, const std::string& k) { v.egress_gb = Cost(n, k); }},
+        {"egress_per_gb", [&](const YAML::Node& n, const std::string& k) { v.egress_per_gb = Cost(n, k); }},
+        {"public_ip_hour", [&](const YAML::Node& n, const std::string& k) { v.public_ip_hour = Cost(n, k); }},
+        {"support_month", [&](const YAML::Node& n, const std::string& k) { v.support_month = Cost(n, k); }},
+        {"other_hour", [&](const YAML::Node& n, const std::string& k) {
+           if (!n.IsMap()) Fail(n, k, "expected a mapping name: price per hour");
+           for (const auto& kv : n) v.other_hour[kv.first.as<std::string>()] = Cost(kv.second, k + "." + kv.first.as<std::string>());
+         }},
+        {"unknown", [&](const YAML::Node& n, const std::string& k) { v.unknown = StringList(n, k); }},
+        {"budget", [&](const YAML::Node& n, const std::string& k) { v.budget = Number(n, k, 0, 1e15); }},
+        {"warn_fraction", [&](const YAML::Node& n, const std::string& k) { v.warn_fraction = Number(n, k, 0, 1); }},
+        {"check_interval", [&](const YAML::Node& n, const std::string& k) {
+           v.check_interval = Dur(n, k);
+           if (v.check_interval.count() <= 0) Fail(n, k, "must be longer than 0");
+         }},
+    });
+    if (v.gpu_hour.known && v.node_hour.known) {
+      Fail(node, p, "set gpu_hour or node_hour, not both (a node-hour price already includes its GPUs)");
+    }
+  }
+
+  void ReadHooks(const YAML::Node& node, const std::string& p) {
+    auto& v = job_.hooks;
+    const auto hook = [&](HookSpec& spec) {
+      return [&](const YAML::Node& n, const std::string& k) {
+        Map(n, k, {
+            {"command", [&](const YAML::Node& n2, const std::string& k2) {
+               if (n2.IsScalar()) Fail(n2, k2, "expected an argv list such as [\"/usr/local/bin/upload\", \"{checkpoint}\"] (never a shell string)");
+               spec.command = StringList(n2, k2);
+               if (spec.command.empty()) Fail(n2, k2, "an empty command");
+               for (const auto& arg : spec.command) {
+                 auto names = TemplateNames(arg);
+                 if (!names) Fail(n2, k2, names.error().message);
+                 for (const auto& name : *names) {
+                   if (kHookTemplates.count(name) == 0) Fail(n2, k2, "placeholder {" + name + "} is not known in hooks (known: " + HookTemplateList() + ")");
+                 }
+               }
+             }},
+            {"timeout", [&](const YAML::Node& n2, const std::string& k2) {
+               spec.timeout = Dur(n2, k2);
+               if (spec.timeout.count() <= 0) Fail(n2, k2, "must be longer than 0");
+             }},
+        });
+        if (spec.command.empty()) Fail(n, k, "a hook needs a command (argv list)");
+      };
+    };
+    Map(node, p, {
+        {"before_start", hook(v.before_start)},
+        {"on_checkpoint", hook(v.on_checkpoint)},
+        {"on_notice", hook(v.on_notice)},
+        {"on_finish", hook(v.on_finish)},
+    });
+  }
+  static std::string HookTemplateList() {
+    std::string out;
+    for (const auto& name : kHookTemplates) out += (out.empty() ? "{" : ", {") + name + "}";
+    return out;
   }
 
   JobConfig& job_;      // what we fill

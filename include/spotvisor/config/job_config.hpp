@@ -23,6 +23,7 @@ struct JobSection {
   std::map<std::string, std::string> env;        // added to the inherited environment
   std::vector<int> success_exit_codes{0};        // exit codes that mean "the job is done"
   std::optional<std::filesystem::path> result_file;  // what the trainer writes at the end
+  std::map<std::string, std::string> labels;     // free-form (model version, precision, ...): report + info metric
 };
 
 enum class ProviderKind { kAuto, kAws, kGcp, kAzure, kAlibaba, kFile, kNone };
@@ -62,6 +63,12 @@ struct MirrorSection {
   std::optional<std::filesystem::path> path;      // copy validated checkpoints here
   std::vector<std::string> command;               // or run this (argv, templates)
   int keep = 0;                                   // 0 = same as checkpoints.keep
+  std::vector<std::string> restore_command;       // command form: fetch the mirror into {restore_dir}
+  std::vector<std::string> prune_command;         // command form: delete {name} from the mirror (retention)
+  std::uint64_t bandwidth = 0;                    // path form: bytes per second; 0 = unlimited
+  int concurrency = 1;                            // uploads (copies or commands) at once
+  Duration timeout = std::chrono::hours(1);       // command form: one command's time limit
+  bool restore = true;                            // restore from the mirror on start when newer
 };
 
 struct CheckpointsSection {
@@ -106,6 +113,7 @@ struct CadenceSection {
   Duration min = std::chrono::minutes(2);         // adaptive bounds
   Duration max = std::chrono::hours(2);
   Duration mtbi_prior = std::chrono::hours(3);    // adaptive: mean time between interruptions
+  std::map<std::string, Duration> mtbi_priors;    // per provider (aws, gcp, ...); missing = mtbi_prior
 };
 
 struct HealthSection {
@@ -127,6 +135,49 @@ struct TelemetrySection {
   LogFormat log_format = LogFormat::kText;
   std::string log_level = "info";
   std::optional<std::filesystem::path> report_path;  // default: <state_dir>/report.{md,json}
+  std::vector<std::filesystem::path> fingerprint_files;  // lock file, image digest file: hashed into the report
+  Duration gpu_interval = std::chrono::seconds(10);      // NVML sampling period; 0 = no GPU telemetry
+};
+
+// One price or quantity of the cost model. Never a silent zero: a component nobody priced
+// stays unknown and the report lists it; a range [low, high] is an honest estimate.
+struct CostValue {
+  bool known = false;  // false: unknown (the default for every component)
+  double low = 0;      // known: low == high for an exact value
+  double high = 0;
+};
+
+struct CostSection {
+  bool configured = false;                        // a cost section was given
+  std::string currency = "USD";                   // a label only
+  CostValue gpu_hour;                             // price of one GPU-hour (accelerator pricing) ...
+  int gpus = 1;                                   // ... times this many GPUs
+  CostValue node_hour;                            // or price of one node-hour (whole VM); not both
+  Duration billing_minimum = Duration::zero();    // each machine session is billed at least this
+  bool bill_from_boot = false;                    // billing starts at machine boot, not at spotvisor's start
+  CostValue disk_gb, disk_gb_month;               // persistent/boot disks: size x price per GB-month
+  CostValue snapshot_gb, snapshot_gb_month;       // snapshots kept for the run
+  CostValue egress_gb, egress_per_gb;             // data sent out over the whole run x price per GB
+  CostValue public_ip_hour;                       // public IPv4 address
+  CostValue support_month;                        // support plan, prorated per hour
+  std::map<std::string, CostValue> other_hour;    // more per-hour items by name
+  std::vector<std::string> unknown;               // components that exist but have no price yet
+  double budget = 0;                              // stop (exit 3) when the estimate's upper end reaches it; 0 = none
+  double warn_fraction = 0.8;                     // warn when the upper end reaches this fraction of budget
+  Duration check_interval = std::chrono::seconds(30);  // how often the estimate is recomputed
+};
+
+// One hook: argv (templates allowed, never a shell) and how long it may run.
+struct HookSpec {
+  std::vector<std::string> command;               // empty = no hook
+  Duration timeout = std::chrono::minutes(5);     // then its process group gets SIGKILL
+};
+
+struct HooksSection {
+  HookSpec before_start;    // before the first trainer start (e.g. restore data)
+  HookSpec on_checkpoint;   // after a new checkpoint passed validation
+  HookSpec on_notice;       // a preemption notice arrived
+  HookSpec on_finish;       // job done, given up or budget exhausted (upload, power off)
 };
 
 struct JobConfig {
@@ -140,6 +191,8 @@ struct JobConfig {
   CadenceSection cadence;
   HealthSection health;
   TelemetrySection telemetry;
+  CostSection cost;
+  HooksSection hooks;
   std::map<std::string, int> key_lines;           // "restart.backoff.max" -> line in source_file
 };
 

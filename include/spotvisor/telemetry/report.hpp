@@ -1,0 +1,32 @@
+// The run report: everything a person (Markdown) or a tool (JSON) needs to know about a
+// run afterwards, built from the state dir alone (journal + run.json), so it can be made
+// at the end of a run and again later by `spotvisor report`. Blocking file reads; any
+// thread.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+
+#include "spotvisor/util/result.hpp"
+
+namespace spotvisor::telemetry {
+
+// The report as JSON. An Error when the dir holds no run (no run.json and no attempts) or
+// a file in it is corrupt; the message names the file.
+Result<nlohmann::json> BuildReport(const std::filesystem::path& state_dir, std::int64_t now_ms);
+
+std::string RenderMarkdown(const nlohmann::json& report);
+
+// Two runs side by side: throughput, goodput, cost per 1000 steps, steps lost, ...
+nlohmann::json CompareReports(const nlohmann::json& run, const nlohmann::json& baseline);
+std::string RenderComparison(const nlohmann::json& comparison);
+
+// Writes <base>.md and <base>.json atomically; `path` is telemetry.report_path or, unset,
+// <state_dir>/report.md. Returns the Markdown path.
+Result<std::filesystem::path> WriteReport(const nlohmann::json& report, const std::filesystem::path& state_dir,
+                                          const std::optional<std::filesystem::path>& path);
+
+}  // namespace spotvisor::telemetry

@@ -1,0 +1,35 @@
+// The spotvisor_* metrics of a run, rendered from what the telemetry observer knows at the
+// moment of a scrape. Pure; the caller's thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spotvisor/telemetry/nvml.hpp"
+#include "spotvisor/telemetry/run_ledger.hpp"
+#include "spotvisor/telemetry/run_summary.hpp"
+
+namespace spotvisor::telemetry {
+
+struct LiveView {
+  const RunLedger* ledger = nullptr;
+  const RunSummary* summary = nullptr;
+  std::string phase;                               // idle, selecting, running, ...
+  std::optional<double> trainer_uptime_seconds;    // the current trainer, when one runs
+  std::optional<double> last_notice_to_signal_seconds;
+  std::optional<double> last_grace_used_seconds;   // stop signal to the trainer's end
+  bool gpu_sampled = false;                        // NVML answered at least once
+  std::vector<GpuSample> gpus;
+  std::map<std::pair<std::string, std::string>, int> hook_runs;  // (hook, outcome) -> count
+  std::int64_t now_ms = 0;
+};
+
+std::string RenderRunMetrics(const LiveView& view);
+
+// A Prometheus label name from a free-form key: [a-zA-Z_][a-zA-Z0-9_]*.
+std::string LabelName(const std::string& key);
+
+}  // namespace spotvisor::telemetry

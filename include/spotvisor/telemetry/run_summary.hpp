@@ -1,0 +1,52 @@
+// The numbers of a run, computed from the ledger and the journal's attempts: billed time,
+// work done and lost, throughput, goodput, checkpoint overhead, cost. One function serves
+// the live metrics and the report, so both always agree. Pure; any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spotvisor/cost/cost_model.hpp"
+#include "spotvisor/state/journal.hpp"
+#include "spotvisor/telemetry/run_ledger.hpp"
+
+namespace spotvisor::telemetry {
+
+struct AttemptSummary {
+  state::AttemptRecord record;               // as journaled (ended_ms = now while running)
+  bool running = false;
+  std::optional<std::uint64_t> reached_step; // newest good checkpoint written during it
+  double lost_seconds = 0;                   // from its last checkpoint (or start) to its end; 0 when done
+  std::uint64_t steps_lost_measured = 0;     // reached but not resumed from (a corrupt newest one)
+  std::optional<double> steps_lost_estimated;  // lost_seconds x throughput
+};
+
+struct RunSummary {
+  std::int64_t first_start_ms = 0, last_end_ms = 0;
+  double billed_hours = 0;                   // machine time billed (sessions; boot when configured)
+  double calendar_hours = 0;                 // first start to last end
+  double trainer_seconds = 0;                // sum of attempt durations
+  std::vector<AttemptSummary> attempts;
+  std::map<std::string, int> restarts;       // by the outcome that led to the restart
+  std::uint64_t initial_step = 0;            // where this run started (0 = fresh)
+  std::optional<std::uint64_t> final_step;   // newest good checkpoint
+  std::uint64_t steps_done = 0;              // final - initial: durable work of this run
+  std::optional<double> steps_per_second;    // between checkpoints of one attempt
+  double lost_seconds = 0;
+  std::uint64_t steps_lost_measured = 0;
+  std::optional<double> steps_lost_estimated;
+  std::optional<double> checkpoint_write_seconds;  // sum of measured write times
+  std::optional<double> checkpoint_overhead;       // write time / trainer time (0..1)
+  std::optional<double> goodput;             // useful trainer time / billed time (0..1)
+  cost::Estimate cost;
+  std::optional<std::pair<double, double>> cost_per_1000_steps;
+};
+
+// `now_ms` ends the open session and a running attempt (`running`, if any).
+RunSummary Summarize(const RunLedger& ledger, const std::vector<state::AttemptRecord>& attempts,
+                     std::int64_t now_ms, const std::optional<state::AttemptRecord>& running = std::nullopt);
+
+}  // namespace spotvisor::telemetry

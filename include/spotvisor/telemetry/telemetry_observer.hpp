@@ -1,0 +1,21 @@
+// Everything that watches a run for people and tools, as RunObservers: the run record
+// (run.json) and report, metrics endpoint, sd_notify and watchdog, GPU sampling, cost and
+// budget, hooks. `spotvisor run` registers what MakeTelemetryObservers returns.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "spotvisor/config/job_config.hpp"
+#include "spotvisor/supervisor/run_observer.hpp"
+#include "spotvisor/util/result.hpp"
+
+namespace spotvisor::telemetry {
+
+// Checks what can be checked before the run (metrics address and token file, hook
+// commands) and builds the observers. An Error is a configuration error (exit 78); its
+// message names the key and the file, never a secret. Reads and clears NOTIFY_SOCKET,
+// WATCHDOG_USEC and WATCHDOG_PID (the trainer must not talk to systemd in our name).
+Result<std::vector<std::unique_ptr<supervisor::RunObserver>>> MakeTelemetryObservers(const config::JobConfig& job);
+
+}  // namespace spotvisor::telemetry

@@ -1,0 +1,162 @@
+// The run report: JSON built from the state dir, Markdown rendered from the JSON (so the
+// two never disagree), and the side-by-side comparison with a baseline run.
+#include "spotvisor/telemetry/report.hpp"
+
+#include <cmath>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "spotvisor/cost/cost_model.hpp"
+#include "spotvisor/state/journal.hpp"
+#include "spotvisor/telemetry/run_summary.hpp"
+#include "spotvisor/util/atomic_file.hpp"
+#include "spotvisor/util/units.hpp"
+
+namespace spotvisor::telemetry {
+namespace {
+
+using nlohmann::json;
+
+std::string Iso(std::int64_t ms) {
+  if (ms <= 0) return "";
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+template <class T>
+json Opt(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+double Round(double v, int digits) {
+  const double f = std::pow(10.0, digits);
+  return std::round(v * f) / f;
+}
+
+json Measurement() {
+  return json::array({
+      "billed time: wall time of spotvisor's sessions (from machine boot with cost.billing_from: boot), each at "
+      "least cost.billing_minimum; the provider's invoice is the final word",
+      "steps: read from checkpoint names (resume points and checkpoints seen); progress after the last checkpoint "
+      "is not measured",
+      "throughput: steps between consecutive good checkpoints of one attempt over their mtime difference",
+      "steps lost (measured): a checkpoint reached but not resumed from (it was corrupt); steps lost (estimated): "
+      "time from an interrupted attempt's last checkpoint to its end x throughput",
+      "checkpoint write time: birth of the first file to modification of the last (statx); not measured on "
+      "filesystems without birth times",
+      "goodput: (trainer time - time lost - checkpoint write time) / billed time",
+      "egress is never measured by spotvisor: it is the configured cost.egress_gb or unknown",
+  });
+}
+
+json AttemptsJson(const RunSummary& s) {
+  json out = json::array();
+  for (const auto& a : s.attempts) {
+    const auto& r = a.record;
+    std::string status = r.signal ? "signal " + std::to_string(*r.signal)
+                                  : r.exit_code ? "exit code " + std::to_string(*r.exit_code) : "";
+    out.push_back({{"attempt", r.attempt}, {"start", Iso(r.started_ms)}, {"end", a.running ? "" : Iso(r.ended_ms)},
+                   {"duration_s", Round((r.ended_ms - r.started_ms) / 1000.0, 3)}, {"running", a.running},
+                   {"outcome", a.running ? "running" : r.outcome}, {"next", r.next}, {"status", status},
+                   {"resumed_from", Opt(r.resume_from)}, {"resume_step", Opt(r.resume_step)},
+                   {"reached_step", Opt(a.reached_step)}, {"lost_seconds", Round(a.lost_seconds, 3)},
+                   {"steps_lost_measured", a.steps_lost_measured},
+                   {"steps_lost_estimated", a.steps_lost_estimated ? json(Round(*a.steps_lost_estimated, 1)) : json(nullptr)}});
+  }
+  return out;
+}
+
+json NoticesJson(const RunLedger& l) {
+  json out = json::array();
+  for (const auto& n : l.notices) {
+    json item{{"received", Iso(n.received_ms)}, {"provider", n.provider}, {"kind", n.kind}, {"action", n.action},
+              {"attempt", n.attempt}};
+    item["warning_s"] = n.deadline_ms ? json(Round((*n.deadline_ms - n.received_ms) / 1000.0, 3)) : json(nullptr);
+    item["notice_to_signal_s"] = n.signal_ms ? json(Round((*n.signal_ms - n.received_ms) / 1000.0, 3)) : json(nullptr);
+    out.push_back(item);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<json> BuildReport(const std::filesystem::path& state_dir, std::int64_t now_ms) {
+  auto ledger = RunLedger::Load(state_dir);
+  if (!ledger) return ledger.error();
+  auto journal = state::Journal::Open(state_dir);
+  if (!journal) return journal.error();
+  const auto attempts = journal->ReadAttempts();
+  if (ledger->sessions.empty() && attempts.empty()) {
+    return Error{state_dir.string() + " holds no run (no run.json and no attempts.jsonl); pass a job's telemetry.state_dir"};
+  }
+  const RunLedger& l = *ledger;
+  const RunSummary s = Summarize(l, attempts, now_ms);
+  json r{{"report_version", 1}, {"generated_at", Iso(now_ms)}, {"job", l.job.empty() ? journal->state().job : l.job},
+         {"labels", l.labels}, {"config_hash", l.config_hash}, {"spotvisor_version", l.version}};
+  r["fingerprints"] = json::array();
+  for (const auto& f : l.fingerprints) {
+    r["fingerprints"].push_back({{"path", f.path}, {"hash", f.hash}, {"bytes", f.bytes}, {"error", f.error}});
+  }
+  r["host"] = {{"hostname", l.host.hostname}, {"provider", l.host.provider},
+               {"instance_type", l.host.instance_type}, {"zone", l.host.zone}, {"source", l.host.source}};
+  r["gpu"] = {{"available", l.gpu.available}, {"reason", l.gpu.reason}, {"driver", l.gpu.driver},
+              {"models", l.gpu.models}, {"memory_total_bytes", l.gpu.memory_total_bytes},
+              {"peak_vram_bytes", l.gpu.available ? json(l.gpu.peak_vram_bytes) : json(nullptr)}};
+  r["start"] = Iso(s.first_start_ms);
+  r["stop"] = Iso(s.last_end_ms);
+  const auto& last_session = l.sessions.empty() ? SessionRecord{} : l.sessions.back();
+  r["result"] = {{"exit_code", Opt(last_session.exit_code)},
+                 {"message", last_session.exit_message.empty() ? journal->state().last_exit_message : last_session.exit_message},
+                 {"phase", journal->state().phase}, {"sessions", l.sessions.size()}};
+  r["attempts"] = AttemptsJson(s);
+  r["restarts"] = s.restarts;
+  r["notices"] = NoticesJson(l);
+  const auto& t = l.checkpoint_totals;
+  r["checkpoints"] = {{"count", t.good + t.corrupt}, {"good", t.good}, {"corrupt", t.corrupt},
+                      {"bytes_total", t.bytes}, {"bytes_mean", t.good > 0 ? t.bytes / static_cast<std::uint64_t>(t.good) : 0},
+                      {"write_seconds_total", Opt(s.checkpoint_write_seconds)}, {"write_measured", t.write_measured},
+                      {"overhead_percent", s.checkpoint_overhead ? json(Round(*s.checkpoint_overhead * 100, 2)) : json(nullptr)},
+                      {"newest_good_step", Opt(s.final_step)}};
+  r["work"] = {{"initial_step", s.initial_step}, {"final_step", Opt(s.final_step)}, {"steps_done", s.steps_done},
+               {"steps_lost_measured", s.steps_lost_measured},
+               {"steps_lost_estimated", s.steps_lost_estimated ? json(Round(*s.steps_lost_estimated, 1)) : json(nullptr)},
+               {"lost_seconds", Round(s.lost_seconds, 3)},
+               {"steps_per_second", s.steps_per_second ? json(Round(*s.steps_per_second, 4)) : json(nullptr)},
+               {"trainer_seconds", Round(s.trainer_seconds, 3)}, {"billed_hours", Round(s.billed_hours, 6)},
+               {"calendar_hours", Round(s.calendar_hours, 6)},
+               {"goodput", s.goodput ? json(Round(*s.goodput, 4)) : json(nullptr)}};
+  json cost = cost::EstimateToJson(s.cost);
+  cost["per_1000_steps"] = s.cost_per_1000_steps
+                               ? json{{"low", s.cost_per_1000_steps->first}, {"high", s.cost_per_1000_steps->second}}
+                               : json(nullptr);
+  cost["budget"] = l.cost.budget > 0 ? json(l.cost.budget) : json(nullptr);
+  cost["budget_warned"] = Iso(l.budget_warned_ms.value_or(0));
+  cost["budget_exhausted"] = Iso(l.budget_exhausted_ms.value_or(0));
+  r["cost"] = cost;
+  r["hooks"] = {{"failures", l.hook_failures}, {"runs", json::array()}};
+  for (const auto& h : l.hooks) {
+    r["hooks"]["runs"].push_back({{"hook", h.hook}, {"outcome", h.outcome}, {"message", h.message},
+                                  {"start", Iso(h.started_ms)}, {"duration_ms", h.duration_ms}});
+  }
+  r["measurement"] = Measurement();
+  return r;
+}
+
+Result<std::filesystem::path> WriteReport(const json& report, const std::filesystem::path& state_dir,
+                                          const std::optional<std::filesystem::path>& path) {
+  std::filesystem::path md = path.value_or(state_dir / "report.md");
+  std::filesystem::path js = md;
+  js.replace_extension(".json");
+  if (js == md) md.replace_extension(".md");
+  std::error_code ec;
+  std::filesystem::create_directories(md.parent_path(), ec);
+  if (Status s = WriteFileAtomically(js, report.dump(2) + "\n"); !s) return s.error();
+  if (Status s = WriteFileAtomically(md, RenderMarkdown(report)); !s) return s.error();
+  return md;
+}
+
+}  // namespace spotvisor::telemetry

@@ -1,0 +1,193 @@
+// The report for people: Markdown rendered from the report JSON, and the side-by-side
+// comparison with a baseline run. Missing values print as "unknown", never as 0.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "spotvisor/cost/cost_model.hpp"
+#include "spotvisor/telemetry/report.hpp"
+#include "spotvisor/util/units.hpp"
+
+namespace spotvisor::telemetry {
+namespace {
+
+using nlohmann::json;
+
+std::string Text(const json& v, const std::string& unknown = "unknown") {
+  if (v.is_null()) return unknown;
+  if (v.is_string()) return v.get<std::string>().empty() ? unknown : v.get<std::string>();
+  if (v.is_number_float()) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.4g", v.get<double>());
+    return buf;
+  }
+  return v.dump();
+}
+
+std::string Percent(const json& v) {
+  if (v.is_null()) return "unknown";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %%", v.get<double>() * 100.0);
+  return buf;
+}
+
+std::string Bytes(const json& v) {
+  if (v.is_null()) return "unknown";
+  return FormatSize(v.get<std::uint64_t>());
+}
+
+std::string Range(const json& low, const json& high) {
+  if (low.is_null()) return "unknown";
+  const double lo = low.get<double>(), hi = high.get<double>();
+  return lo == hi ? cost::FormatMoney(lo) : cost::FormatMoney(lo) + "-" + cost::FormatMoney(hi);
+}
+
+std::string PerThousand(const json& cost) {
+  const json& p = cost.at("per_1000_steps");
+  if (p.is_null()) return "unknown (no steps measured or no cost section)";
+  std::string out = Range(p.at("low"), p.at("high")) + " " + cost.at("currency").get<std::string>();
+  if (!cost.at("unknown").empty()) out += " + unknown components";
+  return out;
+}
+
+}  // namespace
+
+std::string RenderMarkdown(const json& r) {
+  std::ostringstream o;
+  o << "# Run report: " << Text(r.at("job")) << "\n\n";
+  o << "| | |\n|---|---|\n";
+  o << "| result | exit " << Text(r.at("result").at("exit_code"), "none (still running or killed)") << ": "
+    << Text(r.at("result").at("message"), "") << " |\n";
+  o << "| start / stop | " << Text(r.at("start")) << " / " << Text(r.at("stop")) << " |\n";
+  o << "| spotvisor | " << Text(r.at("spotvisor_version")) << ", config hash " << Text(r.at("config_hash")) << " |\n";
+  const auto& h = r.at("host");
+  o << "| host | " << Text(h.at("hostname")) << ", provider " << Text(h.at("provider")) << ", instance type "
+    << Text(h.at("instance_type")) << ", zone " << Text(h.at("zone")) << " |\n";
+  const auto& g = r.at("gpu");
+  if (g.at("available").get<bool>()) {
+    std::string models;
+    for (const auto& m : g.at("models")) models += (models.empty() ? "" : ", ") + m.get<std::string>();
+    o << "| GPU | " << models << " (driver " << Text(g.at("driver")) << "), peak VRAM " << Bytes(g.at("peak_vram_bytes"))
+      << " |\n";
+  } else {
+    o << "| GPU | none seen: " << Text(g.at("reason"), "not sampled") << " |\n";
+  }
+  for (const auto& [k, v] : r.at("labels").items()) o << "| label " << k << " | " << Text(v) << " |\n";
+  for (const auto& f : r.at("fingerprints")) {
+    o << "| file " << Text(f.at("path")) << " | "
+      << (f.at("error").get<std::string>().empty() ? Text(f.at("hash")) + ", " + Bytes(f.at("bytes"))
+                                                   : "not fingerprinted: " + Text(f.at("error")))
+      << " |\n";
+  }
+
+  const auto& w = r.at("work");
+  o << "\n## Work\n\n| | |\n|---|---|\n";
+  o << "| steps done (durable) | " << Text(w.at("steps_done")) << " (from step " << Text(w.at("initial_step"))
+    << " to " << Text(w.at("final_step")) << ") |\n";
+  o << "| steps lost | " << Text(w.at("steps_lost_measured")) << " measured, about "
+    << Text(w.at("steps_lost_estimated")) << " estimated (" << Text(w.at("lost_seconds")) << " s of work) |\n";
+  o << "| throughput | " << Text(w.at("steps_per_second")) << " steps/s |\n";
+  o << "| trainer time / billed time | " << Text(w.at("trainer_seconds")) << " s / " << Text(w.at("billed_hours"))
+    << " h |\n";
+  o << "| goodput | " << Percent(w.at("goodput")) << " |\n";
+
+  const auto& c = r.at("checkpoints");
+  o << "\n## Checkpoints\n\n" << Text(c.at("count")) << " seen (" << Text(c.at("good")) << " good, "
+    << Text(c.at("corrupt")) << " corrupt), " << Bytes(c.at("bytes_total")) << " in total, mean "
+    << Bytes(c.at("bytes_mean")) << "; write time "
+    << (c.at("write_seconds_total").is_null() ? "not measured" : Text(c.at("write_seconds_total")) + " s") << ", overhead "
+    << (c.at("overhead_percent").is_null() ? "unknown" : Text(c.at("overhead_percent")) + " %")
+    << "; newest good step " << Text(c.at("newest_good_step"), "none") << ".\n";
+
+  o << "\n## Attempts\n\n| # | start | end | outcome | status | resumed from | reached | steps lost | next |\n"
+       "|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& a : r.at("attempts")) {
+    o << "| " << Text(a.at("attempt")) << " | " << Text(a.at("start")) << " | " << Text(a.at("end"), "running") << " | "
+      << Text(a.at("outcome")) << " | " << Text(a.at("status"), "") << " | " << Text(a.at("resumed_from"), "fresh start")
+      << " | " << Text(a.at("reached_step"), "-") << " | " << Text(a.at("steps_lost_measured")) << " measured, ~"
+      << Text(a.at("steps_lost_estimated")) << " estimated | " << Text(a.at("next"), "") << " |\n";
+  }
+  o << "\n## Notices\n\n";
+  if (r.at("notices").empty()) o << "None.\n";
+  for (const auto& n : r.at("notices")) {
+    o << "- " << Text(n.at("received")) << ": " << Text(n.at("provider")) << " " << Text(n.at("kind")) << " ("
+      << Text(n.at("action")) << "), warning " << Text(n.at("warning_s"), "not given") << " s, trainer signalled after "
+      << Text(n.at("notice_to_signal_s"), "-") << " s, attempt " << Text(n.at("attempt")) << "\n";
+  }
+
+  const auto& k = r.at("cost");
+  o << "\n## Cost\n\n";
+  if (!k.at("configured").get<bool>()) {
+    o << "Unknown: no `cost` section was configured, so no component has a price.\n";
+  } else {
+    o << "| component | amount (" << Text(k.at("currency")) << ") | basis |\n|---|---|---|\n";
+    for (const auto& comp : k.at("components")) {
+      o << "| " << Text(comp.at("name")) << " | " << Range(comp.at("low"), comp.at("high")) << " | "
+        << Text(comp.at("basis"), "") << " |\n";
+    }
+    o << "| **total** | **" << Text(k.at("total_text")) << "** | |\n\n";
+    o << "Cost per 1000 steps: " << PerThousand(k) << ".\n";
+    if (!k.at("budget").is_null()) {
+      o << "Budget " << Text(k.at("budget")) << " " << Text(k.at("currency"))
+        << (k.at("budget_exhausted").get<std::string>().empty() ? "" : ", exhausted at " + Text(k.at("budget_exhausted")))
+        << ".\n";
+    }
+  }
+  const auto& hooks = r.at("hooks");
+  if (!hooks.at("runs").empty()) {
+    o << "\n## Hooks\n\n";
+    for (const auto& run : hooks.at("runs")) {
+      o << "- " << Text(run.at("start")) << " " << Text(run.at("hook")) << ": " << Text(run.at("outcome")) << " ("
+        << Text(run.at("message"), "") << ", " << Text(run.at("duration_ms")) << " ms)\n";
+    }
+  }
+  o << "\n## How these numbers were obtained\n\n";
+  for (const auto& m : r.at("measurement")) o << "- " << m.get<std::string>() << "\n";
+  return o.str();
+}
+
+json CompareReports(const json& run, const json& baseline) {
+  const auto row = [&](const char* name, const json& a, const json& b) {
+    json item{{"metric", name}, {"run", a}, {"baseline", b}};
+    if (a.is_number() && b.is_number() && b.get<double>() != 0) item["ratio"] = a.get<double>() / b.get<double>();
+    return item;
+  };
+  const auto per1000 = [](const json& r) {
+    const json& p = r.at("cost").at("per_1000_steps");
+    return p.is_null() ? json(nullptr) : p.at("high");
+  };
+  json rows = json::array({
+      row("steps_per_second", run.at("work").at("steps_per_second"), baseline.at("work").at("steps_per_second")),
+      row("goodput", run.at("work").at("goodput"), baseline.at("work").at("goodput")),
+      row("cost_per_1000_steps_high", per1000(run), per1000(baseline)),
+      row("steps_lost_measured", run.at("work").at("steps_lost_measured"), baseline.at("work").at("steps_lost_measured")),
+      row("steps_lost_estimated", run.at("work").at("steps_lost_estimated"), baseline.at("work").at("steps_lost_estimated")),
+      row("steps_done", run.at("work").at("steps_done"), baseline.at("work").at("steps_done")),
+      row("billed_hours", run.at("work").at("billed_hours"), baseline.at("work").at("billed_hours")),
+      row("cost_total_high", run.at("cost").at("total_high"), baseline.at("cost").at("total_high")),
+      row("attempts", json(run.at("attempts").size()), json(baseline.at("attempts").size())),
+      row("notices", json(run.at("notices").size()), json(baseline.at("notices").size())),
+  });
+  return json{{"run", run.at("job")}, {"baseline", baseline.at("job")}, {"rows", rows},
+              {"run_unknown_costs", run.at("cost").at("unknown")}, {"baseline_unknown_costs", baseline.at("cost").at("unknown")}};
+}
+
+std::string RenderComparison(const json& c) {
+  std::ostringstream o;
+  o << "# " << Text(c.at("run")) << " vs baseline " << Text(c.at("baseline")) << "\n\n";
+  o << "| metric | run | baseline | run / baseline |\n|---|---|---|---|\n";
+  for (const auto& r : c.at("rows")) {
+    o << "| " << Text(r.at("metric")) << " | " << Text(r.at("run")) << " | " << Text(r.at("baseline")) << " | "
+      << (r.contains("ratio") ? Text(r.at("ratio")) : "-") << " |\n";
+  }
+  const auto names = [](const json& list) {
+    std::string s;
+    for (const auto& n : list) s += (s.empty() ? "" : ", ") + n.get<std::string>();
+    return s.empty() ? std::string("none") : s;
+  };
+  o << "\nUnknown cost components: run " << names(c.at("run_unknown_costs")) << "; baseline "
+    << names(c.at("baseline_unknown_costs")) << ".\n";
+  return o.str();
+}
+
+}  // namespace spotvisor::telemetry

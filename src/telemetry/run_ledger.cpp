@@ -1,0 +1,182 @@
+// run.json <-> RunLedger; see run_ledger.hpp. Unknown fields are ignored (a newer
+// spotvisor may add some); missing ones take their defaults.
+#include "spotvisor/telemetry/run_ledger.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "spotvisor/cost/cost_model.hpp"
+#include "spotvisor/util/atomic_file.hpp"
+
+namespace spotvisor::telemetry {
+namespace {
+
+using nlohmann::json;
+
+template <class T>
+json Opt(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+template <class T>
+std::optional<T> GetOpt(const json& j, const char* key) {
+  if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+  return j.at(key).get<T>();
+}
+
+json ToJson(const SessionRecord& s) {
+  return json{{"started_ms", s.started_ms}, {"last_seen_ms", s.last_seen_ms}, {"ended_ms", Opt(s.ended_ms)},
+              {"boot_ms", Opt(s.boot_ms)}, {"exit_code", Opt(s.exit_code)}, {"exit_message", s.exit_message},
+              {"hostname", s.hostname}};
+}
+SessionRecord SessionFrom(const json& j) {
+  SessionRecord s;
+  s.started_ms = j.value("started_ms", std::int64_t{0});
+  s.last_seen_ms = j.value("last_seen_ms", s.started_ms);
+  s.ended_ms = GetOpt<std::int64_t>(j, "ended_ms");
+  s.boot_ms = GetOpt<std::int64_t>(j, "boot_ms");
+  s.exit_code = GetOpt<int>(j, "exit_code");
+  s.exit_message = j.value("exit_message", "");
+  s.hostname = j.value("hostname", "");
+  return s;
+}
+
+json ToJson(const NoticeRecord& n) {
+  return json{{"received_ms", n.received_ms}, {"provider", n.provider}, {"kind", n.kind}, {"action", n.action},
+              {"deadline_ms", Opt(n.deadline_ms)}, {"signal_ms", Opt(n.signal_ms)}, {"attempt", n.attempt}};
+}
+NoticeRecord NoticeFrom(const json& j) {
+  NoticeRecord n;
+  n.received_ms = j.value("received_ms", std::int64_t{0});
+  n.provider = j.value("provider", "");
+  n.kind = j.value("kind", "");
+  n.action = j.value("action", "");
+  n.deadline_ms = GetOpt<std::int64_t>(j, "deadline_ms");
+  n.signal_ms = GetOpt<std::int64_t>(j, "signal_ms");
+  n.attempt = j.value("attempt", 0);
+  return n;
+}
+
+json ToJson(const CheckpointRecord& c) {
+  return json{{"name", c.name}, {"step", c.step}, {"bytes", c.bytes}, {"mtime_ms", c.mtime_ms},
+              {"write_ms", Opt(c.write_ms)}, {"good", c.good}, {"reason", c.reason}, {"attempt", c.attempt},
+              {"seen_ms", c.seen_ms}};
+}
+CheckpointRecord CheckpointFrom(const json& j) {
+  CheckpointRecord c;
+  c.name = j.value("name", "");
+  c.step = j.value("step", std::uint64_t{0});
+  c.bytes = j.value("bytes", std::uint64_t{0});
+  c.mtime_ms = j.value("mtime_ms", std::int64_t{0});
+  c.write_ms = GetOpt<std::int64_t>(j, "write_ms");
+  c.good = j.value("good", false);
+  c.reason = j.value("reason", "");
+  c.attempt = j.value("attempt", 0);
+  c.seen_ms = j.value("seen_ms", std::int64_t{0});
+  return c;
+}
+
+}  // namespace
+
+void RunLedger::AddCheckpoint(const CheckpointRecord& record) {
+  checkpoints.push_back(record);
+  if (checkpoints.size() > kMaxCheckpointRecords) checkpoints.erase(checkpoints.begin());
+  if (record.good) {
+    ++checkpoint_totals.good;
+    checkpoint_totals.bytes += record.bytes;
+  } else {
+    ++checkpoint_totals.corrupt;
+  }
+  if (record.write_ms) {
+    checkpoint_totals.write_ms += *record.write_ms;
+    ++checkpoint_totals.write_measured;
+  }
+}
+
+void RunLedger::AddHook(const HookRecord& record) {
+  hooks.push_back(record);
+  if (hooks.size() > kMaxHookRecords) hooks.erase(hooks.begin());
+  if (record.outcome != "ok" && record.outcome != "skipped") ++hook_failures[record.hook];
+}
+
+Status RunLedger::Save(const std::filesystem::path& state_dir) const {
+  json j{{"format", 1}, {"job", job}, {"labels", labels}, {"version", version}, {"config_hash", config_hash}};
+  j["fingerprints"] = json::array();
+  for (const auto& f : fingerprints) {
+    j["fingerprints"].push_back({{"path", f.path}, {"hash", f.hash}, {"bytes", f.bytes}, {"error", f.error}});
+  }
+  j["host"] = {{"hostname", host.hostname}, {"provider", host.provider}, {"instance_type", host.instance_type},
+               {"zone", host.zone}, {"source", host.source}};
+  j["gpu"] = {{"available", gpu.available}, {"reason", gpu.reason}, {"driver", gpu.driver}, {"models", gpu.models},
+              {"memory_total_bytes", gpu.memory_total_bytes}, {"peak_vram_bytes", gpu.peak_vram_bytes}};
+  j["cost"] = cost::CostSectionToJson(cost);
+  for (const char* key : {"sessions", "notices", "checkpoints", "hooks"}) j[key] = json::array();
+  for (const auto& s : sessions) j["sessions"].push_back(ToJson(s));
+  for (const auto& n : notices) j["notices"].push_back(ToJson(n));
+  for (const auto& c : checkpoints) j["checkpoints"].push_back(ToJson(c));
+  for (const auto& h : hooks) {
+    j["hooks"].push_back({{"hook", h.hook}, {"outcome", h.outcome}, {"message", h.message},
+                          {"started_ms", h.started_ms}, {"duration_ms", h.duration_ms}});
+  }
+  const auto& t = checkpoint_totals;
+  j["checkpoint_totals"] = {{"good", t.good}, {"corrupt", t.corrupt}, {"bytes", t.bytes},
+                            {"write_ms", t.write_ms}, {"write_measured", t.write_measured}};
+  j["hook_failures"] = hook_failures;
+  j["budget_warned_ms"] = Opt(budget_warned_ms);
+  j["budget_exhausted_ms"] = Opt(budget_exhausted_ms);
+  return WriteFileAtomically(state_dir / kLedgerFileName, j.dump(2) + "\n");
+}
+
+Result<RunLedger> RunLedger::Load(const std::filesystem::path& state_dir) {
+  RunLedger l;
+  const auto path = state_dir / kLedgerFileName;
+  std::ifstream in(path);
+  if (!in) return l;
+  std::ostringstream text;
+  text << in.rdbuf();
+  try {
+    const json j = json::parse(text.str());
+    l.job = j.value("job", "");
+    l.labels = j.value("labels", std::map<std::string, std::string>{});
+    l.version = j.value("version", "");
+    l.config_hash = j.value("config_hash", "");
+    for (const auto& f : j.value("fingerprints", json::array())) {
+      l.fingerprints.push_back({f.value("path", ""), f.value("hash", ""), f.value("bytes", std::uint64_t{0}),
+                                f.value("error", "")});
+    }
+    const json host = j.value("host", json::object());
+    l.host = {host.value("hostname", ""), host.value("provider", ""), host.value("instance_type", ""),
+              host.value("zone", ""), host.value("source", "")};
+    const json gpu = j.value("gpu", json::object());
+    l.gpu.available = gpu.value("available", false);
+    l.gpu.reason = gpu.value("reason", "");
+    l.gpu.driver = gpu.value("driver", "");
+    l.gpu.models = gpu.value("models", std::vector<std::string>{});
+    l.gpu.memory_total_bytes = gpu.value("memory_total_bytes", std::uint64_t{0});
+    l.gpu.peak_vram_bytes = gpu.value("peak_vram_bytes", std::uint64_t{0});
+    if (j.contains("cost")) {
+      auto c = cost::CostSectionFromJson(j.at("cost"));
+      if (!c) return Error{path.string() + ": " + c.error().message};
+      l.cost = *c;
+    }
+    for (const auto& s : j.value("sessions", json::array())) l.sessions.push_back(SessionFrom(s));
+    for (const auto& n : j.value("notices", json::array())) l.notices.push_back(NoticeFrom(n));
+    for (const auto& c : j.value("checkpoints", json::array())) l.checkpoints.push_back(CheckpointFrom(c));
+    for (const auto& h : j.value("hooks", json::array())) {
+      l.hooks.push_back({h.value("hook", ""), h.value("outcome", ""), h.value("message", ""),
+                         h.value("started_ms", std::int64_t{0}), h.value("duration_ms", std::int64_t{0})});
+    }
+    const json t = j.value("checkpoint_totals", json::object());
+    l.checkpoint_totals = {t.value("good", 0), t.value("corrupt", 0), t.value("bytes", std::uint64_t{0}),
+                           t.value("write_ms", std::int64_t{0}), t.value("write_measured", 0)};
+    l.hook_failures = j.value("hook_failures", std::map<std::string, int>{});
+    l.budget_warned_ms = GetOpt<std::int64_t>(j, "budget_warned_ms");
+    l.budget_exhausted_ms = GetOpt<std::int64_t>(j, "budget_exhausted_ms");
+  } catch (const json::exception& e) {
+    return Error{path.string() + " is corrupt (" + e.what() + "); move it away to start the run record afresh"};
+  }
+  return l;
+}
+
+}  // namespace spotvisor::telemetry

@@ -1,0 +1,147 @@
+// The report's numbers for a scripted run: a state dir written by hand with known times,
+// checkpoints, a notice and prices, checked figure by figure; and the baseline comparison.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "spotvisor/state/journal.hpp"
+#include "spotvisor/telemetry/report.hpp"
+#include "spotvisor/telemetry/run_ledger.hpp"
+#include "support/test_support.hpp"
+
+namespace spotvisor::telemetry {
+namespace {
+
+constexpr std::int64_t kT0 = 1'700'000'000'000;  // unix ms
+constexpr std::int64_t kMin = 60'000;
+
+void WriteScriptedRun(const std::filesystem::path& dir) {
+  RunLedger l;
+  l.job = "scripted";
+  l.labels = {{"model", "m1"}};
+  l.cost.configured = true;
+  l.cost.node_hour = {true, 3.6, 3.6};
+  l.cost.disk_gb = {true, 730, 730};
+  l.cost.disk_gb_month = {true, 0.1, 0.1};
+  l.cost.snapshot_gb = {true, 0, 0};
+  l.cost.snapshot_gb_month = {true, 0.05, 0.05};
+  l.cost.egress_gb = {true, 0, 2};
+  l.cost.egress_per_gb = {true, 1, 1};
+  l.cost.public_ip_hour = {true, 0, 0};
+  l.cost.budget = 50;
+  SessionRecord s;
+  s.started_ms = kT0;
+  s.last_seen_ms = s.started_ms;
+  s.ended_ms = kT0 + 60 * kMin;
+  s.exit_code = 0;
+  s.exit_message = "the job finished";
+  l.sessions.push_back(s);
+  const auto ckpt = [&](std::uint64_t step, std::int64_t at, int attempt) {
+    CheckpointRecord c;
+    c.name = "ckpt_step" + std::to_string(step);
+    c.step = step;
+    c.bytes = 1000;
+    c.mtime_ms = kT0 + at;
+    c.write_ms = 6000;
+    c.good = true;
+    c.attempt = attempt;
+    l.AddCheckpoint(c);
+  };
+  ckpt(100, 10 * kMin, 1);
+  ckpt(200, 20 * kMin, 1);
+  ckpt(300, 40 * kMin, 2);
+  ckpt(400, 50 * kMin, 2);
+  NoticeRecord n;
+  n.received_ms = kT0 + 29 * kMin;
+  n.deadline_ms = n.received_ms + 120'000;
+  n.signal_ms = n.received_ms + 50;
+  n.provider = "aws";
+  n.kind = "terminate";
+  n.action = "stop";
+  n.attempt = 1;
+  l.notices.push_back(n);
+  ASSERT_TRUE(l.Save(dir));
+  auto journal = state::Journal::Open(dir);
+  ASSERT_TRUE(journal);
+  state::AttemptRecord a1;
+  a1.attempt = 1;
+  a1.started_ms = kT0;
+  a1.ended_ms = kT0 + 30 * kMin;
+  a1.exit_code = 0;
+  a1.outcome = "preempted";
+  a1.next = "resume";
+  ASSERT_TRUE(journal->AppendAttempt(a1));
+  state::AttemptRecord a2 = a1;
+  a2.attempt = 2;
+  a2.started_ms = kT0 + 32 * kMin;
+  a2.ended_ms = kT0 + 58 * kMin;
+  a2.resume_from = "/ckpt/ckpt_step200";
+  a2.resume_step = 200;
+  a2.outcome = "done";
+  a2.next = "exit 0";
+  ASSERT_TRUE(journal->AppendAttempt(a2));
+}
+
+TEST(Report, NumbersOfAScriptedRun) {
+  testing::TempDir dir;
+  WriteScriptedRun(dir.path());
+  auto r = BuildReport(dir.path(), kT0 + 61 * kMin);
+  ASSERT_TRUE(r) << r.error().message;
+  const auto& w = (*r)["work"];
+  EXPECT_EQ(w["billed_hours"], 1.0);
+  EXPECT_EQ(w["final_step"], 400);
+  EXPECT_EQ(w["steps_done"], 400);
+  EXPECT_DOUBLE_EQ(w["steps_per_second"].get<double>(), 0.1667);  // 200 steps in 1200 s
+  EXPECT_EQ(w["lost_seconds"], 600.0);                            // 30 min end - 20 min checkpoint
+  EXPECT_DOUBLE_EQ(w["steps_lost_estimated"].get<double>(), 100.0);
+  EXPECT_EQ(w["trainer_seconds"], 3360.0);                        // 30 + 26 minutes
+  EXPECT_DOUBLE_EQ(w["goodput"].get<double>(), 0.76);             // (3360 - 600 - 24) / 3600
+  const auto& c = (*r)["checkpoints"];
+  EXPECT_EQ(c["count"], 4);
+  EXPECT_EQ(c["bytes_total"], 4000);
+  EXPECT_DOUBLE_EQ(c["overhead_percent"].get<double>(), 0.71);    // 24 / 3360
+  const auto& k = (*r)["cost"];
+  EXPECT_DOUBLE_EQ(k["total_low"].get<double>(), 3.7);             // 3.6 compute + 0.1 disk
+  EXPECT_DOUBLE_EQ(k["total_high"].get<double>(), 5.7);            // + up to 2 egress
+  EXPECT_EQ(k["unknown"], nlohmann::json::array({"support"}));
+  EXPECT_DOUBLE_EQ(k["per_1000_steps"]["low"].get<double>(), 9.25);
+  EXPECT_DOUBLE_EQ(k["per_1000_steps"]["high"].get<double>(), 14.25);
+  const auto& n = (*r)["notices"][0];
+  EXPECT_EQ(n["warning_s"], 120.0);
+  EXPECT_EQ(n["notice_to_signal_s"], 0.05);
+  EXPECT_EQ((*r)["attempts"][0]["steps_lost_estimated"], 100.0);
+  EXPECT_EQ((*r)["restarts"]["preempted"], 1);
+  const std::string md = RenderMarkdown(*r);
+  EXPECT_NE(md.find("3.70-5.70 USD + unknown (support)"), std::string::npos) << md;
+  EXPECT_NE(md.find("Cost per 1000 steps: 9.25-14.25 USD + unknown components"), std::string::npos) << md;
+  EXPECT_NE(md.find("| label model | m1 |"), std::string::npos);
+}
+
+TEST(Report, BaselineComparison) {
+  testing::TempDir a, b;
+  WriteScriptedRun(a.path());
+  WriteScriptedRun(b.path());
+  auto ra = BuildReport(a.path(), kT0 + 61 * kMin);
+  auto rb = BuildReport(b.path(), kT0 + 61 * kMin);
+  ASSERT_TRUE(ra && rb);
+  const auto c = CompareReports(*ra, *rb);
+  bool saw = false;
+  for (const auto& row : c["rows"]) {
+    if (row["metric"] == "cost_per_1000_steps_high") {
+      saw = true;
+      EXPECT_EQ(row["ratio"], 1.0);
+    }
+  }
+  EXPECT_TRUE(saw);
+  EXPECT_NE(RenderComparison(c).find("| goodput | 0.76 | 0.76 | 1 |"), std::string::npos) << RenderComparison(c);
+}
+
+TEST(Report, AnEmptyDirIsAClearError) {
+  testing::TempDir dir;
+  auto r = BuildReport(dir.path(), kT0);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("holds no run"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace spotvisor::telemetry
