@@ -328,6 +328,7 @@ class Driver::Impl final : public RunControl {
   // ---- actions out ----
   void Perform(const SelectResumeAction&) {
     asio::post(pool_, [this] {
+      for (auto& o : observers_) o->BeforeSelection();
       auto selection = selector_->SelectForResume();
       asio::post(io_, [this, selection = std::move(selection)]() mutable { OnSelected(std::move(selection)); });
     });

@@ -5,7 +5,7 @@
 //   child_helper --mode=exit|signal|ignore-term|sleep|grandchildren|checkpoint
 //                [--code=N] [--signal=N] [--sleep-ms=N] [--record=FILE] [--ready=FILE]
 //                [--ckpt-dir=DIR] [--step=N] [--grandchildren=N] [--pids=FILE]
-//                [--fail-attempts=N] [extra args...]
+//                [--fail-attempts=N] [--timestamps=FILE] [extra args...]
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -34,6 +34,7 @@ struct Options {
   std::string record, ready, ckpt_dir, pids;
   long step = 1;
   int grandchildren = 2;
+  std::string timestamps;  // append "start <ns>" / "exit <ns>" (CLOCK_REALTIME) for benchmarks
   int fail_attempts = -1;  // with --mode=exit: fail only while SPOTVISOR_ATTEMPT <= this
 };
 
@@ -53,6 +54,7 @@ Options Parse(int argc, char** argv) {
     else if (key == "--step") o.step = std::atol(value.c_str());
     else if (key == "--grandchildren") o.grandchildren = std::atoi(value.c_str());
     else if (key == "--pids") o.pids = value;
+    else if (key == "--timestamps") o.timestamps = value;
     else if (key == "--fail-attempts") o.fail_attempts = std::atoi(value.c_str());
   }
   return o;
@@ -84,6 +86,18 @@ void Record(const Options& o, int argc, char** argv) {
   std::ofstream(o.record, std::ios::app) << line << "\n";
 }
 
+void Stamp(const std::string& file, const char* what) {
+  if (file.empty()) return;
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const std::string line = std::string(what) + " " + std::to_string(ts.tv_sec * 1000000000LL + ts.tv_nsec) + "\n";
+  const int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd >= 0) {
+    [[maybe_unused]] ssize_t n = write(fd, line.data(), line.size());
+    close(fd);
+  }
+}
+
 void Touch(const std::string& path) {
   if (!path.empty()) std::ofstream(path) << getpid() << "\n";
 }
@@ -113,6 +127,7 @@ void Wait(const Options& o) {
 
 int main(int argc, char** argv) {
   const Options o = Parse(argc, argv);
+  Stamp(o.timestamps, "start");
   Record(o, argc, argv);
 
   if (o.mode == "exit") {
@@ -120,6 +135,7 @@ int main(int argc, char** argv) {
     if (o.sleep_ms > 0) SleepMs(o.sleep_ms);
     const char* attempt = std::getenv("SPOTVISOR_ATTEMPT");
     if (o.fail_attempts >= 0 && attempt && std::atoi(attempt) > o.fail_attempts) return 0;
+    Stamp(o.timestamps, "exit");
     return o.code;
   }
   if (o.mode == "signal") {

@@ -44,6 +44,9 @@ class RunObserver {
   virtual ~RunObserver() = default;
   // Once, before the first start; keep `control` for later requests.
   virtual void OnStart(RunControl& control) { (void)control; }
+  // On the selection worker thread (NOT the io thread), before every checkpoint selection
+  // for a start; may block (e.g. restoring checkpoints from a mirror). Default: nothing.
+  virtual void BeforeSelection() {}
   // A checkpoint was chosen (or none) and rejected ones listed, before a start.
   virtual void OnSelection(const checkpoint::Selection& selection) { (void)selection; }
   virtual void OnAttemptStarted(int attempt, pid_t pid, const std::optional<checkpoint::ResumePoint>& resume) {

@@ -1,0 +1,63 @@
+// The mirror during `spotvisor run`: restores the newest good checkpoint from the mirror
+// before the first selection when the local directory is empty or older, and uploads
+// every checkpoint that validates (new ones from the feed, the one chosen at each
+// selection, the newest one at exit) with at most `mirror.concurrency` uploads at once and
+// `mirror.bandwidth` bytes/s, newest first (a queued older one is superseded). Uploads run
+// on their own threads and pause while a stop is in progress, so they never delay a notice
+// or a stop. At exit, uploads still going get up to `mirror.timeout` to finish.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/thread_pool.hpp>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "spotvisor/cadence/checkpoint_feed.hpp"
+#include "spotvisor/mirror/mirror_store.hpp"
+#include "spotvisor/mirror/rate_limiter.hpp"
+#include "spotvisor/supervisor/run_observer.hpp"
+
+namespace spotvisor::mirror {
+
+class MirrorObserver final : public supervisor::RunObserver {
+ public:
+  // `feed` may be null (then only selections and the exit are mirrored).
+  MirrorObserver(const config::JobConfig& job, cadence::CheckpointFeed* feed);
+  ~MirrorObserver() override;  // drains (bounded by mirror.timeout), then cancels and joins
+
+  void BeforeSelection() override;
+  void OnSelection(const checkpoint::Selection& selection) override;
+  void OnPhase(supervisor::Phase phase) override;
+  void OnExit(int code, const std::string& message) override;
+
+  // For tests and the destructor: waits until no upload is queued or running, at most
+  // `timeout`; true when idle.
+  bool WaitIdle(Duration timeout);
+
+ private:
+  void Enqueue(MirrorItem item);
+  void Work();                  // upload thread: the newest queued item
+  void Upload(const MirrorItem& item);
+  CopyControl Control();
+  int Keep() const;
+
+  const config::JobConfig& job_;              // not owned
+  std::unique_ptr<MirrorStore> store_;        // path or command
+  RateLimiter limiter_;                       // mirror.bandwidth, shared by uploads
+  std::mutex mutex_;                          // guards the members below
+  std::condition_variable changed_;           // pause lifted, or work finished
+  std::deque<MirrorItem> queue_;              // waiting, oldest first
+  std::set<std::string> active_;              // names queued or uploading
+  int busy_ = 0;                              // tasks posted and not finished
+  bool paused_ = false;                       // a stop is in progress
+  bool restore_done_ = false;                 // restore runs before the first selection only
+  bool warned_prune_ = false;                 // said once that prune_command is missing
+  std::atomic<bool> cancelled_{false};        // give up uploads (destructor, after the drain)
+  boost::asio::thread_pool pool_;             // upload threads (declared last: joined first)
+};
+
+}  // namespace spotvisor::mirror

@@ -1,0 +1,105 @@
+// Heartbeat hang detection; see heartbeat_monitor.hpp. A hang must hold on both clocks:
+// the wall clock (mtime) and the steady clock (time since start), so that a wall-clock
+// jump forward cannot fake one.
+#include "spotvisor/health/heartbeat_monitor.hpp"
+
+#include <sys/stat.h>
+
+#include <boost/asio/post.hpp>
+
+#include "spotvisor/telemetry/log.hpp"
+
+namespace spotvisor::health {
+namespace {
+
+namespace asio = boost::asio;
+using std::chrono::duration_cast;
+using std::chrono::steady_clock;
+using std::chrono::system_clock;
+using telemetry::Log;
+using telemetry::LogLevel;
+using telemetry::Quote;
+
+std::optional<WallTime> Mtime(const std::filesystem::path& file) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) return std::nullopt;
+  const auto since_epoch = std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec);
+  return WallTime(duration_cast<system_clock::duration>(since_epoch));
+}
+
+}  // namespace
+
+HeartbeatMonitor::HeartbeatMonitor(const config::JobConfig& job) : job_(job) {}
+
+HeartbeatMonitor::~HeartbeatMonitor() { worker_.join(); }
+
+void HeartbeatMonitor::OnStart(supervisor::RunControl& control) {
+  control_ = &control;
+  timer_.emplace(control.io());
+  Log(LogLevel::kInfo, "event=hang_detection heartbeat_file=" + Quote(job_.health.heartbeat_file->string()) +
+                           " hang_timeout=" + FormatDuration(job_.health.hang_timeout));
+}
+
+void HeartbeatMonitor::OnAttemptStarted(int attempt, pid_t, const std::optional<checkpoint::ResumePoint>&) {
+  attempt_ = attempt;
+  started_wall_ = system_clock::now();
+  started_ = steady_clock::now();
+  ArmIn(job_.health.hang_timeout);
+}
+
+void HeartbeatMonitor::OnPhase(supervisor::Phase phase) {
+  if (phase == supervisor::Phase::kRunning) return;
+  attempt_ = 0;  // stopping, exited, backing off: no hang clock
+  if (timer_) timer_->cancel();
+}
+
+void HeartbeatMonitor::OnExit(int, const std::string&) {
+  stopped_ = true;
+  attempt_ = 0;
+  if (timer_) timer_->cancel();
+}
+
+void HeartbeatMonitor::ArmIn(Duration delay) {
+  if (stopped_) return;
+  timer_->expires_after(delay);
+  timer_->async_wait([this](const boost::system::error_code& ec) {
+    if (!ec && !stopped_) Look();
+  });
+}
+
+void HeartbeatMonitor::Look() {
+  if (attempt_ == 0) return;
+  if (looking_) {  // the last stat is still stuck: look again later
+    ArmIn(job_.health.hang_timeout);
+    return;
+  }
+  looking_ = true;
+  asio::post(worker_, [this, attempt = attempt_, file = *job_.health.heartbeat_file] {
+    auto mtime = Mtime(file);
+    asio::post(control_->io(), [this, attempt, mtime] {
+      looking_ = false;
+      if (!stopped_) Judge(attempt, mtime);
+    });
+  });
+}
+
+void HeartbeatMonitor::Judge(int attempt, std::optional<WallTime> heartbeat) {
+  if (attempt != attempt_) return;  // that trainer is gone
+  const auto timeout = job_.health.hang_timeout;
+  const PulseVerdict v = JudgePulse(started_wall_, heartbeat, system_clock::now(), timeout);
+  const auto running_for = duration_cast<Duration>(steady_clock::now() - started_);
+  if (!v.hung || running_for < timeout) {
+    ArmIn(v.hung ? timeout - running_for : std::max(v.check_in, Duration(1)));
+    return;
+  }
+  const std::string pulse = heartbeat && *heartbeat >= started_wall_ ? "last pulse " + FormatDuration(v.silent) + " ago"
+                                                                     : "no pulse since the trainer started";
+  Log(LogLevel::kWarning, "event=hang_detected attempt=" + std::to_string(attempt) + " heartbeat_file=" +
+                              Quote(job_.health.heartbeat_file->string()) + " silent=" + FormatDuration(v.silent) +
+                              " hang_timeout=" + FormatDuration(timeout) + " detail=" + Quote(pulse));
+  attempt_ = 0;  // one stop request per attempt
+  control_->RequestStop(supervisor::StopReason::kHang, "no heartbeat for " + FormatDuration(v.silent) + " (" +
+                                                           job_.health.heartbeat_file->string() + ": " + pulse + ")");
+}
+
+}  // namespace spotvisor::health

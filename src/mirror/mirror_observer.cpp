@@ -1,0 +1,214 @@
+// The mirror observer; see mirror_observer.hpp. Threads: the io thread enqueues and sets
+// the pause; upload threads take the newest queued item; the driver's selection thread
+// restores. Everything shared is under mutex_.
+#include "spotvisor/mirror/mirror_observer.hpp"
+
+#include <boost/asio/post.hpp>
+#include <chrono>
+
+#include "spotvisor/checkpoint/catalog.hpp"
+#include "spotvisor/telemetry/log.hpp"
+
+namespace spotvisor::mirror {
+namespace {
+
+namespace asio = boost::asio;
+using telemetry::Log;
+using telemetry::LogLevel;
+using telemetry::Quote;
+
+// The newest good checkpoint in checkpoints.dir, validated now, changing nothing.
+std::optional<checkpoint::ResumePoint> NewestLocal(const config::JobConfig& job) {
+  checkpoint::CatalogOptions o;
+  o.dir = std::filesystem::absolute(*job.checkpoints.dir);
+  o.pattern = job.checkpoints.pattern;
+  o.validator.level = job.checkpoints.validate;
+  o.validator.format = job.checkpoints.format;
+  o.validator.marker = job.checkpoints.marker;
+  o.quarantine = false;
+  auto catalog = checkpoint::Catalog::Create(std::move(o));
+  if (!catalog) return std::nullopt;
+  auto selection = catalog->Select(/*act=*/false);
+  if (!selection) return std::nullopt;
+  return selection->chosen;
+}
+
+std::string Ms(std::chrono::steady_clock::duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+}
+
+}  // namespace
+
+MirrorObserver::MirrorObserver(const config::JobConfig& job, cadence::CheckpointFeed* feed)
+    : job_(job),
+      store_(MakeMirrorStore(job)),
+      limiter_(job.checkpoints.mirror.path ? job.checkpoints.mirror.bandwidth : 0),
+      pool_(static_cast<std::size_t>(std::max(1, job.checkpoints.mirror.concurrency))) {
+  if (feed) {
+    feed->Subscribe([this](const cadence::NewCheckpoint& c) { Enqueue(MirrorItem{c.path, c.name, c.step}); });
+  }
+}
+
+MirrorObserver::~MirrorObserver() {
+  {
+    std::lock_guard lock(mutex_);
+    paused_ = false;
+  }
+  changed_.notify_all();
+  if (!WaitIdle(job_.checkpoints.mirror.timeout)) {
+    Log(LogLevel::kError, "event=mirror_abandoned detail=\"uploads did not finish within checkpoints.mirror.timeout\"");
+  }
+  cancelled_ = true;
+  changed_.notify_all();
+  pool_.join();
+}
+
+void MirrorObserver::BeforeSelection() {
+  {
+    std::lock_guard lock(mutex_);
+    if (restore_done_ || !store_) return;
+    restore_done_ = true;
+  }
+  if (!job_.checkpoints.mirror.restore) return;
+  const auto started = std::chrono::steady_clock::now();
+  const auto local = NewestLocal(job_);
+  const std::optional<std::uint64_t> local_step = local ? std::optional<std::uint64_t>(local->step) : std::nullopt;
+  auto result = store_->Restore(local_step, Control());
+  if (!result) {
+    Log(LogLevel::kError, "event=mirror_restore_failed mirror=" + Quote(store_->Describe()) +
+                              " error=" + Quote(result.error().message));
+    return;
+  }
+  if (!result->restored) {
+    Log(LogLevel::kInfo, "event=mirror_restore_skipped mirror=" + Quote(store_->Describe()) +
+                             " local_step=" + (local_step ? std::to_string(*local_step) : "none") +
+                             " detail=" + Quote(result->detail));
+    return;
+  }
+  Log(LogLevel::kWarning, "event=mirror_restored mirror=" + Quote(store_->Describe()) + " path=" +
+                              Quote(result->restored->path.string()) + " step=" + std::to_string(result->restored->step) +
+                              " local_step=" + (local_step ? std::to_string(*local_step) : "none") +
+                              " ms=" + Ms(std::chrono::steady_clock::now() - started));
+}
+
+void MirrorObserver::OnSelection(const checkpoint::Selection& selection) {
+  if (selection.chosen) {
+    Enqueue(MirrorItem{selection.chosen->path, selection.chosen->path.filename().string(), selection.chosen->step});
+  }
+}
+
+void MirrorObserver::OnPhase(supervisor::Phase phase) {
+  {
+    std::lock_guard lock(mutex_);
+    paused_ = phase == supervisor::Phase::kStopping;
+  }
+  changed_.notify_all();
+}
+
+void MirrorObserver::OnExit(int, const std::string&) {
+  {
+    std::lock_guard lock(mutex_);
+    paused_ = false;
+    ++busy_;
+  }
+  changed_.notify_all();
+  // The trainer's last checkpoint (written while stopping) may not have been seen yet.
+  asio::post(pool_, [this] {
+    if (!cancelled_) {
+      if (auto newest = NewestLocal(job_)) Enqueue(MirrorItem{newest->path, newest->path.filename().string(), newest->step});
+    }
+    std::lock_guard lock(mutex_);
+    --busy_;
+    changed_.notify_all();
+  });
+}
+
+bool MirrorObserver::WaitIdle(Duration timeout) {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, timeout, [this] { return busy_ == 0; });
+}
+
+void MirrorObserver::Enqueue(MirrorItem item) {
+  if (!store_) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (active_.count(item.name) != 0) return;
+    active_.insert(item.name);
+    queue_.push_back(std::move(item));
+    ++busy_;
+  }
+  asio::post(pool_, [this] { Work(); });
+}
+
+void MirrorObserver::Work() {
+  std::optional<MirrorItem> item;
+  std::vector<MirrorItem> superseded;
+  {
+    std::lock_guard lock(mutex_);
+    if (!queue_.empty()) {
+      // Newest step first; older ones still waiting are superseded by it.
+      auto newest = std::max_element(queue_.begin(), queue_.end(),
+                                     [](const MirrorItem& a, const MirrorItem& b) { return a.step < b.step; });
+      item = *newest;
+      queue_.erase(newest);
+      for (auto& old : queue_) superseded.push_back(std::move(old));
+      queue_.clear();
+    }
+  }
+  for (const auto& old : superseded) {
+    Log(LogLevel::kInfo, "event=mirror_superseded name=" + Quote(old.name) + " by=" + Quote(item->name));
+  }
+  if (item && !cancelled_) Upload(*item);
+  std::lock_guard lock(mutex_);
+  if (item) active_.erase(item->name);
+  for (const auto& old : superseded) active_.erase(old.name);
+  busy_ -= 1 + static_cast<int>(superseded.size());
+  changed_.notify_all();
+}
+
+void MirrorObserver::Upload(const MirrorItem& item) {
+  const auto started = std::chrono::steady_clock::now();
+  auto result = store_->Upload(item, Control());
+  if (!result) {
+    Log(LogLevel::kError, "event=mirror_failed name=" + Quote(item.name) + " mirror=" + Quote(store_->Describe()) +
+                              " error=" + Quote(result.error().message));
+    return;
+  }
+  if (*result == UploadResult::kUploaded) {
+    Log(LogLevel::kInfo, "event=mirrored name=" + Quote(item.name) + " step=" + std::to_string(item.step) +
+                             " mirror=" + Quote(store_->Describe()) + " ms=" + Ms(std::chrono::steady_clock::now() - started));
+  }
+  const int keep = Keep();
+  if (keep > 0 && job_.checkpoints.mirror.path == std::nullopt && job_.checkpoints.mirror.prune_command.empty()) {
+    std::lock_guard lock(mutex_);
+    if (!warned_prune_) {
+      warned_prune_ = true;
+      Log(LogLevel::kWarning, "event=mirror_retention_off detail=\"set checkpoints.mirror.prune_command to apply "
+                              "retention on a command mirror\"");
+    }
+    return;
+  }
+  auto pruned = store_->Prune(keep);
+  if (!pruned) {
+    Log(LogLevel::kError, "event=mirror_prune_failed error=" + Quote(pruned.error().message));
+    return;
+  }
+  for (const auto& name : *pruned) Log(LogLevel::kInfo, "event=mirror_pruned name=" + Quote(name) + " keep=" + std::to_string(keep));
+}
+
+CopyControl MirrorObserver::Control() {
+  CopyControl c;
+  c.limiter = &limiter_;
+  c.cancelled = [this] { return cancelled_.load(); };
+  c.wait_while_paused = [this] {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return !paused_ || cancelled_; });
+  };
+  return c;
+}
+
+int MirrorObserver::Keep() const {
+  return job_.checkpoints.mirror.keep > 0 ? job_.checkpoints.mirror.keep : job_.checkpoints.keep;
+}
+
+}  // namespace spotvisor::mirror

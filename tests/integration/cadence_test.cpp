@@ -1,0 +1,167 @@
+// Periodic and adaptive checkpoint requests end to end: the real spotvisor binary
+// supervises the child helper in `checkpoint` mode (it never checkpoints by itself, only
+// on SIGUSR1/SIGTERM), and the test reads checkpoints.jsonl. Also: a checkpoint-only
+// notice (AWS rebalance from the in-process mock metadata server) gives one checkpoint.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "spotvisor/mock/mock_metadata_server.hpp"
+#include "support/test_support.hpp"
+
+namespace spotvisor {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using testing::ReadFile;
+using testing::ReadLines;
+using testing::Spawn;
+using testing::TempDir;
+using testing::WaitExit;
+using testing::WaitUntil;
+using testing::WriteFile;
+
+std::string HelperJob(const TempDir&, const std::string& mode_args, const std::string& extra) {
+  return "job:\n  name: cad\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) + "\", " + mode_args + "]\n" +
+         "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n  format: any\n" +
+         "signals:\n  grace: 2s\n  kill_timeout: 5s\n" +
+         "restart:\n  backoff: {initial: 1ms, max: 10ms, multiplier: 2, jitter: 0}\n" +
+         "telemetry:\n  state_dir: ./state\n" + extra;
+}
+
+std::vector<json> Records(const TempDir& dir, const std::string& event) {
+  std::vector<json> out;
+  for (const auto& line : ReadLines(dir / "state" / "checkpoints.jsonl")) {
+    auto j = json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("event", "") == event) out.push_back(j);
+  }
+  return out;
+}
+
+std::string CheckpointArgs(const TempDir& dir) {
+  return "\"--mode=checkpoint\", \"--ckpt-dir=" + (dir / "ckpt").string() + "\", \"--ready=" + (dir / "ready").string() + "\"";
+}
+
+TEST(Cadence, FixedPeriodAsksForCheckpointsAndJournalsCostAndSize) {
+  TempDir dir;
+  WriteFile(dir / "job.yaml", HelperJob(dir, CheckpointArgs(dir), "cadence:\n  every: 300ms\n"));
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return Records(dir, "checkpoint").size() >= 3; }, 20s)) << ReadFile(dir / "out.txt");
+  kill(sv.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
+  const auto records = Records(dir, "checkpoint");
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(records[i]["reason"], "cadence") << records[i].dump();
+    EXPECT_GE(records[i]["cost_ms"].get<long>(), 0) << records[i].dump();
+    EXPECT_GT(records[i]["size_bytes"].get<long>(), 0) << records[i].dump();
+    EXPECT_EQ(records[i]["interval_ms"], 300) << records[i].dump();
+    EXPECT_TRUE(records[i].contains("overhead_pct")) << records[i].dump();
+  }
+  const std::string out = ReadFile(dir / "out.txt");
+  EXPECT_NE(out.find("event=checkpoint_requested detail=\"cadence every 300ms\""), std::string::npos) << out;
+  EXPECT_NE(out.find("event=checkpoint_seen"), std::string::npos) << out;
+}
+
+// A trainer still starting up has no handler: SIGUSR1's default action would kill it. The
+// helper in `exit` mode keeps the default dispositions and exits 0 after 600 ms; with a
+// 1 s period no request may reach it, so the job is simply done.
+TEST(Cadence, NeverBeforeTheTrainerHasRunOnePeriod) {
+  TempDir dir;
+  WriteFile(dir / "job.yaml", HelperJob(dir, "\"--mode=exit\", \"--sleep-ms=600\", \"--record=" + (dir / "rec").string() + "\"",
+                                        "cadence:\n  every: 1s\n"));
+  std::string out;
+  EXPECT_EQ(testing::RunSpotvisor({"run", "--config", (dir / "job.yaml").string()}, &out), 0) << out;
+  EXPECT_EQ(ReadLines(dir / "rec").size(), 1u) << out;
+  EXPECT_EQ(out.find("event=checkpoint_requested"), std::string::npos) << out;
+}
+
+TEST(Cadence, AdaptiveLogsCMAndTheClampedDalyInterval) {
+  TempDir dir;
+  WriteFile(dir / "job.yaml", HelperJob(dir, CheckpointArgs(dir),
+                                        "cadence:\n  every: adaptive\n  min: 100ms\n  max: 1s\n  mtbi_prior: 1h\n"
+                                        "  mtbi_priors: {none: 200s}\n"));
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return Records(dir, "checkpoint").size() >= 2; }, 20s)) << ReadFile(dir / "out.txt");
+  kill(sv.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
+  const std::string out = ReadFile(dir / "out.txt");
+  // Before a cost is measured the interval is `min`; then Daly(C, M = 200 s prior for
+  // provider none) = sqrt(2·C·2s)·(...) - C, clamped to [100ms, 1s].
+  EXPECT_NE(out.find("event=cadence mode=adaptive C=unmeasured M=3m20s interval=100ms"), std::string::npos) << out;
+  const auto intervals = Records(dir, "interval");
+  ASSERT_FALSE(intervals.empty()) << out;
+  const auto& first = intervals.front();
+  EXPECT_EQ(first["m_ms"], 200000) << first.dump();
+  EXPECT_TRUE(first.contains("c_ms")) << first.dump();
+  EXPECT_GT(first["interval_ms"].get<long>(), 100) << first.dump();
+  EXPECT_LE(first["interval_ms"].get<long>(), 1000) << first.dump();
+  EXPECT_NE(out.find("event=cadence_interval C="), std::string::npos) << out;
+  const auto checkpoints = Records(dir, "checkpoint");
+  EXPECT_EQ(checkpoints.front()["reason"], "adaptive");
+  EXPECT_TRUE(checkpoints.front().contains("expected_waste_pct")) << checkpoints.front().dump();
+}
+
+// The mock metadata server in this process, on its own thread.
+class MockThread {
+ public:
+  MockThread() : guard_(io_.get_executor()), server_(io_, mock::MockProvider::kAws, mock::MockOptions{}) {
+    auto port = server_.Start();
+    EXPECT_TRUE(port.ok());
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~MockThread() {
+    boost::asio::post(io_, [this] { server_.Stop(); });
+    guard_.reset();
+    io_.stop();
+    thread_.join();
+  }
+  void Rebalance() {
+    boost::asio::post(io_, [this] {
+      mock::PreemptSpec spec;
+      spec.notice = false;
+      spec.rebalance = true;
+      server_.Preempt(spec);
+    });
+  }
+  std::string url() const { return server_.url(); }
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
+  mock::MockMetadataServer server_;
+  std::thread thread_;
+};
+
+TEST(Cadence, RebalanceRecommendationAsksForOneCheckpointWithoutStopping) {
+  TempDir dir;
+  MockThread mock;
+  WriteFile(dir / "job.yaml", HelperJob(dir, CheckpointArgs(dir),
+                                        "provider:\n  kind: aws\n  endpoint: " + mock.url() +
+                                            "\n  poll_interval: 100ms\n  rebalance: checkpoint\n"
+                                            "cadence:\n  every: 1h\n"));
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
+  mock.Rebalance();
+  ASSERT_TRUE(WaitUntil([&] { return !Records(dir, "checkpoint").empty(); }, 20s)) << ReadFile(dir / "out.txt");
+  const auto record = Records(dir, "checkpoint").front();
+  EXPECT_EQ(record["reason"], "notice aws rebalance") << record.dump();
+  EXPECT_TRUE(record.contains("cost_ms")) << record.dump();
+  // Still running: a rebalance recommendation is not a stop.
+  EXPECT_TRUE(testing::ProcessAlive(sv.pid));
+  EXPECT_EQ(ReadFile(dir / "out.txt").find("event=signal_sent signal=SIGTERM"), std::string::npos);
+  kill(sv.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
+  // Exactly one checkpoint came from the rebalance (the others from the final SIGTERM).
+  int rebalance = 0;
+  for (const auto& r : Records(dir, "checkpoint")) rebalance += r["reason"] == "notice aws rebalance";
+  EXPECT_EQ(rebalance, 1);
+}
+
+}  // namespace
+}  // namespace spotvisor

@@ -1,0 +1,119 @@
+// Hang detection and the no-progress give-up with a real trainer: the plain-Python example
+// trainer (examples/plain_trainer/train.py, deterministic, exact resume). A hang is a
+// SIGSTOP of the trainer (its heartbeat stops, as with a deadlocked collective); spotvisor
+// must stop it, restart it from the newest good checkpoint, and end with the result of an
+// uninterrupted run.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <regex>
+
+#include "support/test_support.hpp"
+
+namespace spotvisor {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ReadFile;
+using testing::Spawn;
+using testing::TempDir;
+using testing::WaitExit;
+using testing::WaitUntil;
+using testing::WriteFile;
+
+const std::string kPython = "/usr/bin/python3";
+const std::string kTrainer = std::string(SPOTVISOR_SOURCE_DIR) + "/examples/plain_trainer/train.py";
+
+// The pid of attempt `attempt`, from spotvisor's log; 0 when not started yet.
+pid_t TrainerPid(const std::string& log, int attempt) {
+  const std::regex re("event=trainer_started attempt=" + std::to_string(attempt) + " pid=([0-9]+)");
+  std::smatch m;
+  return std::regex_search(log, m, re) ? static_cast<pid_t>(std::stol(m[1])) : 0;
+}
+
+std::string UninterruptedDigest(const TempDir& dir, const std::string& steps) {
+  auto run = Spawn({kPython, kTrainer, "--ckpt-dir", (dir / "ref-ckpt").string(), "--steps", steps, "--checkpoint-every",
+                    "10", "--result-file", (dir / "ref-result").string()},
+                   dir / "ref-out.txt");
+  EXPECT_EQ(WaitExit(run.pid), 0) << ReadFile(dir / "ref-out.txt");
+  return ReadFile(dir / "ref-result");
+}
+
+std::string TrainerJob(const TempDir& dir, const std::string& steps, const std::string& step_sleep,
+                       const std::string& resume_extra, const std::string& extra) {
+  return "job:\n  name: h\n  command: [\"" + kPython + "\", \"" + kTrainer + "\", \"--ckpt-dir\", \"{checkpoint_dir}\", " +
+         "\"--steps\", \"" + steps + "\", \"--step-sleep\", \"" + step_sleep + "\", \"--checkpoint-every\", \"10\", " +
+         "\"--heartbeat-file\", \"" + (dir / "heartbeat").string() + "\", \"--result-file\", \"{result_file}\"]\n" +
+         "  resume_args: [\"--resume_from={checkpoint}\"" + resume_extra + "]\n  result_file: ./result\n" +
+         "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n" +
+         "signals:\n  grace: 1s\n  kill_timeout: 5s\n" +
+         "restart:\n  backoff: {initial: 1ms, max: 10ms, multiplier: 2, jitter: 0}\n" +
+         "telemetry:\n  state_dir: ./state\n" + extra;
+}
+
+TEST(Health, HungTrainerIsRestartedFromItsLastCheckpointAndEndsExactly) {
+  TempDir dir;
+  const std::string expected = UninterruptedDigest(dir, "120");
+  ASSERT_FALSE(expected.empty());
+  WriteFile(dir / "job.yaml", TrainerJob(dir, "120", "0.02", "",
+                                         "health:\n  heartbeat_file: " + (dir / "heartbeat").string() +
+                                             "\n  hang_timeout: 2s\nrestart:\n  max_hangs: 2\n"
+                                             "  backoff: {initial: 1ms, max: 10ms, multiplier: 2, jitter: 0}\n"));
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  pid_t first = 0;
+  ASSERT_TRUE(WaitUntil([&] {
+    first = TrainerPid(ReadFile(dir / "out.txt"), 1);
+    return first != 0 && std::filesystem::exists(dir / "ckpt" / "ckpt_step20");
+  }, 30s)) << ReadFile(dir / "out.txt");
+  ASSERT_EQ(kill(first, SIGSTOP), 0);  // the heartbeat stops; so does everything else
+  EXPECT_EQ(WaitExit(sv.pid, 60s), 0) << ReadFile(dir / "out.txt");
+  const std::string out = ReadFile(dir / "out.txt");
+  EXPECT_NE(out.find("event=hang_detected attempt=1"), std::string::npos) << out;
+  EXPECT_NE(out.find("outcome=hang"), std::string::npos) << out;
+  EXPECT_NE(TrainerPid(out, 2), 0) << out;
+  EXPECT_NE(out.find("[trainer] resumed from="), std::string::npos) << out;
+  EXPECT_EQ(ReadFile(dir / "result"), expected) << out;
+}
+
+// A heartbeat left by an earlier attempt is no pulse: the hang clock starts with the
+// trainer. Here the file is fresh from "before" and the trainer never beats.
+TEST(Health, AStaleHeartbeatIsNoPulse) {
+  TempDir dir;
+  WriteFile(dir / "heartbeat", "old\n");
+  WriteFile(dir / "job.yaml",
+            "job:\n  name: s\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) + "\", \"--mode=checkpoint\"]\n"
+            "signals:\n  grace: 1s\n  kill_timeout: 5s\n"
+            "restart:\n  max_hangs: 0\n  backoff: {initial: 1ms, max: 10ms, multiplier: 2, jitter: 0}\n"
+            "health:\n  heartbeat_file: " + (dir / "heartbeat").string() + "\n  hang_timeout: 500ms\n"
+            "telemetry:\n  state_dir: ./state\n");
+  std::string out;
+  EXPECT_EQ(testing::RunSpotvisor({"run", "--config", (dir / "job.yaml").string()}, &out), 1) << out;
+  EXPECT_NE(out.find("event=hang_detected attempt=1"), std::string::npos) << out;
+  EXPECT_NE(out.find("no pulse since the trainer started"), std::string::npos) << out;
+}
+
+// The restart loop that never gets past its checkpoint: the trainer resumes, then crashes
+// before its next checkpoint (here: its first heartbeat after the resume goes to a path
+// that cannot be created).
+TEST(Health, NoProgressGivesUpWithAMessageThatSaysSo) {
+  TempDir dir;
+  WriteFile(dir / "job.yaml", TrainerJob(dir, "100000", "0.01", ", \"--heartbeat-file=/proc/spotvisor-no-such-dir/heartbeat\"",
+                                         "restart:\n  no_progress_limit: 3\n  max_restarts: 50\n"
+                                         "  backoff: {initial: 1ms, max: 10ms, multiplier: 2, jitter: 0}\n"));
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  pid_t first = 0;
+  ASSERT_TRUE(WaitUntil([&] {
+    first = TrainerPid(ReadFile(dir / "out.txt"), 1);
+    return first != 0 && std::filesystem::exists(dir / "ckpt" / "ckpt_step10");
+  }, 30s)) << ReadFile(dir / "out.txt");
+  kill(first, SIGKILL);  // the first attempt dies (say, the OOM killer); every resume then crashes
+  EXPECT_EQ(WaitExit(sv.pid, 60s), 1) << ReadFile(dir / "out.txt");
+  const std::string out = ReadFile(dir / "out.txt");
+  EXPECT_NE(out.find("restarts in a row without progress"), std::string::npos) << out;
+  EXPECT_NE(out.find("restart.no_progress_limit = 3"), std::string::npos) << out;
+  EXPECT_NE(TrainerPid(out, 4), 0) << out;  // attempt 2 resumed from step 10; 3 and 4 from 10 again
+  EXPECT_EQ(TrainerPid(out, 5), 0) << out;  // the third restart without progress is not started
+}
+
+}  // namespace
+}  // namespace spotvisor

@@ -1,0 +1,95 @@
+// The off-machine mirror end to end with the plain-Python trainer: checkpoints are mirrored
+// while it runs (directory form; and Debian's rclone with a local remote for the command
+// form), the run is stopped, and a "new machine" (empty checkpoint and state dirs, same
+// mirror) restores the newest good checkpoint and ends with the uninterrupted result.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "support/test_support.hpp"
+
+namespace spotvisor {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ReadFile;
+using testing::Spawn;
+using testing::TempDir;
+using testing::WaitExit;
+using testing::WaitUntil;
+using testing::WriteFile;
+
+const std::string kPython = "/usr/bin/python3";
+const std::string kTrainer = std::string(SPOTVISOR_SOURCE_DIR) + "/examples/plain_trainer/train.py";
+
+std::string Reference(const TempDir& dir) {
+  auto run = Spawn({kPython, kTrainer, "--ckpt-dir", (dir / "ref-ckpt").string(), "--steps", "80", "--result-file",
+                    (dir / "ref-result").string()},
+                   dir / "ref-out.txt");
+  EXPECT_EQ(WaitExit(run.pid), 0) << ReadFile(dir / "ref-out.txt");
+  return ReadFile(dir / "ref-result");
+}
+
+std::string Job(const std::string& machine, const std::string& mirror) {
+  return "job:\n  name: m\n  command: [\"" + kPython + "\", \"" + kTrainer + "\", \"--ckpt-dir\", \"{checkpoint_dir}\", " +
+         "\"--steps\", \"80\", \"--step-sleep\", \"0.08\", \"--checkpoint-every\", \"10\", \"--keep\", \"5\", " +
+         "\"--result-file\", \"{result_file}\"]\n  resume_args: [\"--resume_from={checkpoint}\"]\n" +
+         "  result_file: ./" + machine + "-result\n" +
+         "checkpoints:\n  dir: ./" + machine + "-ckpt\n  pattern: \"ckpt_step{step}\"\n  keep: 5\n" + mirror +
+         "signals:\n  grace: 5s\n  kill_timeout: 5s\n" +
+         "restart:\n  backoff: {initial: 1ms, max: 10ms, multiplier: 2, jitter: 0}\n" +
+         "telemetry:\n  state_dir: ./" + machine + "-state\n";
+}
+
+int Entries(const std::filesystem::path& dir, const std::string& prefix) {
+  int n = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    n += it->path().filename().string().rfind(prefix, 0) == 0;
+  }
+  return n;
+}
+
+// Machine A runs until a first checkpoint shows up in `mirror_dir`, then is stopped
+// (SIGTERM, exit 75); machine B starts empty and must restore and finish exactly.
+void StopThenRestoreElsewhere(const TempDir& dir, const std::string& mirror_yaml, const std::filesystem::path& mirror_dir) {
+  const std::string expected = Reference(dir);
+  WriteFile(dir / "a.yaml", Job("a", mirror_yaml));
+  auto a = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "a.yaml").string()}, dir / "a-out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return Entries(mirror_dir, "ckpt_step") > 0; }, 30s)) << ReadFile(dir / "a-out.txt");
+  kill(a.pid, SIGTERM);
+  ASSERT_EQ(WaitExit(a.pid, 60s), 75) << ReadFile(dir / "a-out.txt");
+  EXPECT_NE(ReadFile(dir / "a-out.txt").find("event=mirrored"), std::string::npos) << ReadFile(dir / "a-out.txt");
+  EXPECT_FALSE(std::filesystem::exists(dir / "a-result"));
+
+  WriteFile(dir / "b.yaml", Job("b", mirror_yaml));
+  std::string out;
+  ASSERT_EQ(testing::RunSpotvisor({"run", "--config", (dir / "b.yaml").string()}, &out, 60s), 0) << out;
+  EXPECT_NE(out.find("event=mirror_restored"), std::string::npos) << out;
+  EXPECT_NE(out.find("[trainer] resumed from=" + (dir / "b-ckpt").string()), std::string::npos) << out;
+  EXPECT_EQ(ReadFile(dir / "b-result"), expected) << out;
+}
+
+TEST(Mirror, DirectoryMirrorRestoresOntoANewMachineThatResumesExactly) {
+  TempDir dir;
+  const std::string mirror = "  mirror:\n    path: " + (dir / "bucket").string() + "\n    keep: 2\n    bandwidth: 64MiB\n";
+  StopThenRestoreElsewhere(dir, mirror, dir / "bucket");
+  EXPECT_LE(Entries(dir / "bucket", "ckpt_step"), 2);  // retention on the mirror
+  EXPECT_EQ(Entries(dir / "bucket", ".spotvisor"), 0);  // no temp copies left
+}
+
+TEST(Mirror, RcloneCommandWithALocalRemote) {
+  if (std::system("rclone version > /dev/null 2>&1") != 0) GTEST_SKIP() << "rclone is not installed (apt-get install rclone)";
+  TempDir dir;
+  const std::string remote = ":local:" + (dir / "remote").string();
+  const std::string mirror =
+      "  mirror:\n    keep: 2\n"
+      "    command: [\"rclone\", \"copy\", \"--config\", \"/dev/null\", \"{checkpoint}\", \"" + remote + "/{job}/{name}\"]\n"
+      "    prune_command: [\"rclone\", \"purge\", \"--config\", \"/dev/null\", \"" + remote + "/{job}/{name}\"]\n"
+      "    restore_command: [\"rclone\", \"copy\", \"--config\", \"/dev/null\", \"" + remote + "/{job}\", \"{restore_dir}\"]\n"
+      "    timeout: 60s\n";
+  StopThenRestoreElsewhere(dir, mirror, dir / "remote" / "m");
+  EXPECT_LE(Entries(dir / "remote" / "m", "ckpt_step"), 2);
+}
+
+}  // namespace
+}  // namespace spotvisor

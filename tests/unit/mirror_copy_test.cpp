@@ -1,0 +1,119 @@
+// The mirror's building blocks: the token bucket (time passed in, no sleeps), the verified
+// atomic tree copy, and the relay-spawned command runner.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <atomic>
+
+#include "spotvisor/mirror/command_runner.hpp"
+#include "spotvisor/mirror/rate_limiter.hpp"
+#include "spotvisor/mirror/tree_copy.hpp"
+#include "support/test_support.hpp"
+
+namespace spotvisor::mirror {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ReadFile;
+using testing::TempDir;
+
+void WriteFile(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::create_directories(path.parent_path());
+  testing::WriteFile(path, text);
+}
+
+TEST(RateLimiter, UnlimitedNeverWaits) {
+  RateLimiter r(0);
+  EXPECT_EQ(r.Reserve(1ull << 40, RateLimiter::Clock::now()), RateLimiter::Clock::duration::zero());
+}
+
+TEST(RateLimiter, OneSecondBurstThenTheRate) {
+  RateLimiter r(1000);
+  const auto t0 = RateLimiter::Clock::now() + 1h;  // well after construction: the bucket is full
+  EXPECT_EQ(r.Reserve(1000, t0), RateLimiter::Clock::duration::zero());
+  EXPECT_EQ(r.Reserve(500, t0), std::chrono::duration_cast<RateLimiter::Clock::duration>(500ms));
+  // Half a second later the debt is paid; another 500 bytes cost another half second.
+  EXPECT_EQ(r.Reserve(500, t0 + 500ms), std::chrono::duration_cast<RateLimiter::Clock::duration>(500ms));
+  // Long idle refills at most one second's worth.
+  EXPECT_EQ(r.Reserve(1000, t0 + 1h), RateLimiter::Clock::duration::zero());
+}
+
+TEST(TreeCopy, CopiesATreeVerifiedAndReplacesAnOldCopyAtomically) {
+  TempDir dir;
+  WriteFile(dir / "src" / "ck" / "a.bin", std::string(3 << 20, 'x'));
+  WriteFile(dir / "src" / "ck" / "sub" / "b.txt", "hello\n");
+  auto stats = CopyVerified(dir / "src" / "ck", dir / "mirror", "ck", {});
+  ASSERT_TRUE(stats.ok()) << stats.error().message;
+  EXPECT_EQ(stats->files, 2u);
+  EXPECT_EQ(stats->bytes, (3u << 20) + 6u);
+  EXPECT_EQ(ReadFile(dir / "mirror" / "ck" / "sub" / "b.txt"), "hello\n");
+  EXPECT_EQ(*TreeBytes(dir / "mirror" / "ck"), stats->bytes);
+  // A second copy replaces the first; nothing is left under a temp name.
+  WriteFile(dir / "src" / "ck" / "sub" / "b.txt", "changed\n");
+  ASSERT_TRUE(CopyVerified(dir / "src" / "ck", dir / "mirror", "ck", {}).ok());
+  EXPECT_EQ(ReadFile(dir / "mirror" / "ck" / "sub" / "b.txt"), "changed\n");
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir / "mirror")) ++entries;
+  EXPECT_EQ(entries, 1);
+}
+
+TEST(TreeCopy, ASingleFileCheckpoint) {
+  TempDir dir;
+  WriteFile(dir / "step_5.pt", "payload");
+  ASSERT_TRUE(CopyVerified(dir / "step_5.pt", dir / "m", "step_5.pt", {}).ok());
+  EXPECT_EQ(ReadFile(dir / "m" / "step_5.pt"), "payload");
+}
+
+TEST(TreeCopy, CancelLeavesNothingBehind) {
+  TempDir dir;
+  WriteFile(dir / "ck" / "a.bin", std::string(4 << 20, 'y'));
+  CopyControl control;
+  control.cancelled = [] { return true; };
+  auto r = CopyVerified(dir / "ck", dir / "m", "ck", control);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("cancelled"), std::string::npos);
+  EXPECT_TRUE(std::filesystem::is_empty(dir / "m"));
+}
+
+TEST(TreeCopy, AFullTargetFailsCleanly) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root for a tmpfs";
+  TempDir dir;
+  std::filesystem::create_directories(dir / "small");
+  if (std::system(("mount -t tmpfs -o size=1m tmpfs " + (dir / "small").string()).c_str()) != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here";
+  }
+  WriteFile(dir / "ck" / "a.bin", std::string(3 << 20, 'z'));
+  auto r = CopyVerified(dir / "ck", dir / "small", "ck", {});
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(std::filesystem::is_empty(dir / "small"));
+  std::system(("umount " + (dir / "small").string()).c_str());
+}
+
+TEST(CommandRunner, ExitCodesSignalsAndTimeouts) {
+  TempDir dir;
+  auto ok = RunCommand({"true"}, dir.path(), 10s);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_TRUE(ok->ok());
+  auto fail = RunCommand({"sh", "-c", "exit 7"}, dir.path(), 10s);
+  ASSERT_TRUE(fail.ok());
+  EXPECT_EQ(fail->exit_code, 7);
+  auto killed = RunCommand({"sh", "-c", "kill -9 $$"}, dir.path(), 10s);
+  ASSERT_TRUE(killed.ok());
+  EXPECT_EQ(killed->signal, 9);
+  const auto start = std::chrono::steady_clock::now();
+  auto slow = RunCommand({"sleep", "30"}, dir.path(), 300ms);
+  ASSERT_TRUE(slow.ok());
+  EXPECT_TRUE(slow->timed_out);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  std::atomic<bool> cancel{true};
+  auto cancelled = RunCommand({"sleep", "30"}, dir.path(), 60s, [&] { return cancel.load(); });
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_TRUE(cancelled->timed_out);
+  EXPECT_FALSE(RunCommand({"/nonexistent/program"}, dir.path(), 1s).ok());
+  auto cwd = RunCommand({"sh", "-c", "pwd > out.txt"}, dir.path(), 10s);
+  ASSERT_TRUE(cwd.ok());
+  EXPECT_EQ(ReadFile(dir / "out.txt"), dir.path().string() + "\n");
+}
+
+}  // namespace
+}  // namespace spotvisor::mirror
