@@ -1,36 +1,28 @@
-// Resume selection by name only: the newest entry matching the pattern. The catalog
-// replaces this with full validation.
+// The supervisor's resume selection, backed by the catalog: newest checkpoint that passes
+// validation now; bad newer ones quarantined, retention and the latest link applied.
+// Runs on the supervisor's worker thread.
 #include "spotvisor/checkpoint/resume_selector.hpp"
 
-#include <system_error>
-
-#include "spotvisor/checkpoint/name_pattern.hpp"
+#include "spotvisor/checkpoint/catalog.hpp"
 
 namespace spotvisor::checkpoint {
 namespace {
 
-class NewestByName final : public ResumeSelector {
+class FreshStart final : public ResumeSelector {
  public:
-  explicit NewestByName(const config::JobConfig& job) : job_(job) {}
+  Result<Selection> SelectForResume() override { return Selection{}; }
+};
+
+class CatalogSelector final : public ResumeSelector {
+ public:
+  explicit CatalogSelector(const config::JobConfig& job) : job_(job) {}
 
   Result<Selection> SelectForResume() override {
-    Selection selection;
-    if (!job_.checkpoints.dir) return selection;
-    auto pattern = NamePattern::Parse(job_.checkpoints.pattern);
-    if (!pattern) return pattern.error();
-    const auto& dir = *job_.checkpoints.dir;
-    std::error_code ec;
-    std::filesystem::directory_iterator it(dir, ec);
-    if (ec == std::errc::no_such_file_or_directory) return selection;
-    if (ec) return Error{"cannot read checkpoint dir " + dir.string() + ": " + ec.message()};
-    for (const auto& entry : it) {
-      const auto step = pattern->Match(entry.path().filename().string());
-      if (!step) continue;
-      if (!selection.chosen || *step > selection.chosen->step) {
-        selection.chosen = ResumePoint{dir / entry.path().filename(), *step};
-      }
-    }
-    return selection;
+    // Built per call: the job's config may be reloaded between attempts, and the cache
+    // file must be re-read in case another tool (spotvisor checkpoints) refreshed it.
+    auto catalog = Catalog::FromConfig(job_);
+    if (!catalog) return catalog.error();
+    return catalog->Select(/*act=*/true);
   }
 
  private:
@@ -40,7 +32,8 @@ class NewestByName final : public ResumeSelector {
 }  // namespace
 
 std::unique_ptr<ResumeSelector> MakeResumeSelector(const config::JobConfig& job) {
-  return std::make_unique<NewestByName>(job);
+  if (!job.checkpoints.dir) return std::make_unique<FreshStart>();
+  return std::make_unique<CatalogSelector>(job);
 }
 
 }  // namespace spotvisor::checkpoint

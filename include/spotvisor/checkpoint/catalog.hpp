@@ -1,0 +1,84 @@
+// The checkpoint catalog of one job: finds checkpoints in checkpoints.dir by pattern,
+// judges them (cache or validation), picks the newest good one, and — only when asked to
+// act (during `run`) — quarantines bad newer ones, applies retention, replaces the
+// `latest` link, rewrites DeepSpeed/Megatron hints and saves the verdict cache.
+// Blocking; call from a worker thread, never the io thread. One call at a time.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spotvisor/checkpoint/name_pattern.hpp"
+#include "spotvisor/checkpoint/resume_selector.hpp"
+#include "spotvisor/checkpoint/validator.hpp"
+#include "spotvisor/checkpoint/verdict_cache.hpp"
+#include "spotvisor/config/job_config.hpp"
+
+namespace spotvisor::checkpoint {
+
+inline constexpr std::string_view kQuarantineDir = ".spotvisor-quarantine";
+inline constexpr std::string_view kCacheFileName = "checkpoint-cache.json";
+
+struct CatalogEntry {
+  std::string name;                 // entry in checkpoints.dir
+  std::filesystem::path path;       // checkpoints.dir / name
+  std::uint64_t step = 0;
+  bool is_directory = false;
+  CacheKey key;                     // size (all files), newest mtime, inode
+  std::optional<Verdict> verdict;   // after Judge
+  bool from_cache = false;          // verdict came from the cache
+  std::string scan_error;           // cannot stat / walk: bad without validating
+};
+
+struct CatalogOptions {
+  std::filesystem::path dir;        // absolute, no trailing slash
+  std::string pattern;
+  ValidatorOptions validator;       // level, format, marker, root = dir
+  std::filesystem::path cache_file; // empty: no cache
+  bool quarantine = true;
+  int keep = 0;                     // 0 = keep all
+  std::string latest_link;          // empty = none
+  bool rewrite_hints = false;
+};
+
+class Catalog {
+ public:
+  static Result<Catalog> Create(CatalogOptions options);
+  // From a finalized job config; cache in telemetry.state_dir.
+  static Result<Catalog> FromConfig(const config::JobConfig& job);
+
+  // Entries matching the pattern, newest step first (ties by name). A missing dir is
+  // empty; an unreadable dir is an Error; an unreadable entry carries scan_error.
+  Result<std::vector<CatalogEntry>> Scan() const;
+
+  // Fills each entry's verdict: from the cache when `use_cache` and the key matches, else
+  // by validating now (and remembering it in the in-memory cache).
+  void Judge(std::vector<CatalogEntry>& entries, bool use_cache);
+
+  // The newest good checkpoint, validated now. With `act`, bad newer ones are
+  // quarantined (when configured), then retention, the latest link, hints and the cache
+  // file are updated. Without `act` nothing on disk changes.
+  Result<Selection> Select(bool act);
+
+  // Deletes good checkpoints beyond `keep`, oldest first; never the newest good one,
+  // never one newer than the keep-th good one, never a temp name. Uses cached verdicts.
+  Result<std::vector<std::filesystem::path>> ApplyRetention();
+
+  Status SaveCache() const { return cache_.Save(); }
+  const CatalogOptions& options() const { return options_; }
+
+ private:
+  Catalog(CatalogOptions options, NamePattern pattern);
+  Verdict Validate(const CatalogEntry& entry) const;
+  Result<std::filesystem::path> Quarantine(const CatalogEntry& entry) const;
+  Status AfterChoice(const CatalogEntry& chosen, bool fell_back);
+
+  CatalogOptions options_;   // as given; dir absolute
+  NamePattern pattern_;      // parsed options_.pattern
+  VerdictCache cache_;       // loaded at creation
+};
+
+}  // namespace spotvisor::checkpoint

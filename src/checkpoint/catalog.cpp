@@ -1,0 +1,238 @@
+// The checkpoint catalog; see catalog.hpp. Only Select(act=true) and ApplyRetention touch
+// the disk; listing commands use Scan/Judge/Select(false), which never write anything.
+#include "spotvisor/checkpoint/catalog.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "spotvisor/checkpoint/atomic_link.hpp"
+#include "spotvisor/util/atomic_file.hpp"
+#include "spotvisor/checkpoint/hash_pool.hpp"
+#include "spotvisor/checkpoint/hints.hpp"
+#include "spotvisor/checkpoint/manifest.hpp"
+
+namespace spotvisor::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::int64_t MtimeNs(const struct stat& st) {
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+// Size of every file, newest mtime of anything, inode of the top: the cache key. Never
+// follows symlinks inside a directory.
+Result<CacheKey> KeyOf(const fs::path& path, bool& is_directory) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return Error{path.string() + ": cannot stat (" + std::string(std::strerror(errno)) + ")"};
+  }
+  CacheKey key{static_cast<std::uint64_t>(st.st_size), MtimeNs(st), static_cast<std::uint64_t>(st.st_ino)};
+  is_directory = S_ISDIR(st.st_mode);
+  if (!is_directory) return key;
+  key.size = 0;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(path, fs::directory_options::none, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    struct stat sub {};
+    if (::lstat(it->path().c_str(), &sub) != 0) continue;
+    key.mtime_ns = std::max(key.mtime_ns, MtimeNs(sub));
+    if (S_ISREG(sub.st_mode)) key.size += static_cast<std::uint64_t>(sub.st_size);
+  }
+  if (ec) return Error{path.string() + ": cannot list (" + ec.message() + ")"};
+  return key;
+}
+
+}  // namespace
+
+Catalog::Catalog(CatalogOptions options, NamePattern pattern)
+    : options_(std::move(options)), pattern_(std::move(pattern)), cache_(options_.dir, options_.cache_file) {
+  cache_.Load();
+}
+
+Result<Catalog> Catalog::Create(CatalogOptions options) {
+  auto pattern = NamePattern::Parse(options.pattern);
+  if (!pattern) return pattern.error();
+  if (options.dir.empty()) return Error{"checkpoints.dir is not set"};
+  options.dir = options.dir.lexically_normal();
+  if (options.dir.string().size() > 1 && options.dir.string().back() == '/') options.dir = options.dir.parent_path();
+  if (options.validator.root.empty()) options.validator.root = options.dir;
+  if (options.validator.pool == nullptr) options.validator.pool = &HashPool::Shared();
+  return Catalog(std::move(options), std::move(*pattern));
+}
+
+Result<Catalog> Catalog::FromConfig(const config::JobConfig& job) {
+  const auto& c = job.checkpoints;
+  if (!c.dir) return Error{"checkpoints.dir is not set"};
+  CatalogOptions o;
+  o.dir = fs::absolute(*c.dir);
+  o.pattern = c.pattern;
+  o.validator.level = c.validate;
+  o.validator.format = c.format;
+  o.validator.marker = c.marker;
+  if (!job.telemetry.state_dir.empty()) o.cache_file = job.telemetry.state_dir / std::string(kCacheFileName);
+  o.quarantine = c.quarantine;
+  o.keep = c.keep;
+  o.latest_link = c.latest_link;
+  o.rewrite_hints = c.rewrite_hints;
+  return Create(std::move(o));
+}
+
+Result<std::vector<CatalogEntry>> Catalog::Scan() const {
+  std::vector<CatalogEntry> entries;
+  std::error_code ec;
+  fs::directory_iterator it(options_.dir, ec);
+  if (ec == std::errc::no_such_file_or_directory) return entries;
+  if (ec) return Error{"cannot read checkpoint dir " + options_.dir.string() + ": " + ec.message()};
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) return Error{"cannot read checkpoint dir " + options_.dir.string() + ": " + ec.message()};
+    const std::string name = it->path().filename().string();
+    const auto step = pattern_.Match(name);
+    if (!step || name == options_.latest_link) continue;
+    CatalogEntry e;
+    e.name = name;
+    e.path = options_.dir / name;
+    e.step = *step;
+    auto key = KeyOf(e.path, e.is_directory);
+    if (key) e.key = *key;
+    else e.scan_error = key.error().message;
+    entries.push_back(std::move(e));
+  }
+  std::sort(entries.begin(), entries.end(), [](const CatalogEntry& a, const CatalogEntry& b) {
+    return a.step != b.step ? a.step > b.step : a.name > b.name;
+  });
+  return entries;
+}
+
+Verdict Catalog::Validate(const CatalogEntry& e) const {
+  if (!e.scan_error.empty()) return Verdict{false, e.scan_error, ""};
+  return ValidateCheckpoint(e.path, options_.validator);
+}
+
+void Catalog::Judge(std::vector<CatalogEntry>& entries, bool use_cache) {
+  for (auto& e : entries) {
+    if (use_cache && e.scan_error.empty()) {
+      if (auto v = cache_.Find(e.name, e.key, options_.validator.level)) {
+        e.verdict = std::move(*v);
+        e.from_cache = true;
+        continue;
+      }
+    }
+    e.verdict = Validate(e);
+    e.from_cache = false;
+    if (e.scan_error.empty()) cache_.Put(e.name, e.key, options_.validator.level, *e.verdict);
+  }
+}
+
+Result<fs::path> Catalog::Quarantine(const CatalogEntry& e) const {
+  const fs::path qdir = options_.dir / std::string(kQuarantineDir);
+  std::error_code ec;
+  fs::create_directories(qdir, ec);
+  if (ec) return Error{"cannot create " + qdir.string() + ": " + ec.message()};
+  fs::path target = qdir / e.name;
+  for (int n = 1; fs::exists(fs::symlink_status(target, ec)); ++n) target = qdir / (e.name + "." + std::to_string(n));
+  fs::rename(e.path, target, ec);
+  if (ec) return Error{"cannot move " + e.path.string() + " into " + qdir.string() + ": " + ec.message()};
+  if (!e.is_directory) {  // its sidecar manifest goes with it
+    const fs::path sidecar = ManifestPathFor(e.path, false);
+    if (fs::exists(fs::symlink_status(sidecar, ec))) {
+      fs::rename(sidecar, ManifestPathFor(target, false), ec);
+    }
+  }
+  if (auto st = SyncDirectory(qdir); !st) return st.error();
+  if (auto st = SyncDirectory(options_.dir); !st) return st.error();
+  return target;
+}
+
+Result<Selection> Catalog::Select(bool act) {
+  auto entries = Scan();
+  if (!entries) return entries.error();
+  Selection selection;
+  const CatalogEntry* chosen = nullptr;
+  for (auto& e : *entries) {
+    // A cached bad verdict with an unchanged key is final; anything else is validated now.
+    auto cached = e.scan_error.empty() ? cache_.Find(e.name, e.key, options_.validator.level) : std::nullopt;
+    Verdict v = (cached && !cached->good) ? *cached : Validate(e);
+    if (e.scan_error.empty()) cache_.Put(e.name, e.key, options_.validator.level, v);
+    e.verdict = v;
+    if (v.good) {
+      chosen = &e;
+      break;
+    }
+    Rejection r{e.path, v.reason, std::nullopt};
+    if (act && options_.quarantine) {
+      auto moved = Quarantine(e);
+      if (moved) {
+        r.moved_to = *moved;
+        cache_.Erase(e.name);
+      } else {
+        spdlog::error("event=checkpoint_quarantine_failed path={} error=\"{}\"", e.path.string(), moved.error().message);
+      }
+    }
+    if (act) {
+      spdlog::warn("event=checkpoint_rejected path={} step={} reason=\"{}\"{}", e.path.string(), e.step, v.reason,
+                   r.moved_to ? " quarantined_to=" + r.moved_to->string() : "");
+    }
+    selection.rejected.push_back(std::move(r));
+  }
+  if (chosen != nullptr) selection.chosen = ResumePoint{chosen->path, chosen->step};
+  if (!act) return selection;
+  if (chosen != nullptr) {
+    if (auto st = AfterChoice(*chosen, !selection.rejected.empty()); !st) {
+      spdlog::error("event=checkpoint_upkeep_failed error=\"{}\"", st.error().message);
+    }
+  }
+  if (auto st = cache_.Save(); !st) spdlog::warn("event=checkpoint_cache_not_saved error=\"{}\"", st.error().message);
+  return selection;
+}
+
+Status Catalog::AfterChoice(const CatalogEntry& chosen, bool fell_back) {
+  for (const auto& hint : ReadHints(options_.dir)) {
+    if (!hint.parses || (hint.value != chosen.name && hint.value != std::to_string(chosen.step))) {
+      spdlog::info("event=checkpoint_hint_disagrees file={} says=\"{}\" chosen={}", hint.file.string(), hint.value,
+                   chosen.name);
+    }
+  }
+  if (fell_back && options_.rewrite_hints) {
+    auto rewritten = RewriteHints(options_.dir, chosen.name, chosen.step);
+    if (!rewritten) return rewritten.error();
+    for (const auto& f : *rewritten) spdlog::info("event=checkpoint_hint_rewritten file={} to={}", f.string(), chosen.name);
+  }
+  if (!options_.latest_link.empty()) {
+    if (auto st = ReplaceSymlinkAtomically(options_.dir / options_.latest_link, chosen.name); !st) return st;
+  }
+  auto deleted = ApplyRetention();
+  if (!deleted) return deleted.error();
+  return Ok{};
+}
+
+Result<std::vector<fs::path>> Catalog::ApplyRetention() {
+  std::vector<fs::path> deleted;
+  if (options_.keep <= 0) return deleted;
+  auto entries = Scan();
+  if (!entries) return entries.error();
+  Judge(*entries, /*use_cache=*/true);
+  int good = 0;
+  for (const auto& e : *entries) {
+    if (!e.verdict || !e.verdict->good) continue;
+    if (++good <= options_.keep) continue;
+    std::error_code ec;
+    fs::remove_all(e.path, ec);
+    if (ec) return Error{"retention: cannot delete " + e.path.string() + ": " + ec.message()};
+    if (!e.is_directory) fs::remove(ManifestPathFor(e.path, false), ec);
+    cache_.Erase(e.name);
+    spdlog::info("event=checkpoint_deleted path={} step={} keep={}", e.path.string(), e.step, options_.keep);
+    deleted.push_back(e.path);
+  }
+  if (!deleted.empty()) {
+    if (auto st = SyncDirectory(options_.dir); !st) return st.error();
+  }
+  return deleted;
+}
+
+}  // namespace spotvisor::checkpoint

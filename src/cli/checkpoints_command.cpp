@@ -1,0 +1,111 @@
+// `spotvisor checkpoints`: the job's checkpoints as a table (or JSON) with path, step,
+// size, age, verdict and reason. Reads only; `--update-cache` may write the verdict cache
+// in the job's state dir, never anything in the checkpoints dir.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "job_options.hpp"
+#include "spotvisor/checkpoint/catalog.hpp"
+#include "spotvisor/cli/app.hpp"
+#include "spotvisor/util/units.hpp"
+
+namespace spotvisor::cli {
+namespace {
+
+struct CheckpointsOptions {
+  JobOptions job;             // --config, --dir/--checkpoint-dir, --pattern, --validate, ...
+  bool json = false;          // --json
+  bool update_cache = false;  // --update-cache
+};
+
+std::string Age(std::int64_t mtime_ns) {
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  const std::int64_t s = std::max<std::int64_t>(0, now - mtime_ns / 1'000'000'000);
+  if (s < 120) return std::to_string(s) + "s";
+  if (s < 7200) return std::to_string(s / 60) + "m";
+  if (s < 172800) return std::to_string(s / 3600) + "h";
+  return std::to_string(s / 86400) + "d";
+}
+
+void PrintTable(const std::vector<checkpoint::CatalogEntry>& entries) {
+  std::vector<std::vector<std::string>> rows = {{"PATH", "STEP", "SIZE", "AGE", "VERDICT", "REASON"}};
+  for (const auto& e : entries) {
+    rows.push_back({e.path.string(), std::to_string(e.step), FormatSize(e.key.size), Age(e.key.mtime_ns),
+                    e.verdict->good ? "good" : "BAD", e.verdict->reason + (e.from_cache ? " (cached)" : "")});
+  }
+  std::vector<std::size_t> width(rows[0].size(), 0);
+  for (const auto& r : rows) {
+    for (std::size_t c = 0; c + 1 < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  }
+  for (const auto& r : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < r.size(); ++c) {
+      line += r[c];
+      if (c + 1 < r.size()) line += std::string(width[c] - r[c].size() + 2, ' ');
+    }
+    std::puts(line.c_str());
+  }
+}
+
+void PrintJson(const std::vector<checkpoint::CatalogEntry>& entries) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& e : entries) {
+    out.push_back({{"path", e.path.string()}, {"name", e.name}, {"step", e.step}, {"size", e.key.size},
+                   {"mtime_ns", e.key.mtime_ns}, {"directory", e.is_directory}, {"good", e.verdict->good},
+                   {"format", e.verdict->format}, {"reason", e.verdict->reason}, {"cached", e.from_cache}});
+  }
+  std::puts(out.dump(2).c_str());
+}
+
+}  // namespace
+
+void AddCheckpointsCommand(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<CheckpointsOptions>();
+  CLI::App* cmd = app.add_subcommand("checkpoints", "List a job's checkpoints with their verdicts (changes nothing)");
+  cmd->footer("Examples:\n  spotvisor checkpoints --config job.yaml\n"
+              "  spotvisor checkpoints --dir ./ckpt --pattern 'ckpt_step{step}' --json\n"
+              "Exit codes: 0 every checkpoint is good, 1 none found or some are bad, 64 usage, 78 configuration error.");
+  AddJobOptions(*cmd, o->job, /*with_command=*/false);
+  cmd->add_option("--dir", o->job.checkpoint_dir, "checkpoints.dir (same as --checkpoint-dir)");
+  cmd->add_flag("--json", o->json, "Print JSON instead of a table");
+  cmd->add_flag("--update-cache", o->update_cache,
+                "Remember the verdicts in the job's state dir (checkpoint-cache.json); checkpoints are never touched");
+  cmd->callback([o, &exit_code] {
+    auto job = LoadJob(o->job, /*require_command=*/false);
+    if (!job) {
+      std::fprintf(stderr, "spotvisor: configuration error: %s\n", job.error().message.c_str());
+      exit_code = exit_code::kConfig;
+      return;
+    }
+    auto catalog = checkpoint::Catalog::FromConfig(*job);
+    if (!catalog) {
+      std::fprintf(stderr, "spotvisor: configuration error: %s\n", catalog.error().message.c_str());
+      exit_code = exit_code::kConfig;
+      return;
+    }
+    auto entries = catalog->Scan();
+    if (!entries) {
+      std::fprintf(stderr, "spotvisor: %s\n", entries.error().message.c_str());
+      exit_code = exit_code::kFailed;
+      return;
+    }
+    catalog->Judge(*entries, /*use_cache=*/true);
+    if (o->json) PrintJson(*entries);
+    else PrintTable(*entries);
+    if (o->update_cache) {
+      if (auto st = catalog->SaveCache(); !st) std::fprintf(stderr, "spotvisor: %s\n", st.error().message.c_str());
+    }
+    bool all_good = !entries->empty();
+    for (const auto& e : *entries) all_good = all_good && e.verdict->good;
+    exit_code = all_good ? exit_code::kDone : exit_code::kFailed;
+  });
+}
+
+}  // namespace spotvisor::cli

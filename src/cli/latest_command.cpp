@@ -1,0 +1,53 @@
+// `spotvisor latest`: the newest good checkpoint's path on stdout, exactly as {checkpoint}
+// expands (checkpoints.dir joined with the name), for shell scripts. Validates the
+// candidates now (newest first); changes nothing. Exit 1 when there is none.
+#include <cstdio>
+#include <memory>
+
+#include "commands.hpp"
+#include "job_options.hpp"
+#include "spotvisor/checkpoint/catalog.hpp"
+#include "spotvisor/cli/app.hpp"
+
+namespace spotvisor::cli {
+
+void AddLatestCommand(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<JobOptions>();
+  CLI::App* cmd = app.add_subcommand("latest", "Print the path of the newest good checkpoint (changes nothing)");
+  cmd->footer("Example:\n  ckpt=$(spotvisor latest --dir /ckpt --pattern 'step_{step}.pt') && resume \"$ckpt\"\n"
+              "Exit codes: 0 found (path on stdout), 1 none, 64 usage, 78 configuration error.");
+  AddJobOptions(*cmd, *o, /*with_command=*/false);
+  cmd->add_option("--dir", o->checkpoint_dir, "checkpoints.dir (same as --checkpoint-dir)");
+  cmd->callback([o, &exit_code] {
+    auto job = LoadJob(*o, /*require_command=*/false);
+    if (!job) {
+      std::fprintf(stderr, "spotvisor: configuration error: %s\n", job.error().message.c_str());
+      exit_code = exit_code::kConfig;
+      return;
+    }
+    auto catalog = checkpoint::Catalog::FromConfig(*job);
+    if (!catalog) {
+      std::fprintf(stderr, "spotvisor: configuration error: %s\n", catalog.error().message.c_str());
+      exit_code = exit_code::kConfig;
+      return;
+    }
+    auto selection = catalog->Select(/*act=*/false);
+    if (!selection) {
+      std::fprintf(stderr, "spotvisor: %s\n", selection.error().message.c_str());
+      exit_code = exit_code::kFailed;
+      return;
+    }
+    for (const auto& r : selection->rejected) {
+      std::fprintf(stderr, "spotvisor: skipped %s: %s\n", r.path.c_str(), r.reason.c_str());
+    }
+    if (!selection->chosen) {
+      std::fprintf(stderr, "spotvisor: no good checkpoint in %s\n", catalog->options().dir.c_str());
+      exit_code = exit_code::kFailed;
+      return;
+    }
+    std::printf("%s\n", selection->chosen->path.c_str());
+    exit_code = exit_code::kDone;
+  });
+}
+
+}  // namespace spotvisor::cli

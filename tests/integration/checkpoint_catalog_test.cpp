@@ -1,0 +1,379 @@
+// The checkpoint catalog on real files: torch.save checkpoints written by Debian's
+// python3-torch (model + optimizer), safetensors written by test code, HF-style and
+// DCP-style directories; the corruption matrix of issue 4 (verdict and reason each);
+// selection, quarantine, cache, retention, latest link, hints; and the CLI commands.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "../unit/checkpoint_test_files.hpp"
+#include "spotvisor/checkpoint/byte_source.hpp"
+#include "spotvisor/checkpoint/catalog.hpp"
+#include "spotvisor/checkpoint/hash_pool.hpp"
+#include "spotvisor/checkpoint/manifest.hpp"
+#include "spotvisor/checkpoint/zip_archive.hpp"
+#include "support/test_support.hpp"
+
+namespace spotvisor::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using spotvisor::testing::ReadFile;
+using spotvisor::testing::RunSpotvisor;
+using spotvisor::testing::TempDir;
+using spotvisor::testing::WriteFile;
+
+// Writes fixtures with real torch: two torch.save files of a model + Adam state, a legacy
+// (pre-1.6 format) file, and torch.save archives written to a stream, concatenated as DCP
+// does (`archive/` prefix), with a pickled .metadata.
+constexpr const char* kFixtureScript = R"PY(
+import io, os, pickle, sys, torch
+out = sys.argv[1]
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+opt = torch.optim.Adam(m.parameters())
+m(torch.randn(8, 64)).sum().backward(); opt.step()
+state = {"model": m.state_dict(), "optimizer": opt.state_dict(), "step": 7}
+torch.save(state, os.path.join(out, "model.pt"))
+torch.save(opt.state_dict(), os.path.join(out, "optimizer.pt"))
+torch.save(state, os.path.join(out, "legacy.pt"), _use_new_zipfile_serialization=False)
+shard = io.BytesIO()
+shard.write(b"byte-io-item")
+for t in (torch.randn(32, 32), torch.arange(100)):
+    torch.save(t, shard)
+open(os.path.join(out, "__0_0.distcp"), "wb").write(shard.getvalue())
+open(os.path.join(out, ".metadata"), "wb").write(pickle.dumps({"storage_data": {"w": ("__0_0.distcp", 12)}}, protocol=2))
+)PY";
+
+class CheckpointCatalog : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) return;
+    fixtures_ = new TempDir();
+    WriteFile(*fixtures_ / "make.py", kFixtureScript);
+    const std::string cmd = "/usr/bin/python3 " + (*fixtures_ / "make.py").string() + " " + fixtures_->path().string();
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << "fixture script failed";
+  }
+  static void TearDownTestSuite() {
+    delete fixtures_;
+    fixtures_ = nullptr;
+  }
+  void SetUp() override {
+    if (fixtures_ == nullptr) GTEST_SKIP() << "/usr/bin/python3 has no torch (install python3-torch) - skipping real-file tests";
+    dir_ = tmp_ / "ckpt";
+    fs::create_directories(dir_);
+  }
+  static fs::path Fixture(const std::string& name) { return *fixtures_ / name; }
+
+  Verdict Validate(const fs::path& p, const std::string& format = "auto", const std::string& marker = "") {
+    ValidatorOptions o;
+    o.format = format;
+    o.marker = marker;
+    o.root = dir_;
+    o.pool = &pool_;
+    return ValidateCheckpoint(p, o);
+  }
+  // A copy of model.pt with `edit` applied to its bytes.
+  fs::path Edited(const std::string& name, const std::function<void(std::string&)>& edit) {
+    std::string bytes = ReadFile(Fixture("model.pt"));
+    edit(bytes);
+    WriteFile(dir_ / name, bytes);
+    return dir_ / name;
+  }
+  ZipArchive IndexOf(const fs::path& file) {
+    auto src = FileSource::Open(file);
+    EXPECT_TRUE(src);
+    auto a = ReadZipIndex(*src, src->size(), true);
+    EXPECT_TRUE(a);
+    EXPECT_TRUE(CheckZipLayout(*src, *a));
+    return *a;
+  }
+  // An HF Trainer-style checkpoint directory.
+  fs::path MakeHf(const std::string& name) {
+    const fs::path d = dir_ / name;
+    fs::create_directories(d);
+    WriteFile(d / "model.safetensors",
+              testfiles::Safetensors(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", std::string(16, '\x3f')));
+    fs::copy_file(Fixture("optimizer.pt"), d / "optimizer.pt");
+    fs::copy_file(Fixture("optimizer.pt"), d / "rng_state.pth");
+    WriteFile(d / "config.json", R"({"model_type": "test"})");
+    WriteFile(d / "trainer_state.json", R"({"global_step": 10, "log_history": []})");
+    return d;
+  }
+  fs::path MakeDcp(const std::string& name) {
+    const fs::path d = dir_ / name;
+    fs::create_directories(d);
+    fs::copy_file(Fixture("__0_0.distcp"), d / "__0_0.distcp");
+    fs::copy_file(Fixture(".metadata"), d / ".metadata");
+    return d;
+  }
+  Result<Catalog> MakeCatalog(const std::string& pattern, bool quarantine = true, int keep = 0) {
+    CatalogOptions o;
+    o.dir = dir_;
+    o.pattern = pattern;
+    o.validator.pool = &pool_;
+    o.cache_file = tmp_ / "state" / "checkpoint-cache.json";
+    o.quarantine = quarantine;
+    o.keep = keep;
+    return Catalog::Create(o);
+  }
+
+  static inline TempDir* fixtures_ = nullptr;  // shared by the suite, written once
+  TempDir tmp_;
+  fs::path dir_;
+  HashPool pool_{2};
+};
+
+#define EXPECT_BAD(verdict, text)                                                       \
+  do {                                                                                  \
+    const Verdict v_ = (verdict);                                                       \
+    EXPECT_FALSE(v_.good) << v_.reason;                                                 \
+    EXPECT_NE(v_.reason.find(text), std::string::npos) << "reason: " << v_.reason;     \
+  } while (0)
+
+TEST_F(CheckpointCatalog, RealTorchFilesAreGood) {
+  fs::copy_file(Fixture("model.pt"), dir_ / "step_1.pt");
+  const Verdict v = Validate(dir_ / "step_1.pt");
+  EXPECT_TRUE(v.good) << v.reason;
+  EXPECT_EQ(v.format, "torch.save");
+  fs::copy_file(Fixture("legacy.pt"), dir_ / "step_2.pt");
+  const Verdict legacy = Validate(dir_ / "step_2.pt");
+  EXPECT_TRUE(legacy.good) << legacy.reason;
+  EXPECT_NE(legacy.reason.find("structure only"), std::string::npos) << legacy.reason;
+}
+
+TEST_F(CheckpointCatalog, TruncatedAtSeveralOffsets) {
+  const auto size = fs::file_size(Fixture("model.pt"));
+  for (std::uintmax_t keep : {std::uintmax_t{100}, size / 2, size - 200, size - 1}) {
+    const auto p = Edited("trunc.pt", [&](std::string& b) { b.resize(keep); });
+    EXPECT_BAD(Validate(p), "no end-of-central-directory record");
+  }
+  EXPECT_BAD(Validate(Edited("tiny.pt", [](std::string& b) { b.resize(10); })), "too short for a ZIP archive");
+}
+
+TEST_F(CheckpointCatalog, FlippedByteInTensorData) {
+  const auto a = IndexOf(Fixture("model.pt"));
+  const ZipEntry* tensor = nullptr;
+  for (const auto& e : a.entries) {
+    if (e.name.find("/data/") != std::string::npos && e.size > 100) tensor = &e;
+  }
+  ASSERT_NE(tensor, nullptr);
+  const auto at = tensor->data_offset + tensor->size / 2;
+  const auto p = Edited("flip.pt", [&](std::string& b) { b[at] ^= 0x10; });
+  EXPECT_BAD(Validate(p), "entry '" + tensor->name + "': CRC-32 mismatch");
+  EXPECT_BAD(Validate(p), "(offset " + std::to_string(tensor->data_offset) + ")");
+  ValidatorOptions format_only;
+  format_only.level = config::ValidateLevel::kFormat;
+  EXPECT_TRUE(ValidateCheckpoint(p, format_only).good) << "format level does not read tensor bytes";
+}
+
+TEST_F(CheckpointCatalog, FlippedByteInLocalHeaderAndCentralDirectory) {
+  const auto a = IndexOf(Fixture("model.pt"));
+  const auto& second = a.entries[1];
+  EXPECT_BAD(Validate(Edited("lh.pt", [&](std::string& b) { b[second.header_offset + 1] ^= 0x01; })),
+             "entry '" + second.name + "': local header signature is wrong (offset " +
+                 std::to_string(second.header_offset) + ")");
+  EXPECT_BAD(Validate(Edited("lhname.pt", [&](std::string& b) { b[second.header_offset + 31] ^= 0x01; })),
+             "local header names");
+  EXPECT_BAD(Validate(Edited("cd.pt", [&](std::string& b) { b[a.cd_offset + 2] ^= 0x01; })),
+             "central directory entry 0 is missing or damaged (offset " + std::to_string(a.cd_offset) + ")");
+  EXPECT_BAD(Validate(Edited("cdcrc.pt", [&](std::string& b) { b[a.cd_offset + 16] ^= 0x01; })),
+             "data descriptor is missing or disagrees with the central directory");
+}
+
+TEST_F(CheckpointCatalog, ZeroLengthFileAndEmptyDirectory) {
+  WriteFile(dir_ / "step_1.pt", "");
+  EXPECT_BAD(Validate(dir_ / "step_1.pt"), "empty file (0 bytes)");
+  fs::create_directories(dir_ / "checkpoint-1");
+  EXPECT_BAD(Validate(dir_ / "checkpoint-1"), "empty directory (no files)");
+  const auto hf = MakeHf("checkpoint-2");
+  WriteFile(hf / "optimizer.pt", "");
+  EXPECT_BAD(Validate(hf), "optimizer.pt: empty file (0 bytes)");
+}
+
+TEST_F(CheckpointCatalog, CommitMarkers) {
+  const auto hf = MakeHf("checkpoint-3");
+  EXPECT_BAD(Validate(hf, "auto", "COMMITTED"), "missing commit marker 'COMMITTED'");
+  WriteFile(hf / "COMMITTED", "");
+  EXPECT_TRUE(Validate(hf, "auto", "COMMITTED").good);
+  const auto dcp = MakeDcp("checkpoint-4");
+  fs::rename(dcp / ".metadata", dcp / ".metadata.tmp");
+  EXPECT_BAD(Validate(dcp), "missing DCP commit marker '.metadata' (only .metadata.tmp");
+  const auto orbax = dir_ / "5";
+  fs::create_directories(orbax / "state");
+  WriteFile(orbax / "state" / "d0", "ocdbt-bytes");
+  WriteFile(orbax / "_CHECKPOINT_METADATA", R"({"init_timestamp_nsecs": 1})");
+  EXPECT_BAD(Validate(orbax), "missing Orbax commit marker 'commit_success.txt'");
+  WriteFile(orbax / "commit_success.txt", "Checkpoint commit was successful");
+  const Verdict ok = Validate(orbax);
+  EXPECT_TRUE(ok.good) << ok.reason;
+  EXPECT_EQ(ok.format, "orbax");
+}
+
+TEST_F(CheckpointCatalog, HuggingFaceAndDcpDirectories) {
+  const auto hf = MakeHf("checkpoint-10");
+  const Verdict v = Validate(hf);
+  EXPECT_TRUE(v.good) << v.reason;
+  EXPECT_EQ(v.format, "hf");
+  WriteFile(hf / "trainer_state.json", "{\"global_step\": 1");
+  EXPECT_BAD(Validate(hf), "trainer_state.json: not a JSON object");
+  fs::remove(hf / "trainer_state.json");
+  EXPECT_BAD(Validate(hf, "hf"), "missing trainer_state.json");
+  const auto dcp = MakeDcp("checkpoint-11");
+  const Verdict d = Validate(dcp);
+  EXPECT_TRUE(d.good) << d.reason;
+  EXPECT_EQ(d.format, "dcp");
+  std::string shard = ReadFile(dcp / "__0_0.distcp");
+  shard[200] ^= 0x01;  // inside the first tensor archive's data
+  WriteFile(dcp / "__0_0.distcp", shard);
+  EXPECT_BAD(Validate(dcp), "__0_0.distcp: entry 'archive/");
+  EXPECT_BAD(Validate(dcp), "CRC-32 mismatch");
+  WriteFile(dcp / "__0_0.distcp", ReadFile(Fixture("__0_0.distcp")).substr(0, 3000));
+  EXPECT_BAD(Validate(dcp), "a DCP shard must end with a complete torch.save archive");
+}
+
+TEST_F(CheckpointCatalog, ManifestMismatchAndTraversal) {
+  const auto hf = MakeHf("checkpoint-20");
+  ASSERT_TRUE(SealCheckpoint(hf, &pool_));
+  EXPECT_TRUE(Validate(hf).good);
+  std::string cfg = ReadFile(hf / "config.json");
+  cfg[3] = 'X';
+  WriteFile(hf / "config.json", cfg);
+  EXPECT_BAD(Validate(hf), "file 'config.json' has xxh3-128");
+  WriteFile(hf / "spotvisor.manifest.json",
+            R"({"format":"spotvisor-manifest","version":1,"algorithm":"xxh3-128","files":[{"path":"../escape","size":1,"hash":")" +
+                std::string(32, '0') + R"("}]})");
+  EXPECT_BAD(Validate(hf), "path '../escape' is absolute or contains '..'");
+}
+
+TEST_F(CheckpointCatalog, SymlinksMustStayInsideAndLoopsAreReported) {
+  TempDir elsewhere;
+  fs::copy_file(Fixture("model.pt"), elsewhere / "x.pt");
+  fs::create_symlink(elsewhere / "x.pt", dir_ / "step_40.pt");
+  EXPECT_BAD(Validate(dir_ / "step_40.pt"), "symlink escapes the checkpoint directory");
+  const auto hf = MakeHf("checkpoint-41");
+  fs::create_symlink(elsewhere / "x.pt", hf / "pytorch_model.bin");
+  EXPECT_BAD(Validate(hf), "symlink escapes the checkpoint directory");
+  fs::create_symlink(dir_ / "step_43.pt", dir_ / "step_42.pt");
+  fs::create_symlink(dir_ / "step_42.pt", dir_ / "step_43.pt");
+  EXPECT_BAD(Validate(dir_ / "step_42.pt"), "symlink loop");
+}
+
+TEST_F(CheckpointCatalog, SelectionQuarantinesFallsBackAndLeavesTempNamesAlone) {
+  for (int step : {10, 20}) fs::copy_file(Fixture("model.pt"), dir_ / ("step_" + std::to_string(step) + ".pt"));
+  Edited("step_30.pt", [](std::string& b) { b.resize(b.size() / 2); });
+  fs::copy_file(Fixture("model.pt"), dir_ / "step_40.pt.tmp");
+  fs::create_directories(dir_ / "tmp-step_50.pt");
+  auto catalog = MakeCatalog("step_{step}.pt");
+  ASSERT_TRUE(catalog) << catalog.error().message;
+  auto dry = catalog->Select(/*act=*/false);
+  ASSERT_TRUE(dry);
+  ASSERT_TRUE(dry->chosen);
+  EXPECT_EQ(dry->chosen->path, dir_ / "step_20.pt");
+  EXPECT_TRUE(fs::exists(dir_ / "step_30.pt")) << "a dry selection moves nothing";
+  EXPECT_FALSE(fs::exists(tmp_ / "state")) << "a dry selection writes nothing";
+  auto sel = catalog->Select(/*act=*/true);
+  ASSERT_TRUE(sel);
+  ASSERT_TRUE(sel->chosen);
+  EXPECT_EQ(sel->chosen->step, 20u);
+  ASSERT_EQ(sel->rejected.size(), 1u);
+  EXPECT_NE(sel->rejected[0].reason.find("no end-of-central-directory record"), std::string::npos);
+  ASSERT_TRUE(sel->rejected[0].moved_to);
+  EXPECT_EQ(*sel->rejected[0].moved_to, dir_ / ".spotvisor-quarantine" / "step_30.pt");
+  EXPECT_FALSE(fs::exists(dir_ / "step_30.pt"));
+  EXPECT_TRUE(fs::exists(dir_ / "step_40.pt.tmp"));
+  EXPECT_TRUE(fs::exists(tmp_ / "state" / "checkpoint-cache.json"));
+}
+
+TEST_F(CheckpointCatalog, CacheServesListingsButResumeRevalidates) {
+  fs::copy_file(Fixture("model.pt"), dir_ / "step_1.pt");
+  {
+    auto catalog = MakeCatalog("step_{step}.pt");
+    ASSERT_TRUE(catalog);
+    auto entries = catalog->Scan();
+    ASSERT_TRUE(entries);
+    catalog->Judge(*entries, true);
+    EXPECT_FALSE((*entries)[0].from_cache);
+    ASSERT_TRUE(catalog->SaveCache());
+  }
+  auto catalog = MakeCatalog("step_{step}.pt");
+  ASSERT_TRUE(catalog);
+  auto entries = catalog->Scan();
+  catalog->Judge(*entries, true);
+  EXPECT_TRUE((*entries)[0].from_cache);
+  EXPECT_TRUE((*entries)[0].verdict->good);
+  // Same size, same mtime, same inode, different bytes: only a real validation sees it.
+  const auto mtime = fs::last_write_time(dir_ / "step_1.pt");
+  std::string bytes = ReadFile(dir_ / "step_1.pt");
+  bytes[bytes.size() / 2] ^= 1;
+  std::fstream(dir_ / "step_1.pt", std::ios::in | std::ios::out | std::ios::binary).write(bytes.data(), bytes.size());
+  fs::last_write_time(dir_ / "step_1.pt", mtime);
+  auto listed = catalog->Scan();
+  catalog->Judge(*listed, true);
+  EXPECT_TRUE((*listed)[0].from_cache);
+  auto sel = catalog->Select(false);
+  ASSERT_TRUE(sel);
+  EXPECT_FALSE(sel->chosen) << "the resume candidate is re-validated whatever the cache says";
+}
+
+TEST_F(CheckpointCatalog, RetentionLatestLinkAndHints) {
+  for (int step : {1, 2, 3, 4}) fs::copy_file(Fixture("model.pt"), dir_ / ("step_" + std::to_string(step) + ".pt"));
+  Edited("step_5.pt", [](std::string& b) { b.resize(100); });
+  WriteFile(dir_ / "latest", "step_5.pt");
+  WriteFile(dir_ / "latest_checkpointed_iteration.txt", "5\n");
+  CatalogOptions o;
+  o.dir = dir_;
+  o.pattern = "step_{step}.pt";
+  o.validator.pool = &pool_;
+  o.keep = 2;
+  o.latest_link = "current";
+  o.rewrite_hints = true;
+  auto catalog = Catalog::Create(o);
+  ASSERT_TRUE(catalog);
+  auto sel = catalog->Select(true);
+  ASSERT_TRUE(sel && sel->chosen);
+  EXPECT_EQ(sel->chosen->step, 4u);
+  EXPECT_TRUE(fs::exists(dir_ / "step_4.pt"));
+  EXPECT_TRUE(fs::exists(dir_ / "step_3.pt"));
+  EXPECT_FALSE(fs::exists(dir_ / "step_2.pt"));
+  EXPECT_FALSE(fs::exists(dir_ / "step_1.pt"));
+  EXPECT_EQ(fs::read_symlink(dir_ / "current"), "step_4.pt");
+  EXPECT_EQ(ReadFile(dir_ / "latest"), "step_4.pt");
+  EXPECT_EQ(ReadFile(dir_ / "latest_checkpointed_iteration.txt"), "4\n");
+}
+
+TEST_F(CheckpointCatalog, CommandsAnswerAndNeverModify) {
+  for (int step : {1, 2}) fs::copy_file(Fixture("model.pt"), dir_ / ("ckpt_step" + std::to_string(step) + ".pt"));
+  Edited("ckpt_step3.pt", [](std::string& b) { b[b.size() / 2] ^= 4; });
+  const std::vector<std::string> where = {"--dir", dir_.string() + "/", "--pattern", "ckpt_step{step}.pt",
+                                          "--state-dir", (tmp_ / "state").string()};
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.end(), where.begin(), where.end());
+    return args;
+  };
+  std::string out;
+  EXPECT_EQ(RunSpotvisor(with({"latest"}), &out), 0) << out;
+  EXPECT_NE(out.find(dir_.string() + "/ckpt_step2.pt\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("skipped " + dir_.string() + "/ckpt_step3.pt"), std::string::npos) << out;
+  EXPECT_EQ(RunSpotvisor(with({"checkpoints"}), &out), 1) << out;
+  EXPECT_NE(out.find("BAD"), std::string::npos) << out;
+  EXPECT_NE(out.find("CRC-32 mismatch"), std::string::npos) << out;
+  EXPECT_EQ(RunSpotvisor(with({"checkpoints", "--json"}), &out), 1);
+  EXPECT_NE(out.find("\"good\": false"), std::string::npos) << out;
+  EXPECT_EQ(RunSpotvisor({"validate", (dir_ / "ckpt_step3.pt").string()}, &out), 1);
+  EXPECT_NE(out.find("BAD (full)"), std::string::npos) << out;
+  EXPECT_EQ(RunSpotvisor({"validate", "--level", "format", (dir_ / "ckpt_step3.pt").string()}, &out), 0) << out;
+  EXPECT_TRUE(fs::exists(dir_ / "ckpt_step3.pt"));
+  EXPECT_FALSE(fs::exists(dir_ / ".spotvisor-quarantine"));
+  EXPECT_FALSE(fs::exists(tmp_ / "state"));
+  EXPECT_EQ(RunSpotvisor({"seal", (dir_ / "ckpt_step2.pt").string()}, &out), 0) << out;
+  EXPECT_TRUE(fs::exists(dir_ / "ckpt_step2.pt.spotvisor.manifest.json"));
+  fs::remove(dir_ / "ckpt_step1.pt");
+  fs::remove(dir_ / "ckpt_step2.pt");
+  EXPECT_EQ(RunSpotvisor(with({"latest"}), &out), 1) << out;
+  EXPECT_NE(out.find("no good checkpoint"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace spotvisor::checkpoint
