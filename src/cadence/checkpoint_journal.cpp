@@ -1,6 +1,7 @@
 // checkpoints.jsonl; see checkpoint_journal.hpp. Append + fdatasync per line, like the
 // attempts journal: a power cut loses at most the line being written.
 #include "spotvisor/cadence/checkpoint_journal.hpp"
+#include "spotvisor/util/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -64,20 +65,7 @@ CheckpointRecord FromJson(const json& j) {
 Status AppendCheckpointRecord(const std::filesystem::path& state_dir, const CheckpointRecord& record) {
   std::error_code ec;
   std::filesystem::create_directories(state_dir, ec);
-  const auto path = state_dir / kCheckpointJournalName;
-  const std::string line = ToJson(record).dump() + "\n";
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return Error{"cannot append to " + path.string() + ": " + std::strerror(errno)};
-  const ssize_t n = write(fd, line.data(), line.size());
-  const int write_err = errno;
-  const int sync_rc = fdatasync(fd);
-  const int sync_err = errno;
-  close(fd);
-  if (n != static_cast<ssize_t>(line.size())) {
-    return Error{"cannot append to " + path.string() + ": " + std::strerror(n < 0 ? write_err : ENOSPC)};
-  }
-  if (sync_rc != 0) return Error{"cannot fsync " + path.string() + ": " + std::strerror(sync_err)};
-  return Ok{};
+  return AppendLineDurably(state_dir / kCheckpointJournalName, ToJson(record).dump() + "\n");
 }
 
 std::vector<CheckpointRecord> ReadCheckpointRecords(const std::filesystem::path& state_dir) {

@@ -119,27 +119,14 @@ Result<Journal> Journal::Open(const std::filesystem::path& state_dir) {
   return journal;
 }
 
-Status Journal::Save(const PersistedState& state) {
-  if (Status s = WriteFileAtomically(dir_ / "state.json", ToJson(state).dump(2) + "\n"); !s) return s;
+Status Journal::Save(const PersistedState& state, Durability durability) {
+  if (Status s = WriteFileAtomically(dir_ / "state.json", ToJson(state).dump(2) + "\n", durability); !s) return s;
   state_ = state;
   return Ok{};
 }
 
 Status Journal::AppendAttempt(const AttemptRecord& record) {
-  const auto path = dir_ / "attempts.jsonl";
-  const std::string line = ToJson(record).dump() + "\n";
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return Error{"cannot append to " + path.string() + ": " + std::strerror(errno)};
-  const ssize_t n = write(fd, line.data(), line.size());
-  const int write_err = errno;
-  const int sync_rc = fdatasync(fd);
-  const int sync_err = errno;
-  close(fd);
-  if (n != static_cast<ssize_t>(line.size())) {
-    return Error{"cannot append to " + path.string() + ": " + std::strerror(n < 0 ? write_err : ENOSPC)};
-  }
-  if (sync_rc != 0) return Error{"cannot fsync " + path.string() + ": " + std::strerror(sync_err)};
-  return Ok{};
+  return AppendLineDurably(dir_ / "attempts.jsonl", ToJson(record).dump() + "\n");
 }
 
 std::vector<AttemptRecord> Journal::ReadAttempts() const {

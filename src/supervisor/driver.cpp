@@ -468,7 +468,9 @@ class Driver::Impl final : public RunControl {
     }
     s.phase = PhaseName(fsm_->phase());
     if (!force && SameAs(s, journal_->state())) return;
-    if (Status st = journal_->Save(s); !st) {
+    // Mid-run saves are atomic but not fsynced (attempts.jsonl is the durable record and a
+    // power cut leaves no process to find); the last one is durable.
+    if (Status st = journal_->Save(s, force ? Durability::kDurable : Durability::kAtomicOnly); !st) {
       JournalTrouble(st.error().message);
     } else if (journal_trouble_) {
       journal_trouble_ = false;
@@ -483,7 +485,13 @@ class Driver::Impl final : public RunControl {
     return a.attempts == b.attempts && a.failures == b.failures && a.hangs == b.hangs &&
            a.preemptions == b.preemptions && a.consecutive_failures == b.consecutive_failures &&
            a.no_progress_streak == b.no_progress_streak && a.last_resume_step == b.last_resume_step &&
-           a.phase == b.phase && child_key(a) == child_key(b) && a.last_exit_message == b.last_exit_message;
+           (a.phase == b.phase || !Persistent(a.phase)) && child_key(a) == child_key(b) &&
+           a.last_exit_message == b.last_exit_message;
+  }
+
+  // Phases worth a write of their own: a restarted supervisor (or a drill) reads them.
+  static bool Persistent(const std::string& phase) {
+    return phase == "running" || phase == "drained" || phase == "finished";
   }
 
   // Said once per change of condition; supervision goes on without a journal.
@@ -492,19 +500,6 @@ class Driver::Impl final : public RunControl {
     journal_trouble_ = true;
     Log(LogLevel::kError, "event=state_write_failed error=" + Quote(message) +
                               " detail=\"supervising on; the journal will be rewritten when the state dir is writable\"");
-  }
-
-  static const char* PhaseName(Phase p) {
-    switch (p) {
-      case Phase::kIdle: return "idle";
-      case Phase::kSelecting: return "selecting";
-      case Phase::kRunning: return "running";
-      case Phase::kStopping: return "stopping";
-      case Phase::kBackoff: return "backoff";
-      case Phase::kDrained: return "drained";
-      case Phase::kFinished: return "finished";
-    }
-    return "?";
   }
 
   const config::JobConfig& job_;                          // not owned

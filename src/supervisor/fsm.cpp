@@ -32,6 +32,19 @@ std::string Describe(const ExitStatus& status) {
   return "exit code " + std::to_string(status.code);
 }
 
+const char* PhaseName(Phase p) {
+  switch (p) {
+    case Phase::kIdle: return "idle";
+    case Phase::kSelecting: return "selecting";
+    case Phase::kRunning: return "running";
+    case Phase::kStopping: return "stopping";
+    case Phase::kBackoff: return "backoff";
+    case Phase::kDrained: return "drained";
+    case Phase::kFinished: return "finished";
+  }
+  return "?";
+}
+
 Fsm::Fsm(const config::JobConfig& job, Counters restored, std::uint64_t seed)
     : job_(job), counters_(std::move(restored)), rng_(seed) {}
 

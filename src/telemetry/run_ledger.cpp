@@ -125,7 +125,9 @@ Status RunLedger::Save(const std::filesystem::path& state_dir) const {
   j["hook_failures"] = hook_failures;
   j["budget_warned_ms"] = Opt(budget_warned_ms);
   j["budget_exhausted_ms"] = Opt(budget_exhausted_ms);
-  return WriteFileAtomically(state_dir / kLedgerFileName, j.dump(2) + "\n");
+  // Rewritten at every change and every 30 s: atomic, not fsynced (the report and the
+  // journal are the durable records).
+  return WriteFileAtomically(state_dir / kLedgerFileName, j.dump(2) + "\n", Durability::kAtomicOnly);
 }
 
 Result<RunLedger> RunLedger::Load(const std::filesystem::path& state_dir) {

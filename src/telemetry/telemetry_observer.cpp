@@ -35,19 +35,6 @@ using supervisor::Phase;
 constexpr auto kHeartbeat = std::chrono::seconds(30);       // run.json refresh: billed time survives a SIGKILL
 constexpr auto kCheckpointScan = std::chrono::seconds(2);
 
-const char* PhaseName(Phase p) {
-  switch (p) {
-    case Phase::kIdle: return "idle";
-    case Phase::kSelecting: return "selecting";
-    case Phase::kRunning: return "running";
-    case Phase::kStopping: return "stopping";
-    case Phase::kBackoff: return "backoff";
-    case Phase::kDrained: return "drained";
-    case Phase::kFinished: return "finished";
-  }
-  return "?";
-}
-
 double Seconds(steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 class TelemetryObserver final : public supervisor::RunObserver {

@@ -27,7 +27,7 @@ Status SyncDirectory(const std::filesystem::path& dir) {
   return Ok{};
 }
 
-Status WriteFileAtomically(const std::filesystem::path& path, std::string_view contents) {
+Status WriteFileAtomically(const std::filesystem::path& path, std::string_view contents, Durability durability) {
   const auto dir = path.parent_path();
   const std::string tmp = (dir / ("." + path.filename().string() + ".tmp-" + std::to_string(getpid()))).string();
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -44,7 +44,7 @@ Status WriteFileAtomically(const std::filesystem::path& path, std::string_view c
     }
     done += static_cast<std::size_t>(n);
   }
-  if (fsync(fd) != 0) {
+  if (durability == Durability::kDurable && fsync(fd) != 0) {
     const int err = errno;
     close(fd);
     unlink(tmp.c_str());
@@ -56,7 +56,24 @@ Status WriteFileAtomically(const std::filesystem::path& path, std::string_view c
     unlink(tmp.c_str());
     return Fail(path, "rename", err);
   }
-  return SyncDirectory(dir);
+  return durability == Durability::kDurable ? SyncDirectory(dir) : Status(Ok{});
+}
+
+}  // namespace spotvisor
+
+namespace spotvisor {
+
+Status AppendLineDurably(const std::filesystem::path& path, std::string_view line) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return Fail(path, "open for append", errno);
+  const ssize_t n = write(fd, line.data(), line.size());
+  const int write_err = errno;
+  const int sync_rc = fdatasync(fd);
+  const int sync_err = errno;
+  close(fd);
+  if (n != static_cast<ssize_t>(line.size())) return Fail(path, "append", n < 0 ? write_err : ENOSPC);
+  if (sync_rc != 0) return Fail(path, "fdatasync", sync_err);
+  return Ok{};
 }
 
 }  // namespace spotvisor

@@ -1,6 +1,6 @@
 // The job's memory on disk, in telemetry.state_dir: `state.json` (counters and the current
-// child, replaced atomically at every change) and `attempts.jsonl` (one line per finished
-// attempt, appended and fsynced). A restarted supervisor — after a reboot, a VM stop/start
+// child, replaced atomically at every change, fsynced at exit) and `attempts.jsonl` (one
+// line per finished attempt, appended and fsynced: the durable record). A restarted supervisor — after a reboot, a VM stop/start
 // or a SIGKILL — continues the attempt count and the budgets from here. io thread only.
 #pragma once
 
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "spotvisor/process/process_group.hpp"
+#include "spotvisor/util/atomic_file.hpp"
 #include "spotvisor/util/result.hpp"
 
 namespace spotvisor::state {
@@ -53,7 +54,8 @@ class Journal {
   static Result<Journal> Open(const std::filesystem::path& state_dir);
 
   const PersistedState& state() const { return state_; }
-  Status Save(const PersistedState& state);
+  // Replaces state.json atomically; `durability` kDurable also fsyncs it (at exit).
+  Status Save(const PersistedState& state, Durability durability = Durability::kDurable);
   Status AppendAttempt(const AttemptRecord& record);
   // Every attempt recorded so far; a torn last line (power cut mid-append) is skipped.
   std::vector<AttemptRecord> ReadAttempts() const;

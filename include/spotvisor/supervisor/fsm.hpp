@@ -159,5 +159,6 @@ class Fsm {
 };
 
 std::string Describe(const ExitStatus& status);  // "exit code 3" / "killed by SIGKILL"
+const char* PhaseName(Phase phase);               // "running", "drained", ...
 
 }  // namespace spotvisor::supervisor

@@ -10,8 +10,18 @@
 
 namespace spotvisor {
 
+enum class Durability {
+  kDurable,     // fsync the file and the directory: survives a power cut
+  kAtomicOnly,  // rename only: survives a crash of the process, cheap enough for hot paths
+};
+
 // The Error names the path and the failing step (a failed fsync means "not written").
-Status WriteFileAtomically(const std::filesystem::path& path, std::string_view contents);
+Status WriteFileAtomically(const std::filesystem::path& path, std::string_view contents,
+                           Durability durability = Durability::kDurable);
+
+// Appends `line` (which ends in '\n') to `path` with O_APPEND and fdatasyncs it: a
+// journal line is either whole and durable or, after a power cut, a torn last line.
+Status AppendLineDurably(const std::filesystem::path& path, std::string_view line);
 
 // fsync of a directory, so that a rename or create inside it is durable.
 Status SyncDirectory(const std::filesystem::path& dir);
