@@ -17,6 +17,14 @@ int Main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = exit_code::kDone;
   AddRunCommand(app, exit_code);
+  AddDrillCommand(app, exit_code);
+  AddMockMetadataCommand(app, exit_code);
+  AddCheckpointsCommand(app, exit_code);
+  AddLatestCommand(app, exit_code);
+  AddValidateCommand(app, exit_code);
+  AddSealCommand(app, exit_code);
+  AddReportCommand(app, exit_code);
+  AddPreflightCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -8,5 +8,13 @@
 namespace spotvisor::cli {
 
 void AddRunCommand(CLI::App& app, int& exit_code);
+void AddDrillCommand(CLI::App& app, int& exit_code);
+void AddCheckpointsCommand(CLI::App& app, int& exit_code);
+void AddLatestCommand(CLI::App& app, int& exit_code);
+void AddValidateCommand(CLI::App& app, int& exit_code);
+void AddSealCommand(CLI::App& app, int& exit_code);
+void AddMockMetadataCommand(CLI::App& app, int& exit_code);
+void AddReportCommand(CLI::App& app, int& exit_code);
+void AddPreflightCommand(CLI::App& app, int& exit_code);
 
 }  // namespace spotvisor::cli

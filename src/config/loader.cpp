@@ -47,11 +47,15 @@ class Reader {
   using Field = std::function<void(const YAML::Node&, const std::string&)>;
 
   [[noreturn]] void Fail(const YAML::Node& n, const std::string& key, const std::string& what) {
-    throw ConfigError(Where(n) + (key.empty() ? "" : key + ": ") + what);
+    std::string message = Where(n);
+    if (!key.empty()) message.append(key).append(": ");
+    throw ConfigError(message.append(what));
   }
   std::string Where(const YAML::Node& n) const {
     const int line = n.Mark().line >= 0 ? n.Mark().line + 1 : 0;
-    return origin_ + (line > 0 ? ":" + std::to_string(line) : "") + ": ";
+    std::string where = origin_;
+    if (line > 0) where.append(":").append(std::to_string(line));
+    return where.append(": ");
   }
 
   void Map(const YAML::Node& node, const std::string& path, const std::map<std::string, Field>& fields) {

@@ -49,9 +49,28 @@ class Watcher {
   virtual void Acknowledge(const Notice& notice) = 0;
 };
 
+// Timings that are fixed by the providers' documentation in production; tests shrink them.
+struct WatcherTuning {
+  // gcp: delay before retrying a 503 (Google's sample: 1 s, during maintenance)
+  Duration retry_after_503 = std::chrono::seconds(1);
+  // ceiling of the error backoff, which starts at provider.poll_interval
+  Duration backoff_max = std::chrono::seconds(10);
+  // gcp: timeout_sec of a wait_for_change long-poll
+  std::chrono::seconds long_poll_timeout{60};
+  // azure: the first Scheduled Events call may take up to two minutes
+  Duration azure_first_call_timeout = std::chrono::minutes(2);
+  // azure: IMDS allows 5 requests/s; never poll faster than this
+  Duration azure_min_interval = std::chrono::seconds(1);
+  // aws/alibaba: renew the token this long before it expires (at most a quarter of the TTL)
+  Duration token_refresh_margin = std::chrono::seconds(60);
+};
+
 // The watcher for `provider.kind` (auto resolved from DMI files); nullptr for `none`.
 // An Error when the configuration cannot work (e.g. a malformed endpoint).
 Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io,
                                              const config::ProviderSection& provider);
+Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io,
+                                             const config::ProviderSection& provider,
+                                             const WatcherTuning& tuning);
 
 }  // namespace spotvisor::preemption

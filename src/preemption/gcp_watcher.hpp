@@ -1,0 +1,55 @@
+// GCP: `instance/preempted` and `instance/maintenance-event`, each long-polled on its own
+// connection with wait_for_change + last_etag + timeout_sec, so a flip is seen the moment
+// the metadata server answers. io thread only.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "spotvisor/preemption/http_client.hpp"
+#include "timer.hpp"
+#include "watcher_support.hpp"
+
+namespace spotvisor::preemption {
+
+class GcpWatcher final : public WatcherBase {
+ public:
+  GcpWatcher(boost::asio::io_context& io, Endpoint endpoint, const config::ProviderSection& cfg,
+             const WatcherTuning& tuning);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  // One long-polled key.
+  struct Subscription {
+    Subscription(boost::asio::io_context& io, const Endpoint& endpoint, std::string key_path,
+                 Duration backoff_base, Duration backoff_max);
+    std::string key;                // e.g. "instance/preempted"
+    HttpClient client;              // its own connection: a long-poll holds it
+    Timer timer;                    // delay before the next request
+    ConditionLog condition;         // state of this key's endpoint
+    Backoff backoff;                // after errors other than 503
+    std::string etag;               // last ETag seen; empty = plain GET next
+    std::string value;              // last value seen
+    bool have_value = false;        // `value` is meaningful
+    Clock::time_point sent_at;      // when the request in flight was sent
+    int fast_answers = 0;           // long-polls in a row answered sooner than the interval
+    std::uint64_t transitions = 0;  // notices raised on this key (for ids without ETag)
+  };
+
+  void OnStart() override;
+  void OnStop() override;
+  void Request(Subscription& sub);
+  void OnAnswer(Subscription& sub, HttpOutcome outcome);
+  // Reports the meaning of `sub.value`; false when the watcher was stopped meanwhile.
+  bool Interpret(Subscription& sub);
+  void Retry(Subscription& sub, Duration delay);
+
+  config::ProviderSection cfg_;                        // window, intervals
+  WatcherTuning tuning_;                               // timeout_sec, 503 delay
+  std::array<std::unique_ptr<Subscription>, 2> subs_;  // preempted, maintenance-event
+};
+
+}  // namespace spotvisor::preemption

@@ -1,0 +1,96 @@
+// MakeWatcher: resolves `auto`, applies the default endpoint of each provider, refuses
+// configurations that cannot work, and builds the watcher.
+#include <spdlog/spdlog.h>
+
+#include "azure_watcher.hpp"
+#include "file_watcher.hpp"
+#include "gcp_watcher.hpp"
+#include "imds_dialects.hpp"
+#include "imds_watcher.hpp"
+#include "spotvisor/preemption/provider_detect.hpp"
+#include "spotvisor/preemption/watcher.hpp"
+
+namespace spotvisor::preemption {
+namespace {
+
+using config::ProviderKind;
+
+const char* Name(ProviderKind kind) {
+  switch (kind) {
+    case ProviderKind::kAuto:
+      return "auto";
+    case ProviderKind::kAws:
+      return "aws";
+    case ProviderKind::kGcp:
+      return "gcp";
+    case ProviderKind::kAzure:
+      return "azure";
+    case ProviderKind::kAlibaba:
+      return "alibaba";
+    case ProviderKind::kFile:
+      return "file";
+    case ProviderKind::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+// Link-local addresses: no DNS, no proxy. GCP's also answers as metadata.google.internal.
+const char* DefaultEndpoint(ProviderKind kind) {
+  return kind == ProviderKind::kAlibaba ? "http://100.100.100.200" : "http://169.254.169.254";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io,
+                                             const config::ProviderSection& provider) {
+  return MakeWatcher(io, provider, WatcherTuning{});
+}
+
+Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io,
+                                             const config::ProviderSection& provider,
+                                             const WatcherTuning& tuning) {
+  ProviderKind kind = provider.kind;
+  if (kind == ProviderKind::kAuto) {
+    const Detection found = DetectProvider(provider.dmi_root);
+    kind = found.kind;
+    if (kind == ProviderKind::kNone) {
+      spdlog::warn(
+          "event=provider_detected kind=none evidence=\"{}\" "
+          "message=\"no known cloud: no preemption notices will be watched\"",
+          OneLine(found.evidence));
+    } else {
+      spdlog::info("event=provider_detected kind={} evidence=\"{}\"", Name(kind),
+                   OneLine(found.evidence));
+    }
+  }
+  if (kind == ProviderKind::kNone) return std::unique_ptr<Watcher>();
+  if (provider.poll_interval <= Duration::zero() || provider.request_timeout <= Duration::zero()) {
+    return Error{"provider.poll_interval and provider.request_timeout must be positive"};
+  }
+  if (kind == ProviderKind::kFile) {
+    if (provider.file.empty()) return Error{"provider.file is required with provider.kind: file"};
+    return std::unique_ptr<Watcher>(std::make_unique<FileWatcher>(io, provider));
+  }
+  auto endpoint =
+      ParseEndpoint(provider.endpoint.empty() ? DefaultEndpoint(kind) : provider.endpoint);
+  if (!endpoint) return endpoint.error();
+  switch (kind) {
+    case ProviderKind::kAws:
+      return std::unique_ptr<Watcher>(std::make_unique<ImdsWatcher>(
+          io, std::move(*endpoint), provider, tuning, AwsDialect(provider)));
+    case ProviderKind::kAlibaba:
+      return std::unique_ptr<Watcher>(std::make_unique<ImdsWatcher>(
+          io, std::move(*endpoint), provider, tuning, AlibabaDialect(provider)));
+    case ProviderKind::kGcp:
+      return std::unique_ptr<Watcher>(
+          std::make_unique<GcpWatcher>(io, std::move(*endpoint), provider, tuning));
+    case ProviderKind::kAzure:
+      return std::unique_ptr<Watcher>(
+          std::make_unique<AzureWatcher>(io, std::move(*endpoint), provider, tuning));
+    default:
+      return Error{std::string("provider.kind ") + Name(kind) + " has no watcher"};
+  }
+}
+
+}  // namespace spotvisor::preemption

@@ -1,0 +1,133 @@
+// ConditionLog, NoticeBook and Backoff. Log lines are one event each with key=value
+// fields; messages are quoted.
+#include "watcher_support.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+
+namespace spotvisor::preemption {
+
+void ConditionLog::Bad(std::string_view key, std::string_view message) {
+  if (current_ == key) return;
+  current_ = std::string(key);
+  spdlog::warn("event=endpoint_condition provider={} subject={} condition={} message=\"{}\"",
+               provider_, subject_, key, OneLine(message));
+}
+
+void ConditionLog::Note(std::string_view key, std::string_view message) {
+  if (current_ == key) return;
+  current_ = std::string(key);
+  spdlog::info("event=endpoint_condition provider={} subject={} condition={} message=\"{}\"",
+               provider_, subject_, key, OneLine(message));
+}
+
+void ConditionLog::Good() {
+  if (current_.empty()) return;
+  spdlog::info("event=endpoint_recovered provider={} subject={} after={}", provider_, subject_,
+               current_);
+  current_.clear();
+}
+
+bool NoticeBook::Record(const std::string& slot, const Notice& notice) {
+  if (seen_.count(notice.id) != 0) return false;
+  seen_.insert(notice.id);
+  seen_order_.push_back(notice.id);
+  if (seen_order_.size() > kRemembered) {
+    seen_.erase(seen_order_.front());
+    seen_order_.pop_front();
+  }
+  if (notice.action == NoticeAction::kStop) active_[slot] = notice.id;
+  return true;
+}
+
+bool NoticeBook::Remove(const std::string& slot) {
+  const auto it = active_.find(slot);
+  if (it == active_.end()) return false;
+  spdlog::info("event=notice_gone slot={} id={}", slot, it->second);
+  active_.erase(it);
+  return active_.empty();
+}
+
+Duration Backoff::Next() {
+  Duration delay = base_;
+  for (int i = 0; i < failures_ && delay < max_; ++i) delay *= 2;
+  ++failures_;
+  return std::min(delay, max_);
+}
+
+std::string OneLine(std::string_view text) {
+  std::string out;
+  bool space = false;
+  for (const char c : text) {
+    if (out.size() >= 512) break;
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isspace(u)) {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out.push_back(' ');
+    space = false;
+    out.push_back(c == '"' ? '\'' : (std::isprint(u) ? c : '?'));
+  }
+  return out;
+}
+
+std::string ConditionKey(const HttpOutcome& outcome) {
+  if (outcome.ok()) return "status_" + std::to_string(outcome.response.status);
+  return ToString(outcome.error);
+}
+
+std::string Describe(const HttpOutcome& outcome) {
+  if (!outcome.ok()) return outcome.message;
+  return "unexpected HTTP " + std::to_string(outcome.response.status) + ": " +
+         OneLine(outcome.response.body.substr(0, 120));
+}
+
+TimePoint DeadlineIn(Duration window) {
+  return std::chrono::time_point_cast<TimePoint::duration>(std::chrono::system_clock::now() +
+                                                           window);
+}
+
+WatcherBase::~WatcherBase() { *alive_ = false; }
+
+void WatcherBase::Start(NoticeHandler on_notice, ClearedHandler on_cleared) {
+  on_notice_ = std::move(on_notice);
+  on_cleared_ = std::move(on_cleared);
+  stopped_ = false;
+  OnStart();
+}
+
+void WatcherBase::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  OnStop();
+}
+
+void WatcherBase::Acknowledge(const Notice&) {}
+
+bool WatcherBase::Emit(const std::string& slot, const Notice& notice) {
+  if (stopped_) return false;
+  if (!book_.Record(slot, notice)) return true;
+  spdlog::info("event=notice provider={} kind={} action={} id={} deadline={} detail=\"{}\"",
+               notice.provider, notice.kind,
+               notice.action == NoticeAction::kStop ? "stop" : "checkpoint", notice.id,
+               notice.deadline ? FormatIso8601(*notice.deadline) : "none", OneLine(notice.detail));
+  const auto alive = alive_;
+  const NoticeHandler handler = on_notice_;  // a copy: the callback may destroy *this
+  if (handler) handler(notice);
+  return *alive && !stopped_;
+}
+
+bool WatcherBase::EmitAbsent(const std::string& slot) {
+  if (stopped_) return false;
+  if (!book_.Remove(slot)) return true;
+  spdlog::info("event=notice_cleared slot={}", slot);
+  const auto alive = alive_;
+  const ClearedHandler handler = on_cleared_;  // a copy: the callback may destroy *this
+  if (handler) handler();
+  return *alive && !stopped_;
+}
+
+}  // namespace spotvisor::preemption
