@@ -1,14 +1,6 @@
-// Implementation of the preemption test helpers. The spdlog defines mirror the compile
-// definitions of the spdlog::spdlog CMake target the library is built with, so this
-// translation unit talks to the same (shared-library) logger registry as the library.
+// Implementation of the preemption test helpers. The test binary links spdlog::spdlog, so
+// this translation unit talks to the same (shared-library) logger registry as the library.
 #include "integration/preemption_test_util.hpp"
-
-#ifndef SPDLOG_COMPILED_LIB
-#define SPDLOG_COMPILED_LIB
-#define SPDLOG_SHARED_LIB
-#define SPDLOG_FMT_EXTERNAL
-#define FMT_SHARED
-#endif
 
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
