@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -351,11 +352,23 @@ class Reader {
     });
   }
 
+  // An ECMAScript regular expression (std::regex), compiled once here so a bad one is a
+  // config error that names the line, not a failure mid-run.
+  std::string Regex(const YAML::Node& n, const std::string& key) {
+    std::string text = String(n, key);
+    try {
+      std::regex compiled(text, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      Fail(n, key, "not a valid regular expression (" + std::string(e.what()) + "): " + text);
+    }
+    return text;
+  }
+
   void ReadHealth(const YAML::Node& node, const std::string& p) {
     auto& v = job_.health;
     Map(node, p, {
         {"heartbeat_file", [&](const YAML::Node& n, const std::string& k) { v.heartbeat_file = Path(n, k); }},
-        {"progress_pattern", [&](const YAML::Node& n, const std::string& k) { v.progress_pattern = String(n, k); }},
+        {"progress_pattern", [&](const YAML::Node& n, const std::string& k) { v.progress_pattern = Regex(n, k); }},
         {"hang_timeout", [&](const YAML::Node& n, const std::string& k) { v.hang_timeout = Dur(n, k); }},
     });
   }

@@ -29,19 +29,45 @@ std::optional<WallTime> Mtime(const std::filesystem::path& file) {
 
 }  // namespace
 
-HeartbeatMonitor::HeartbeatMonitor(const config::JobConfig& job) : job_(job) {}
+HeartbeatMonitor::HeartbeatMonitor(const config::JobConfig& job) : job_(job) {
+  // The loader has compiled the same pattern once already, so this cannot throw.
+  if (!job.health.progress_pattern.empty()) progress_.emplace(job.health.progress_pattern, std::regex::ECMAScript);
+}
+
+std::string HeartbeatMonitor::Source() const {
+  std::string out;
+  if (job_.health.heartbeat_file) out = "heartbeat_file=" + Quote(job_.health.heartbeat_file->string());
+  if (progress_) out += std::string(out.empty() ? "" : " ") + "progress_pattern=" + Quote(job_.health.progress_pattern);
+  return out;
+}
+
+void HeartbeatMonitor::OnTrainerLine(std::string_view line) {
+  std::match_results<std::string_view::const_iterator> m;
+  if (!progress_ || attempt_ == 0 || !std::regex_search(line.begin(), line.end(), m, *progress_)) return;
+  last_line_ = system_clock::now();
+  if (m.size() > 1 && m[1].matched) {
+    std::uint64_t step = 0;
+    bool digits = m[1].length() > 0 && m[1].length() < 20;
+    for (auto it = m[1].first; digits && it != m[1].second; ++it) {
+      digits = *it >= '0' && *it <= '9';
+      step = step * 10 + static_cast<std::uint64_t>(*it - '0');
+    }
+    if (digits) last_step_ = step;
+  }
+}
 
 HeartbeatMonitor::~HeartbeatMonitor() { worker_.join(); }
 
 void HeartbeatMonitor::OnStart(supervisor::RunControl& control) {
   control_ = &control;
   timer_.emplace(control.io());
-  Log(LogLevel::kInfo, "event=hang_detection heartbeat_file=" + Quote(job_.health.heartbeat_file->string()) +
-                           " hang_timeout=" + FormatDuration(job_.health.hang_timeout));
+  Log(LogLevel::kInfo, "event=hang_detection " + Source() + " hang_timeout=" + FormatDuration(job_.health.hang_timeout));
 }
 
 void HeartbeatMonitor::OnAttemptStarted(int attempt, pid_t, const std::optional<checkpoint::ResumePoint>&) {
   attempt_ = attempt;
+  last_line_.reset();
+  last_step_.reset();
   started_wall_ = system_clock::now();
   started_ = steady_clock::now();
   ArmIn(job_.health.hang_timeout);
@@ -73,6 +99,10 @@ void HeartbeatMonitor::Look() {
     ArmIn(job_.health.hang_timeout);
     return;
   }
+  if (!job_.health.heartbeat_file) {
+    Judge(attempt_, std::nullopt);
+    return;
+  }
   looking_ = true;
   asio::post(worker_, [this, attempt = attempt_, file = *job_.health.heartbeat_file] {
     auto mtime = Mtime(file);
@@ -85,6 +115,7 @@ void HeartbeatMonitor::Look() {
 
 void HeartbeatMonitor::Judge(int attempt, std::optional<WallTime> heartbeat) {
   if (attempt != attempt_) return;  // that trainer is gone
+  if (last_line_ && (!heartbeat || *last_line_ > *heartbeat)) heartbeat = last_line_;  // the newer pulse
   const auto timeout = job_.health.hang_timeout;
   const PulseVerdict v = JudgePulse(started_wall_, heartbeat, system_clock::now(), timeout);
   const auto running_for = duration_cast<Duration>(steady_clock::now() - started_);
@@ -92,14 +123,16 @@ void HeartbeatMonitor::Judge(int attempt, std::optional<WallTime> heartbeat) {
     ArmIn(v.hung ? timeout - running_for : std::max(v.check_in, Duration(1)));
     return;
   }
-  const std::string pulse = heartbeat && *heartbeat >= started_wall_ ? "last pulse " + FormatDuration(v.silent) + " ago"
-                                                                     : "no pulse since the trainer started";
-  Log(LogLevel::kWarning, "event=hang_detected attempt=" + std::to_string(attempt) + " heartbeat_file=" +
-                              Quote(job_.health.heartbeat_file->string()) + " silent=" + FormatDuration(v.silent) +
-                              " hang_timeout=" + FormatDuration(timeout) + " detail=" + Quote(pulse));
+  std::string pulse = heartbeat && *heartbeat >= started_wall_ ? "last pulse " + FormatDuration(v.silent) + " ago"
+                                                               : "no pulse since the trainer started";
+  if (last_step_) pulse += ", last step " + std::to_string(*last_step_);
+  Log(LogLevel::kWarning, "event=hang_detected attempt=" + std::to_string(attempt) + " " + Source() +
+                              " silent=" + FormatDuration(v.silent) + " hang_timeout=" + FormatDuration(timeout) +
+                              " detail=" + Quote(pulse));
   attempt_ = 0;  // one stop request per attempt
-  control_->RequestStop(supervisor::StopReason::kHang, "no heartbeat for " + FormatDuration(v.silent) + " (" +
-                                                           job_.health.heartbeat_file->string() + ": " + pulse + ")");
+  const std::string what = job_.health.heartbeat_file ? job_.health.heartbeat_file->string() : "progress_pattern";
+  control_->RequestStop(supervisor::StopReason::kHang,
+                        "no heartbeat for " + FormatDuration(v.silent) + " (" + what + ": " + pulse + ")");
 }
 
 }  // namespace spotvisor::health

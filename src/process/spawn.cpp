@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <initializer_list>
 
 extern char** environ;
 
@@ -42,9 +43,18 @@ std::vector<char*> Pointers(std::vector<std::string>& strings) {
 }
 
 // Runs in the child between fork and exec: async-signal-safe calls only.
+// Closes those of `fds` that are open (>= 0).
+void CloseAll(std::initializer_list<int> fds) {
+  for (const int fd : fds) {
+    if (fd >= 0) close(fd);
+  }
+}
+
 [[noreturn]] void ExecChild(pid_t parent, const char* path, char* const* argv, char* const* envp,
-                            const char* workdir, int error_fd) {
+                            const char* workdir, int error_fd, int out_fd, int err_fd) {
   setpgid(0, 0);
+  if (out_fd >= 0) dup2(out_fd, STDOUT_FILENO);  // dup2 clears close-on-exec on 1 and 2
+  if (err_fd >= 0) dup2(err_fd, STDERR_FILENO);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(127);  // the supervisor died before PDEATHSIG was armed
   struct sigaction dfl {};
@@ -96,7 +106,7 @@ Result<std::filesystem::path> ResolveExecutable(const std::string& name,
   return Error{"cannot run '" + name + "': not found in PATH (" + path + ")"};
 }
 
-Result<pid_t> Spawn(const SpawnSpec& spec) {
+Result<SpawnedChild> Spawn(const SpawnSpec& spec) {
   auto exe = ResolveExecutable(spec.argv.empty() ? "" : spec.argv[0], spec.workdir);
   if (!exe) return exe.error();
   std::string path = exe->string();
@@ -106,8 +116,18 @@ Result<pid_t> Spawn(const SpawnSpec& spec) {
   auto envp = Pointers(env_strings);
   const std::string workdir = spec.workdir.string();
 
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
+  if (spec.pipe_output && (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)) {
+    const int e = errno;
+    CloseAll({out[0], out[1], err[0], err[1]});
+    return Error{std::string("cannot make the output pipes: ") + std::strerror(e)};
+  }
   int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return Error{std::string("pipe2 failed: ") + std::strerror(errno)};
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    const int e = errno;
+    CloseAll({out[0], out[1], err[0], err[1]});
+    return Error{std::string("pipe2 failed: ") + std::strerror(e)};
+  }
   const pid_t parent = getpid();
   // Signals stay blocked across the fork so that none reaches our handlers inside the
   // child before it has restored default dispositions; pending ones then act normally.
@@ -117,16 +137,15 @@ Result<pid_t> Spawn(const SpawnSpec& spec) {
   const pid_t pid = fork();
   if (pid != 0) sigprocmask(SIG_SETMASK, &previous, nullptr);
   if (pid < 0) {
-    const int err = errno;
-    close(pipe_fds[0]);
-    close(pipe_fds[1]);
-    return Error{"cannot start '" + spec.argv[0] + "': fork failed: " + std::strerror(err)};
+    const int fork_errno = errno;
+    CloseAll({pipe_fds[0], pipe_fds[1], out[0], out[1], err[0], err[1]});
+    return Error{"cannot start '" + spec.argv[0] + "': fork failed: " + std::strerror(fork_errno)};
   }
   if (pid == 0) {
     close(pipe_fds[0]);
-    ExecChild(parent, path.c_str(), argv.data(), envp.data(), workdir.c_str(), pipe_fds[1]);
+    ExecChild(parent, path.c_str(), argv.data(), envp.data(), workdir.c_str(), pipe_fds[1], out[1], err[1]);
   }
-  close(pipe_fds[1]);
+  CloseAll({pipe_fds[1], out[1], err[1]});
   setpgid(pid, pid);  // may fail with EACCES once the child has exec'd; it set it itself
   int child_errno = 0;
   ssize_t n;
@@ -136,9 +155,10 @@ Result<pid_t> Spawn(const SpawnSpec& spec) {
   close(pipe_fds[0]);
   if (n == static_cast<ssize_t>(sizeof child_errno)) {
     waitpid(pid, nullptr, 0);
+    CloseAll({out[0], err[0]});
     return Error{"cannot start '" + spec.argv[0] + "' in " + workdir + ": " + std::strerror(child_errno)};
   }
-  return pid;
+  return SpawnedChild{pid, out[0], err[0]};
 }
 
 }  // namespace spotvisor::process

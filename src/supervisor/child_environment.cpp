@@ -31,6 +31,7 @@ Result<process::SpawnSpec> BuildSpawnSpec(const config::JobConfig& job, const Sp
   spec.argv = std::move(*argv);
   spec.workdir = job.job.workdir;
   spec.env = job.job.env;
+  spec.pipe_output = !job.health.progress_pattern.empty();  // lines are read for the pulse
   spec.env["SPOTVISOR_ATTEMPT"] = std::to_string(attempt.attempt);
   spec.env["SPOTVISOR_RESTART_COUNT"] = std::to_string(attempt.restart_count);
   spec.env["SPOTVISOR_JOB"] = job.job.name;

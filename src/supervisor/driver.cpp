@@ -22,6 +22,7 @@
 #include "child_environment.hpp"
 #include "spotvisor/cli/app.hpp"
 #include "spotvisor/config/loader.hpp"
+#include "spotvisor/process/output_relay.hpp"
 #include "spotvisor/process/process_group.hpp"
 #include "spotvisor/process/spawn.hpp"
 #include "spotvisor/state/job_lock.hpp"
@@ -41,6 +42,7 @@ using telemetry::Quote;
 using std::chrono::steady_clock;
 
 constexpr auto kGroupPoll = std::chrono::milliseconds(5);
+constexpr auto kOutputDrain = std::chrono::milliseconds(2000);  // relaying a gone trainer's last output
 
 ExitStatus FromWaitStatus(int status) {
   if (WIFSIGNALED(status)) return ExitStatus{0, WTERMSIG(status)};
@@ -360,12 +362,19 @@ class Driver::Impl final : public RunControl {
     }
     std::error_code stale;
     std::filesystem::remove(NoticeFilePath(job_), stale);  // a resumed trainer starts without a notice
-    auto pid = process::Spawn(*spec);
-    if (!pid) {
-      asio::post(io_, [this, message = pid.error().message] { Dispatch(SpawnFailedEvent{message}); });
+    auto child = process::Spawn(*spec);
+    if (!child) {
+      asio::post(io_, [this, message = child.error().message] { Dispatch(SpawnFailedEvent{message}); });
       return;
     }
-    child_pid_ = *pid;
+    child_pid_ = child->pid;
+    if (child->stdout_fd >= 0) {
+      std::erase_if(relays_, [](const auto& r) { return r->done(); });
+      relays_.push_back(std::make_unique<process::OutputRelay>(
+          io_, child->stdout_fd, child->stderr_fd, [this](std::string_view line) {
+            for (auto& o : observers_) o->OnTrainerLine(line);
+          }));
+    }
     child_started_ = steady_clock::now();
     persisted_.child = process::Identify(child_pid_);
     current_ = state::AttemptRecord{};
@@ -444,6 +453,7 @@ class Driver::Impl final : public RunControl {
     if (watcher_) watcher_->Stop();
     signals_.cancel();
     children_.cancel();
+    for (auto& relay : relays_) relay->Drain(kOutputDrain);  // the group is gone: EOF is near
     SaveState(/*force=*/true);
     for (auto& o : observers_) o->OnExit(code, message);
   }
@@ -514,6 +524,7 @@ class Driver::Impl final : public RunControl {
   std::unique_ptr<preemption::Watcher> watcher_;          // null for provider none
   std::optional<preemption::Notice> notice_;              // the stop notice being handled
   std::vector<std::unique_ptr<RunObserver>> observers_;   // see run_observer.hpp
+  std::vector<std::unique_ptr<process::OutputRelay>> relays_;  // trainers' output, until EOF
   std::optional<state::JobLock> lock_;                    // held for our whole life
   std::optional<state::Journal> journal_;                 // the job's memory
   std::optional<Fsm> fsm_;                                // the policy

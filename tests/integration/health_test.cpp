@@ -75,6 +75,35 @@ TEST(Health, HungTrainerIsRestartedFromItsLastCheckpointAndEndsExactly) {
   EXPECT_EQ(ReadFile(dir / "result"), expected) << out;
 }
 
+// The same hang seen through the trainer's output instead of a file: spotvisor relays
+// stdout/stderr (nothing lost: every line still reaches our output) and takes a line that
+// matches health.progress_pattern as the pulse, its group as the step.
+TEST(Health, ProgressPatternOnTheOutputIsAPulse) {
+  TempDir dir;
+  const std::string expected = UninterruptedDigest(dir, "120");
+  ASSERT_FALSE(expected.empty());
+  WriteFile(dir / "job.yaml", TrainerJob(dir, "120", "0.02", "",
+                                         "health:\n  progress_pattern: \"^step=(\\\\d+) \"\n  hang_timeout: 2s\n"
+                                         "restart:\n  max_hangs: 2\n"
+                                         "  backoff: {initial: 1ms, max: 10ms, multiplier: 2, jitter: 0}\n"));
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  pid_t first = 0;
+  ASSERT_TRUE(WaitUntil([&] {
+    first = TrainerPid(ReadFile(dir / "out.txt"), 1);
+    return first != 0 && std::filesystem::exists(dir / "ckpt" / "ckpt_step20");
+  }, 30s)) << ReadFile(dir / "out.txt");
+  ASSERT_EQ(kill(first, SIGSTOP), 0);  // no more lines
+  EXPECT_EQ(WaitExit(sv.pid, 60s), 0) << ReadFile(dir / "out.txt");
+  const std::string out = ReadFile(dir / "out.txt");
+  EXPECT_NE(out.find("event=hang_detected attempt=1 progress_pattern="), std::string::npos) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("event=hang_detected .*last step [0-9]+"))) << out;
+  EXPECT_NE(out.find("outcome=hang"), std::string::npos) << out;
+  EXPECT_NE(out.find("[trainer] resumed from="), std::string::npos) << out;
+  EXPECT_NE(out.find("step=120 loss="), std::string::npos) << out;  // relayed to the end
+  EXPECT_NE(out.find("[trainer] done"), std::string::npos) << out;
+  EXPECT_EQ(ReadFile(dir / "result"), expected) << out;
+}
+
 // A heartbeat left by an earlier attempt is no pulse: the hang clock starts with the
 // trainer. Here the file is fresh from "before" and the trainer never beats.
 TEST(Health, AStaleHeartbeatIsNoPulse) {

@@ -158,6 +158,14 @@ TEST(ConfigLoader, BadSignalName) {
             std::string::npos) << job.error().message;
 }
 
+TEST(ConfigLoader, BadProgressPatternIsRefusedAtLoad) {
+  TempDir dir;
+  auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\nhealth:\n  progress_pattern: \"step=(\\\\d+\"\n");
+  ASSERT_FALSE(job);
+  EXPECT_NE(job.error().message.find("job.yaml:4: health.progress_pattern: not a valid regular expression"),
+            std::string::npos) << job.error().message;
+}
+
 TEST(ConfigLoader, UncatchableSignalIsRefused) {
   TempDir dir;
   auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\nsignals:\n  checkpoint: SIGKILL\n");

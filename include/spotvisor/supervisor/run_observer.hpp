@@ -57,6 +57,9 @@ class RunObserver {
   // A preemption notice (or an early hint such as AWS rebalance) was received.
   virtual void OnNotice(const preemption::Notice& notice) { (void)notice; }
   virtual void OnSignalSent(int signo, bool group) { (void)signo, (void)group; }
+  // A line the trainer wrote (without '\n'); only when health.progress_pattern is set,
+  // which makes spotvisor relay the trainer's stdout/stderr.
+  virtual void OnTrainerLine(std::string_view line) { (void)line; }
   virtual void OnPhase(Phase phase) { (void)phase; }
   // Last call: the exit code of `spotvisor run` and its one-line reason.
   virtual void OnExit(int code, const std::string& message) { (void)code, (void)message; }
