@@ -74,4 +74,8 @@ Result<Endpoint> ParseEndpoint(std::string_view url) {
   return ep;
 }
 
+const char* DefaultEndpoint(config::ProviderKind kind) {
+  return kind == config::ProviderKind::kAlibaba ? "http://100.100.100.200" : "http://169.254.169.254";
+}
+
 }  // namespace spotvisor::preemption

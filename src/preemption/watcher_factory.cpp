@@ -7,6 +7,7 @@
 #include "gcp_watcher.hpp"
 #include "imds_dialects.hpp"
 #include "imds_watcher.hpp"
+#include "spotvisor/preemption/endpoint.hpp"
 #include "spotvisor/preemption/provider_detect.hpp"
 #include "spotvisor/preemption/watcher.hpp"
 
@@ -33,11 +34,6 @@ const char* Name(ProviderKind kind) {
       return "none";
   }
   return "?";
-}
-
-// Link-local addresses: no DNS, no proxy. GCP's also answers as metadata.google.internal.
-const char* DefaultEndpoint(ProviderKind kind) {
-  return kind == ProviderKind::kAlibaba ? "http://100.100.100.200" : "http://169.254.169.254";
 }
 
 }  // namespace

@@ -102,7 +102,8 @@ Result<json> BuildReport(const std::filesystem::path& state_dir, std::int64_t no
     r["fingerprints"].push_back({{"path", f.path}, {"hash", f.hash}, {"bytes", f.bytes}, {"error", f.error}});
   }
   r["host"] = {{"hostname", l.host.hostname}, {"provider", l.host.provider},
-               {"instance_type", l.host.instance_type}, {"zone", l.host.zone}, {"source", l.host.source}};
+               {"instance_type", l.host.instance_type}, {"zone", l.host.zone}, {"region", l.host.region},
+               {"source", l.host.source}};
   r["gpu"] = {{"available", l.gpu.available}, {"reason", l.gpu.reason}, {"driver", l.gpu.driver},
               {"models", l.gpu.models}, {"memory_total_bytes", l.gpu.memory_total_bytes},
               {"peak_vram_bytes", l.gpu.available ? json(l.gpu.peak_vram_bytes) : json(nullptr)}};

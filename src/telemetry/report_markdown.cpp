@@ -62,7 +62,8 @@ std::string RenderMarkdown(const json& r) {
   o << "| spotvisor | " << Text(r.at("spotvisor_version")) << ", config hash " << Text(r.at("config_hash")) << " |\n";
   const auto& h = r.at("host");
   o << "| host | " << Text(h.at("hostname")) << ", provider " << Text(h.at("provider")) << ", instance type "
-    << Text(h.at("instance_type")) << ", zone " << Text(h.at("zone")) << " |\n";
+    << Text(h.at("instance_type")) << ", zone " << Text(h.at("zone")) << ", region " << Text(h.value("region", ""))
+    << " (" << Text(h.at("source")) << ") |\n";
   const auto& g = r.at("gpu");
   if (g.at("available").get<bool>()) {
     std::string models;

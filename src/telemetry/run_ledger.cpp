@@ -107,7 +107,7 @@ Status RunLedger::Save(const std::filesystem::path& state_dir) const {
     j["fingerprints"].push_back({{"path", f.path}, {"hash", f.hash}, {"bytes", f.bytes}, {"error", f.error}});
   }
   j["host"] = {{"hostname", host.hostname}, {"provider", host.provider}, {"instance_type", host.instance_type},
-               {"zone", host.zone}, {"source", host.source}};
+               {"zone", host.zone}, {"region", host.region}, {"source", host.source}};
   j["gpu"] = {{"available", gpu.available}, {"reason", gpu.reason}, {"driver", gpu.driver}, {"models", gpu.models},
               {"memory_total_bytes", gpu.memory_total_bytes}, {"peak_vram_bytes", gpu.peak_vram_bytes}};
   j["cost"] = cost::CostSectionToJson(cost);
@@ -149,7 +149,7 @@ Result<RunLedger> RunLedger::Load(const std::filesystem::path& state_dir) {
     }
     const json host = j.value("host", json::object());
     l.host = {host.value("hostname", ""), host.value("provider", ""), host.value("instance_type", ""),
-              host.value("zone", ""), host.value("source", "")};
+              host.value("zone", ""), host.value("region", ""), host.value("source", "")};
     const json gpu = j.value("gpu", json::object());
     l.gpu.available = gpu.value("available", false);
     l.gpu.reason = gpu.value("reason", "");

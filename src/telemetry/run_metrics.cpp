@@ -26,6 +26,9 @@ std::string RenderRunMetrics(const LiveView& v) {
   for (const auto& [k, value] : l.labels) info.push_back({"label_" + LabelName(k), value});
   m.Family("spotvisor_job_info", "gauge", "the job, its labels (job.labels) and spotvisor's version");
   m.Sample(1, info);
+  m.Family("spotvisor_instance_info", "gauge", "the machine: provider, instance type, zone, region (empty = unknown)");
+  m.Sample(1, {{"provider", l.host.provider}, {"instance_type", l.host.instance_type}, {"zone", l.host.zone},
+               {"region", l.host.region}});
   m.Family("spotvisor_phase", "gauge", "1 for the supervisor's current phase");
   for (const char* p : {"idle", "selecting", "running", "stopping", "backoff", "drained", "finished"}) {
     m.Sample(v.phase == p ? 1 : 0, {{"phase", p}});

@@ -15,6 +15,7 @@
 #include "spotvisor/cli/app.hpp"
 #include "spotvisor/config/templates.hpp"
 #include "spotvisor/hooks/hook_runner.hpp"
+#include "spotvisor/preemption/instance_facts.hpp"
 #include "spotvisor/telemetry/checkpoint_tracker.hpp"
 #include "spotvisor/telemetry/log.hpp"
 #include "spotvisor/telemetry/metrics_server.hpp"
@@ -57,6 +58,7 @@ class TelemetryObserver final : public supervisor::RunObserver {
     StartMetrics(io);
     StartTimers(io);
     StartGpu(io);
+    AskInstanceFacts(io);
     std::set<std::string> known;
     for (const auto& c : ledger_.checkpoints) known.insert(c.name);
     tracker_ = std::make_unique<CheckpointTracker>(io, job_, kCheckpointScan,
@@ -153,6 +155,7 @@ class TelemetryObserver final : public supervisor::RunObserver {
     Notify("STOPPING=1\nSTATUS=exit " + std::to_string(code) + ": " + message);
     if (metrics_) metrics_->Stop();
     if (tracker_) tracker_->Stop();
+    facts_.reset();
     for (auto* t : {&heartbeat_, &budget_timer_, &gpu_timer_}) t->reset();
     const bool finish = code == cli::exit_code::kDone || code == cli::exit_code::kFailed || code == cli::exit_code::kBudget;
     if (finish && !job_.hooks.on_finish.command.empty()) {
@@ -206,6 +209,23 @@ class TelemetryObserver final : public supervisor::RunObserver {
     hooks::HookRunner runner(local, job_.job.workdir, job_.job.env);
     StartHook(runner, "before_start", job_.hooks.before_start, {}, nullptr);
     local.run();
+  }
+
+  // Instance type, zone and region from the metadata service (DMI knows only some of it).
+  void AskInstanceFacts(asio::io_context& io) {
+    facts_ = preemption::InstanceFactsQuery::Make(io, job_.provider);
+    if (!facts_) return;
+    facts_->Start([this](preemption::InstanceFacts f) {
+      auto& h = ledger_.host;
+      if (!f.instance_type.empty()) h.instance_type = f.instance_type;
+      if (!f.zone.empty()) h.zone = f.zone;
+      if (!f.region.empty()) h.region = f.region;
+      if (!f.instance_type.empty() || !f.zone.empty() || !f.region.empty()) h.source = "metadata service";
+      Log(f.trouble.empty() ? LogLevel::kInfo : LogLevel::kWarning,
+          "event=instance_facts instance_type=" + Quote(h.instance_type) + " zone=" + Quote(h.zone) +
+              " region=" + Quote(h.region) + (f.trouble.empty() ? "" : " unanswered=" + Quote(f.trouble)));
+      Save();
+    });
   }
 
   void StartMetrics(asio::io_context& io) {
@@ -456,6 +476,7 @@ class TelemetryObserver final : public supervisor::RunObserver {
   std::optional<double> last_notice_to_signal_, last_grace_used_;
   std::map<std::pair<std::string, std::string>, int> hook_runs_;
   std::unique_ptr<MetricsServer> metrics_;
+  std::unique_ptr<preemption::InstanceFactsQuery> facts_;  // until it answers or we exit
   std::unique_ptr<hooks::HookRunner> hooks_;
   std::unique_ptr<CheckpointTracker> tracker_;
   std::unique_ptr<asio::steady_timer> heartbeat_, budget_timer_, watchdog_, gpu_timer_;

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "spotvisor/config/job_config.hpp"
 #include "spotvisor/util/result.hpp"
 
 namespace spotvisor::preemption {
@@ -19,5 +20,9 @@ struct Endpoint {
 
 // "http://127.0.0.1:1338", "http://[::1]:8080/", "http://metadata.google.internal".
 Result<Endpoint> ParseEndpoint(std::string_view url);
+
+// The provider's own metadata address (link-local: no DNS, no proxy), used when
+// provider.endpoint is not set. GCP's also answers as metadata.google.internal.
+const char* DefaultEndpoint(config::ProviderKind kind);
 
 }  // namespace spotvisor::preemption

@@ -72,7 +72,7 @@ struct GpuInfo {
 };
 
 struct HostInfo {
-  std::string hostname, provider, instance_type, zone;
+  std::string hostname, provider, instance_type, zone, region;
   std::string source;                      // where provider/instance type came from
 };
 
