@@ -1,16 +1,17 @@
 // spdlog setup and the two line formats; see log.hpp.
 #include "spotvisor/telemetry/log.hpp"
 
+#include <spdlog/formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 namespace spotvisor::telemetry {
 namespace {
 
-config::LogFormat g_format = config::LogFormat::kText;  // set once at start, read by Log
-std::string g_job;                                      // carried by every line
+std::string g_job;  // carried by every JSON line; set once at start
 
 spdlog::level::level_enum ToSpd(LogLevel level) {
   switch (level) {
@@ -23,21 +24,58 @@ spdlog::level::level_enum ToSpd(LogLevel level) {
   return spdlog::level::info;
 }
 
-const char* LevelName(LogLevel level) {
+const char* LevelName(spdlog::level::level_enum level) {
   switch (level) {
-    case LogLevel::kDebug: return "debug";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kWarning: return "warning";
-    case LogLevel::kError: return "error";
-    case LogLevel::kCritical: return "critical";
+    case spdlog::level::trace:
+    case spdlog::level::debug: return "debug";
+    case spdlog::level::warn: return "warning";
+    case spdlog::level::err: return "error";
+    case spdlog::level::critical: return "critical";
+    default: return "info";
   }
-  return "info";
 }
+
+// A field value that reads as a number is one in JSON ("attempt":2); leading zeros, huge
+// values and everything else stay strings.
+nlohmann::json JsonValue(const std::string& v) {
+  std::size_t i = v.size() > 1 && v[0] == '-' ? 1 : 0;
+  const std::size_t digits_start = i;
+  while (i < v.size() && v[i] >= '0' && v[i] <= '9') ++i;
+  const std::size_t int_digits = i - digits_start;
+  bool fraction = false;
+  if (int_digits > 0 && i + 1 < v.size() && v[i] == '.') {
+    const std::size_t dot = i++;
+    while (i < v.size() && v[i] >= '0' && v[i] <= '9') ++i;
+    fraction = i > dot + 1;
+  }
+  const bool leading_zero = int_digits > 1 && v[digits_start] == '0';
+  if (int_digits == 0 || i != v.size() || leading_zero || v.size() > 15) return v;
+  if (fraction) return std::stod(v);
+  return std::stoll(v);
+}
+
+// JSON lines for every message the logger sees, ours (key=value fields) and the library's
+// own: one object with ts, level, job and the fields.
+class JsonFormatter final : public spdlog::formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    nlohmann::json j;
+    j["ts"] = std::chrono::duration_cast<std::chrono::milliseconds>(msg.time.time_since_epoch()).count() / 1000.0;
+    j["level"] = LevelName(msg.level);
+    if (!g_job.empty()) j["job"] = g_job;
+    const std::string_view payload(msg.payload.data(), msg.payload.size());
+    const auto fields = ParseFields(payload);
+    if (fields.empty()) j["message"] = std::string(payload);
+    for (const auto& [k, v] : fields) j[k] = JsonValue(v);
+    const std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    dest.append(line.data(), line.data() + line.size());
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<JsonFormatter>(); }
+};
 
 }  // namespace
 
 void ConfigureLogging(config::LogFormat format, const std::string& level, const std::string& job) {
-  g_format = format;
   g_job = job;
   auto logger = spdlog::get("spotvisor");
   if (!logger) {
@@ -45,9 +83,14 @@ void ConfigureLogging(config::LogFormat format, const std::string& level, const 
     spdlog::set_default_logger(logger);
   }
   if (format == config::LogFormat::kJson) {
-    logger->set_pattern("%v");
+    logger->set_formatter(std::make_unique<JsonFormatter>());
   } else {
-    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %-7l spotvisor %v", spdlog::pattern_time_type::utc);
+    // The job name goes into the pattern, so the library's own lines carry it too.
+    std::string prefix = job.empty() ? "" : "job=" + Quote(job) + " ";
+    for (std::size_t at = prefix.find('%'); at != std::string::npos; at = prefix.find('%', at + 2)) {
+      prefix.insert(at, "%");
+    }
+    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %-7l spotvisor " + prefix + "%v", spdlog::pattern_time_type::utc);
   }
   logger->set_level(spdlog::level::from_str(level == "warning" ? "warn" : level == "error" ? "err" : level));
   logger->flush_on(spdlog::level::debug);
@@ -91,17 +134,7 @@ std::string Quote(std::string_view value) {
 void Log(LogLevel level, std::string_view fields) {
   auto logger = spdlog::default_logger_raw();
   if (!logger->should_log(ToSpd(level))) return;
-  if (g_format == config::LogFormat::kJson) {
-    nlohmann::json j;
-    j["ts"] = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  std::chrono::system_clock::now().time_since_epoch()).count() / 1000.0;
-    j["level"] = LevelName(level);
-    if (!g_job.empty()) j["job"] = g_job;
-    for (const auto& [k, v] : ParseFields(fields)) j[k] = v;
-    logger->log(ToSpd(level), "{}", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  } else {
-    logger->log(ToSpd(level), "{}{}", g_job.empty() ? "" : "job=" + Quote(g_job) + " ", fields);
-  }
+  logger->log(ToSpd(level), "{}", fields);  // the formatter adds time, level and job
 }
 
 }  // namespace spotvisor::telemetry

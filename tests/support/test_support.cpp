@@ -2,13 +2,19 @@
 #include "support/test_support.hpp"
 
 #include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 namespace spotvisor::testing {
@@ -112,6 +118,34 @@ int RunSpotvisor(const std::vector<std::string>& args, std::string* output,
   }
   if (output) *output = ReadFile(s.output);
   return code;
+}
+
+NotifySocket::NotifySocket(const std::string& name) {
+  fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (fd_ < 0 || name.empty() || name.size() >= sizeof addr.sun_path) {
+    throw std::runtime_error("NotifySocket: cannot create a socket for " + name);
+  }
+  std::memcpy(addr.sun_path, name.data(), name.size());
+  const bool abstract = name[0] == '@';
+  if (abstract) addr.sun_path[0] = '\0';
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size() + (abstract ? 0 : 1));
+  if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+    throw std::runtime_error("NotifySocket: cannot bind " + name + ": " + std::strerror(errno));
+  }
+}
+
+NotifySocket::~NotifySocket() {
+  if (fd_ >= 0) close(fd_);
+}
+
+std::string NotifySocket::Receive(std::chrono::milliseconds timeout) {
+  timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
+  setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[4096];
+  const ssize_t n = recv(fd_, buf, sizeof buf, 0);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("<nothing>");
 }
 
 }  // namespace spotvisor::testing

@@ -58,4 +58,19 @@ int WaitExit(pid_t pid, std::chrono::milliseconds timeout = std::chrono::seconds
 int RunSpotvisor(const std::vector<std::string>& args, std::string* output = nullptr,
                  std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
+// A real unix datagram socket standing in for systemd's NOTIFY_SOCKET: a path, or an
+// abstract name starting with '@'.
+class NotifySocket {
+ public:
+  explicit NotifySocket(const std::string& name);
+  ~NotifySocket();
+  NotifySocket(const NotifySocket&) = delete;
+  NotifySocket& operator=(const NotifySocket&) = delete;
+  // The next datagram, or "<nothing>" after `timeout`.
+  std::string Receive(std::chrono::milliseconds timeout = std::chrono::seconds(2));
+
+ private:
+  int fd_ = -1;  // owned
+};
+
 }  // namespace spotvisor::testing

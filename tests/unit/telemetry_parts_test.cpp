@@ -93,31 +93,7 @@ TEST(MetricsText, EscapesLabelValuesAndHelp) {
   EXPECT_EQ(LabelName("1x"), "_1x");
 }
 
-// A real unix datagram socket standing in for systemd.
-class NotifySocket {
- public:
-  explicit NotifySocket(const std::string& name) : name_(name) {
-    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path, name.data(), name.size());
-    if (name[0] == '@') addr.sun_path[0] = '\0';
-    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size() + (name[0] == '@' ? 0 : 1));
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), len), 0) << std::strerror(errno);
-    timeval tv{2, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
-  ~NotifySocket() { close(fd_); }
-  std::string Receive() {
-    char buf[4096];
-    const ssize_t n = recv(fd_, buf, sizeof buf, 0);
-    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("<nothing>");
-  }
-
- private:
-  std::string name_;
-  int fd_ = -1;
-};
+using testing::NotifySocket;
 
 TEST(SdNotify, SendsDatagramsToAPathSocket) {
   TempDir dir;
