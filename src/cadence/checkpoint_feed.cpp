@@ -23,7 +23,13 @@ checkpoint::CatalogOptions ViewOptions(const config::JobConfig& job) {
   o.validator.level = job.checkpoints.validate;
   o.validator.format = job.checkpoints.format;
   o.validator.marker = job.checkpoints.marker;
-  o.quarantine = false;  // the driver quarantines at selection; a feed only looks
+  o.quarantine = false;  // the driver quarantines at selection
+  o.keep = job.checkpoints.keep;  // retention as each new good checkpoint appears
+  // Read-only here: the verdicts the driver's selection saved spare a re-validation of
+  // the checkpoints that existed at start when retention first runs.
+  if (!job.telemetry.state_dir.empty()) {
+    o.cache_file = job.telemetry.state_dir / std::string(checkpoint::kCacheFileName);
+  }
   return o;
 }
 
@@ -113,9 +119,18 @@ std::optional<NewCheckpoint> CheckpointFeed::Scan() {
     n.written_at = std::chrono::system_clock::time_point(
         std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(e.key.mtime_ns)));
     n.detected_at = std::chrono::system_clock::now();
+    Retain();
     return n;
   }
   return std::nullopt;
+}
+
+void CheckpointFeed::Retain() {
+  if (catalog_->options().keep <= 0) return;
+  // A long run keeps `keep` good checkpoints on disk, not only at the next (re)start.
+  if (auto deleted = catalog_->ApplyRetention(); !deleted) {
+    Log(LogLevel::kWarning, "event=retention_failed error=" + Quote(deleted.error().message));
+  }
 }
 
 }  // namespace spotvisor::cadence

@@ -7,7 +7,6 @@
 #include "spotvisor/health/heartbeat_monitor.hpp"
 #include "spotvisor/mirror/mirror_observer.hpp"
 #include "spotvisor/preemption/provider_detect.hpp"
-#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::cadence {
 
@@ -32,17 +31,15 @@ std::vector<std::unique_ptr<supervisor::RunObserver>> MakeCadenceHealthMirrorObs
   const bool cadence = job.cadence.mode != config::CadenceMode::kOff;
   const bool mirror = job.checkpoints.dir && (job.checkpoints.mirror.path || !job.checkpoints.mirror.command.empty());
   CheckpointFeed* feed = nullptr;
-  if (job.checkpoints.dir && (cadence || mirror)) {
+  const bool retention = job.checkpoints.keep > 0;
+  if (job.checkpoints.dir && (cadence || mirror || retention)) {
     auto owned = std::make_unique<CheckpointFeed>(job);
     feed = owned.get();
     out.push_back(std::move(owned));
   }
   if (cadence) out.push_back(std::make_unique<CadenceObserver>(job, feed, ProviderName(job)));
-  if (job.health.heartbeat_file) out.push_back(std::make_unique<health::HeartbeatMonitor>(job));
-  if (!job.health.progress_pattern.empty()) {
-    telemetry::Log(telemetry::LogLevel::kWarning,
-                   "event=progress_pattern_unsupported detail=\"health.progress_pattern needs the trainer's output "
-                   "relayed, which this version does not do; hang detection uses health.heartbeat_file only\"");
+  if (job.health.heartbeat_file || !job.health.progress_pattern.empty()) {
+    out.push_back(std::make_unique<health::HeartbeatMonitor>(job));
   }
   if (mirror) out.push_back(std::make_unique<mirror::MirrorObserver>(job, feed));
   return out;

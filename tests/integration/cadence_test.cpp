@@ -9,6 +9,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <set>
 #include <thread>
 
 #include "spotvisor/mock/mock_metadata_server.hpp"
@@ -161,6 +163,42 @@ TEST(Cadence, RebalanceRecommendationAsksForOneCheckpointWithoutStopping) {
   int rebalance = 0;
   for (const auto& r : Records(dir, "checkpoint")) rebalance += r["reason"] == "notice aws rebalance";
   EXPECT_EQ(rebalance, 1);
+}
+
+// checkpoints.keep holds during a long run, not only at the next start: each new good
+// checkpoint deletes the oldest beyond `keep` while the trainer goes on.
+TEST(Retention, ALongRunKeepsOnlyTheNewestGoodCheckpoints) {
+  TempDir dir;
+  std::string yaml = HelperJob(dir, CheckpointArgs(dir), "");
+  yaml.insert(yaml.find("  format: any\n"), "  keep: 2\n");
+  WriteFile(dir / "job.yaml", yaml);
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
+  auto checkpoints = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir / "ckpt")) {
+      if (e.path().filename().string().rfind("ckpt_step", 0) == 0) names.push_back(e.path().filename().string());
+    }
+    return names;
+  };
+  std::set<std::string> written;
+  for (int i = 0; i < 4; ++i) {
+    kill(sv.pid, SIGUSR1);  // forwarded: the helper writes one more checkpoint
+    ASSERT_TRUE(WaitUntil([&] {
+      for (const auto& n : checkpoints()) written.insert(n);
+      return written.size() == static_cast<std::size_t>(i + 1);
+    })) << ReadFile(dir / "out.txt");
+  }
+  ASSERT_TRUE(WaitUntil([&] { return checkpoints().size() == 2; }, 20s)) << ReadFile(dir / "out.txt");
+  // The two left are the two newest (the helper's step only grows).
+  std::vector<long> steps;
+  for (const auto& n : written) steps.push_back(std::stol(n.substr(9)));
+  std::sort(steps.begin(), steps.end());
+  for (const auto& n : checkpoints()) EXPECT_GE(std::stol(n.substr(9)), steps[2]) << n;
+  const std::string out = ReadFile(dir / "out.txt");
+  EXPECT_NE(out.find("event=checkpoint_deleted"), std::string::npos) << out;
+  kill(sv.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Notices good checkpoints as they appear in checkpoints.dir during a run, for the cadence
-// (cost of a requested checkpoint) and the mirror (copy each new good one). Polls the
+// (cost of a requested checkpoint) and the mirror (copy each new good one), and applies
+// checkpoints.keep each time one appears. Polls the
 // directory on its own worker thread — slowly, or fast while a requested checkpoint is
 // awaited — validates new or changed entries at the job's level, newest first, and reports
 // the newest good one to its listeners on the io thread. What existed at start is the
@@ -58,6 +59,8 @@ class CheckpointFeed final : public supervisor::RunObserver {
   void Tick();
   // Worker thread only: one scan; the newest new good checkpoint, if any.
   std::optional<NewCheckpoint> Scan();
+  // Worker thread only: checkpoints.keep applied after a new good checkpoint appeared.
+  void Retain();
 
   const config::JobConfig& job_;                       // not owned
   FeedTiming timing_;                                  // poll periods
