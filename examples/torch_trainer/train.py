@@ -62,8 +62,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--checkpoint-signal", default="SIGUSR1",
                    help="signal meaning save and continue (spotvisor signals.checkpoint)")
     p.add_argument("--break-rng-restore", action="store_true",
-                   help="BROKEN ON PURPOSE: on resume, do not restore RNG and data-loader "
-                        "state (a drill must notice that the result differs)")
+                   help="BROKEN ON PURPOSE: on resume, do not restore the RNG states "
+                        "(a drill must notice that the result differs)")
+    p.add_argument("--break-data-restore", action="store_true",
+                   help="BROKEN ON PURPOSE: on resume, do not restore the data-loader "
+                        "position, so the epoch starts over (a drill must notice)")
     return p.parse_args(argv)
 
 
@@ -144,10 +147,8 @@ def main(argv=None) -> int:
     ckpt.track(model=model, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
                sampler=sampler)
     try:
-        if args.break_rng_restore:
-            loaded = ckpt.resume(args.resume_from, restore_rng=False, exclude=("sampler",))
-        else:
-            loaded = ckpt.resume(args.resume_from)
+        loaded = ckpt.resume(args.resume_from, restore_rng=not args.break_rng_restore,
+                             exclude=("sampler",) if args.break_data_restore else ())
     except helper.CheckpointError as e:
         print(f"[trainer] error: {e}", file=sys.stderr, flush=True)
         return leave(world, 1)

@@ -204,5 +204,47 @@ TEST(AwsFallbackTest, ImdsV1OnlyWhenConfigured) {
   }
 }
 
+// A token the service stops accepting (an instance stop/start, a restarted IMDS) costs one
+// fresh token and no missed poll; a service that refuses every token is not hammered: one
+// fresh token per round, then the error backoff, said once.
+TEST(AwsTokenTest, A401GetsOneFreshTokenThenBacksOff) {
+  for (const bool refuse_all : {false, true}) {
+    boost::asio::io_context io;
+    int issued = 0;
+    testing::RawServer server(io, [&](const std::string& head, const std::string&) {
+      if (head.rfind("PUT /latest/api/token", 0) == 0) {
+        ++issued;
+        return testing::RawAction{testing::HttpAnswer(
+            200, "tok-" + std::to_string(issued), {"X-aws-ec2-metadata-token-ttl-seconds: 21600"})};
+      }
+      const bool first_token = head.find("tok-1\r\n") != std::string::npos;
+      if (refuse_all || first_token) return testing::RawAction{testing::HttpAnswer(401, "")};
+      return testing::RawAction{testing::HttpAnswer(404, "<html>404 - Not Found</html>")};
+    });
+    testing::LogCapture logs;
+    auto p = FastProvider(ProviderKind::kAws, server.url());
+    auto tuning = FastTuning();
+    tuning.backoff_max = 400ms;
+    auto watcher = preemption::MakeWatcher(io, p, tuning);
+    ASSERT_TRUE(watcher.ok());
+    Recorder rec;
+    (*watcher)->Start(rec.OnNotice(), rec.OnCleared());
+    const std::string probe = "/latest/meta-data/spot/instance-action";
+    if (!refuse_all) {
+      ASSERT_TRUE(RunUntil(io, [&] { return server.requests_to(probe) >= 6; }, 3s));
+      EXPECT_EQ(issued, 2) << "one fresh token after the 401, then it is kept";
+      EXPECT_EQ(logs.Count("even with a fresh token"), 0) << logs.Joined();
+    } else {
+      RunFor(io, 1200ms);
+      // At the 20 ms poll interval without a backoff this would be ~60 rounds.
+      EXPECT_GE(server.requests_to(probe), 2);
+      EXPECT_LE(server.requests_to(probe), 2 * 8) << "each round: one probe, one fresh token, one more probe";
+      EXPECT_LE(issued, server.requests_to(probe));
+      EXPECT_EQ(logs.Count("even with a fresh token"), 1) << logs.Joined();
+    }
+    EXPECT_TRUE(rec.notices.empty());
+  }
+}
+
 }  // namespace
 }  // namespace spotvisor

@@ -3,6 +3,8 @@
 // connection was closed by the peer, Cancel() dropping the handler, and what it never sends.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <boost/asio/io_context.hpp>
 
 #include "integration/preemption_test_util.hpp"
@@ -106,6 +108,24 @@ TEST(HttpClientTest, ReusesTheConnectionAndSendsNoProxyHeaders) {
     EXPECT_NE(head.find("Host: 127.0.0.1:"), std::string::npos);
     EXPECT_NE(head.find("Metadata: true"), std::string::npos);
   }
+}
+
+// The metadata service is link-local: a proxy from the environment (set on many training
+// hosts for pip and git) must never see a metadata request.
+TEST(HttpClientTest, IgnoresProxiesFromTheEnvironment) {
+  boost::asio::io_context io;
+  RawServer proxy(io, [](const std::string&, const std::string&) { return RawAction{HttpAnswer(200, "proxied")}; });
+  RawServer server(io, [](const std::string&, const std::string&) { return RawAction{HttpAnswer(200, "direct")}; });
+  for (const char* name : {"http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"}) {
+    ::setenv(name, proxy.url().c_str(), 1);
+  }
+  ::setenv("no_proxy", "", 1);
+  HttpClient client(io, At(server.port()));
+  const HttpOutcome outcome = Exchange(io, client, Get("/latest/meta-data/spot/instance-action"));
+  for (const char* name : {"http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy"}) ::unsetenv(name);
+  ASSERT_TRUE(outcome.ok()) << outcome.message;
+  EXPECT_EQ(outcome.response.body, "direct");
+  EXPECT_EQ(proxy.connections(), 0);
 }
 
 TEST(HttpClientTest, ResendsOnceWhenTheKeptAliveConnectionWasClosed) {

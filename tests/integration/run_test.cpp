@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <ctime>
 #include <fstream>
 
+#include "spotvisor/util/units.hpp"
 #include "support/test_support.hpp"
 
 namespace spotvisor {
@@ -152,6 +154,58 @@ TEST(Run, IgnoredSigtermIsFollowedBySigkillAfterGrace) {
   EXPECT_GE(std::chrono::steady_clock::now() - start, 290ms);
   EXPECT_FALSE(ProcessAlive(child));
   EXPECT_NE(ReadFile(dir / "out.txt").find("event=grace_expired"), std::string::npos);
+}
+
+// A notice (here from `provider.kind: file`, a real watcher polling a real file) caps the
+// grace at deadline − now − safety margin, drains the trainer without using a budget, and
+// when the notice clears while the machine lives on, the trainer resumes from the
+// checkpoint it wrote in the window, then finishes: exit 0.
+TEST(Run, NoticeCapsTheGraceDrainsAndResumesWhenItClears) {
+  TempDir dir;
+  std::string yaml = JobYaml(dir,
+                             "--mode=checkpoint --sleep-ms=3000 --ckpt-dir=" + (dir / "ckpt").string() +
+                                 " --ready=" + (dir / "ready").string(),
+                             "provider:\n  kind: file\n  file: ./notice\n  poll_interval: 50ms\n"
+                             "  safety_margin: 1s\n  resume_after: 300ms\n");
+  yaml.insert(yaml.find("signals:"), "  format: any\n");  // the helper's checkpoints are plain files
+  WriteFile(dir / "job.yaml", yaml);
+  const auto job = (dir / "job.yaml").string();
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", job, "--grace", "60s"}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
+  const pid_t first = ReadPid(dir / "ready");
+  std::filesystem::remove(dir / "ready");
+  const auto deadline = std::chrono::system_clock::now() + 4s;
+  const std::time_t t = std::chrono::system_clock::to_time_t(deadline);
+  char iso[32];
+  std::strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  WriteFile(dir / "notice", std::string("{\"deadline\": \"") + iso + "\", \"kind\": \"drill\"}");
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=drained") != std::string::npos; }))
+      << ReadFile(dir / "out.txt");
+  const std::string drained = ReadFile(dir / "out.txt");
+  // 60 s of grace asked for; the deadline (≤ 4 s away, whole seconds) less the 1 s margin wins.
+  const auto at = drained.find("event=stopping reason=notice");
+  ASSERT_NE(at, std::string::npos) << drained;
+  const std::string key = " grace=";
+  const auto from = drained.find(key, at) + key.size();
+  const std::string grace = drained.substr(from, drained.find_first_of(" \n", from) - from);
+  const auto parsed = ParseDuration(grace);
+  ASSERT_TRUE(parsed.ok()) << grace;
+  EXPECT_LE(*parsed, 3s) << "grace=" << grace;
+  EXPECT_GT(*parsed, 0ms) << "grace=" << grace;
+  EXPECT_FALSE(ProcessAlive(first));
+
+  std::filesystem::remove(dir / "notice");  // the notice clears; the machine lives on
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
+  EXPECT_EQ(WaitExit(sv.pid), 0) << ReadFile(dir / "out.txt");
+  const std::string out = ReadFile(dir / "out.txt");
+  EXPECT_NE(out.find("event=resume_after_notice"), std::string::npos) << out;
+  const auto lines = ReadLines(dir / "record.txt");
+  ASSERT_EQ(lines.size(), 2u) << out;
+  EXPECT_NE(Field(lines[1], "SPOTVISOR_RESUME_FROM"), "") << lines[1];
+  EXPECT_EQ(Field(lines[1], "SPOTVISOR_RESTART_COUNT"), "1") << lines[1];
+  const std::string state = ReadFile(dir / "state" / "state.json");
+  EXPECT_NE(state.find("\"failures\": 0"), std::string::npos) << state;  // preemptions use no budget
+  EXPECT_NE(state.find("\"preemptions\": 1"), std::string::npos) << state;
 }
 
 TEST(Run, SecondSigintSkipsTheGrace) {

@@ -84,13 +84,16 @@ class MetricsRun : public ::testing::Test {
               "telemetry:\n  state_dir: ./state\n  metrics: {listen: \"127.0.0.1:0\", token_file: ./token}\n"
               "cost:\n  node_hour: 1.5\n  disk_gb: 10\n  disk_gb_month: 0.1\n");
     run_ = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir_ / "job.yaml").string()}, dir_ / "out.log");
-    std::smatch m;
     ASSERT_TRUE(WaitUntil([&] {
       const std::string log = ReadFile(dir_ / "out.log");
-      if (log.find("event=trainer_started") == std::string::npos) return false;
-      return std::regex_search(log, m, std::regex("metrics_listening address=127\\.0\\.0\\.1:([0-9]+)"));
+      std::smatch m;  // points into `log`: read the port before `log` goes
+      if (log.find("event=trainer_started") == std::string::npos ||
+          !std::regex_search(log, m, std::regex("metrics_listening address=127\\.0\\.0\\.1:([0-9]+)"))) {
+        return false;
+      }
+      port_ = std::stoi(m[1]);
+      return true;
     })) << ReadFile(dir_ / "out.log");
-    port_ = std::stoi(m[1]);
   }
   void TearDown() override {
     kill(run_.pid, SIGTERM);

@@ -1,0 +1,48 @@
+// NamePattern and IsTempName: whole-name matches, {step} with leading zeros, overflow, and
+// every temp-name form writers use while a checkpoint is incomplete.
+#include <gtest/gtest.h>
+
+#include "spotvisor/checkpoint/name_pattern.hpp"
+
+namespace spotvisor::checkpoint {
+namespace {
+
+TEST(NamePattern, MatchesTheWholeNameWithLeadingZeros) {
+  auto p = NamePattern::Parse("ckpt_step{step}");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->Match("ckpt_step120"), 120u);
+  EXPECT_EQ(p->Match("ckpt_step000120"), 120u);
+  EXPECT_EQ(p->Match("ckpt_step0"), 0u);
+  EXPECT_EQ(p->Match("ckpt_step"), std::nullopt);        // {step} is one or more digits
+  EXPECT_EQ(p->Match("ckpt_step12a"), std::nullopt);     // the whole name must match
+  EXPECT_EQ(p->Match("xckpt_step12"), std::nullopt);
+  EXPECT_EQ(p->Match("ckpt_step99999999999999999999999"), std::nullopt);  // no order for it
+
+  auto file = NamePattern::Parse("step_{step}.pt");
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(file->Match("step_0042.pt"), 42u);
+  EXPECT_EQ(file->Match("step_42.pt.tmp"), std::nullopt);
+}
+
+TEST(NamePattern, NeedsStepExactlyOnce) {
+  EXPECT_FALSE(NamePattern::Parse("ckpt").ok());
+  EXPECT_FALSE(NamePattern::Parse("{step}_{step}").ok());
+}
+
+TEST(NamePattern, TempNamesNeverCount) {
+  for (const char* name : {"ckpt_step5.tmp", ".tmp-ckpt_step5", "tmp-ckpt_step5", "tmp.ckpt_step5",
+                           "ckpt_step5.orbax-checkpoint-tmp-1699999999", "ckpt_step5.partial",
+                           "ckpt_step5.incomplete", ".spotvisor-quarantine"}) {
+    EXPECT_TRUE(IsTempName(name)) << name;
+  }
+  EXPECT_FALSE(IsTempName("ckpt_step5"));
+  EXPECT_FALSE(IsTempName("step_5.pt"));
+
+  // A pattern that would match a temp name still does not count it.
+  auto p = NamePattern::Parse("{step}.orbax-checkpoint-tmp");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->Match("5.orbax-checkpoint-tmp"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace spotvisor::checkpoint
