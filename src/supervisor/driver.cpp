@@ -82,6 +82,10 @@ class Driver::Impl final : public RunControl {
     journal_.emplace(std::move(*journal));
     if (!StopLeftovers()) return cli::exit_code::kFailed;
     prctl(PR_SET_CHILD_SUBREAPER, 1);
+    // Our stdout/stderr may be a pipe whose reader goes away (`| head`, a dead log
+    // collector): a write must fail with EPIPE, not kill the supervisor and so the trainer.
+    // Not a handler, only a disposition; the child starts with SIG_DFL for every signal.
+    std::signal(SIGPIPE, SIG_IGN);
     fsm_.emplace(job_, RestoreCounters(journal_->state()), static_cast<std::uint64_t>(getpid()) * 7919u);
     Log(LogLevel::kInfo, "event=supervisor_started pid=" + std::to_string(getpid()) +
                              " state_dir=" + Quote(job_.telemetry.state_dir.string()) +
@@ -131,6 +135,16 @@ class Driver::Impl final : public RunControl {
     const auto now_ms = state::UnixMillisNow();
     const auto now = steady_clock::now();
     for (auto ms : s.recent_failures_ms) c.recent_failures.push_back(now - std::chrono::milliseconds(now_ms - ms));
+    // state.json is replaced atomically at every change but fsynced only at exit;
+    // attempts.jsonl is fsynced line by line. After a power cut the journal may know
+    // attempts the state file lost: they count, so a crash never hands a budget back.
+    for (const auto& r : journal_->ReadAttempts()) {
+      if (r.attempt <= s.attempts) continue;
+      c.attempts = std::max(c.attempts, r.attempt);
+      if (r.outcome == "failed" || r.outcome == "spawn-failed") ++c.failures, ++c.consecutive_failures;
+      if (r.outcome == "hang") ++c.hangs;
+      if (r.outcome == "preempted") ++c.preemptions;
+    }
     return c;
   }
 
@@ -298,7 +312,10 @@ class Driver::Impl final : public RunControl {
                      {"action", n.action == preemption::NoticeAction::kStop ? "stop" : "checkpoint"},
                      {"id", n.id}, {"detail", n.detail}, {"received_at", FormatIsoUtc(std::chrono::system_clock::now())}};
     j["deadline"] = n.deadline ? nlohmann::json(FormatIsoUtc(*n.deadline)) : nlohmann::json(nullptr);
-    if (Status s = WriteFileAtomically(NoticeFilePath(job_), j.dump(2) + "\n"); !s) {
+    // Atomic (the trainer never reads half of it) but not fsynced: it sits between the
+    // notice and the signal, where an fsync costs tens of ms on a busy disk, and no one
+    // reads it after a power cut (it is removed before a resumed trainer starts).
+    if (Status s = WriteFileAtomically(NoticeFilePath(job_), j.dump(2) + "\n", Durability::kAtomicOnly); !s) {
       Log(LogLevel::kError, "event=notice_file_failed error=" + Quote(s.error().message));
     }
   }

@@ -155,7 +155,9 @@ def analyse(lines, kind):
             cur["ended"] = t
     rows = []
     for prev, nxt in zip(attempts, attempts[1:]):
-        reached = prev["stop_step"] if prev["stop_step"] is not None else prev["last_step"] or 0
+        # An attempt interrupted before its first step line reached only its resume point.
+        reached = (prev["stop_step"] if prev["stop_step"] is not None
+                   else prev["last_step"] if prev["last_step"] is not None else prev["resume_step"])
         row = {"kind": kind, "attempt": prev["attempt"], "reached": reached, "resumed_from": nxt["resume_step"],
                "steps_lost": reached - nxt["resume_step"]}
         start = prev["notice"] if kind == "notice" else prev["ended"]

@@ -43,7 +43,8 @@ TEST(ReportRun, BudgetExhaustedStopsWithExit3AndRunsOnFinish) {
             "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n  validate: structure\n  format: any\n"
             "signals:\n  grace: 5s\n"
             "telemetry:\n  state_dir: ./state\n"
-            "cost:\n  node_hour: 3600\n  disk_gb: 0\n  disk_gb_month: 0\n  snapshot_gb: 0\n  snapshot_gb_month: 0\n"
+            // Only the upper end of the price range reaches the budget: the upper end counts.
+            "cost:\n  node_hour: [0, 3600]\n  disk_gb: 0\n  disk_gb_month: 0\n  snapshot_gb: 0\n  snapshot_gb_month: 0\n"
             "  egress_gb: 0\n  egress_per_gb: 0\n  public_ip_hour: 0\n  support_month: [0, 1]\n"
             "  budget: 1.5\n  warn_fraction: 0.5\n  check_interval: 100ms\n"
             "hooks:\n  on_finish: {command: [\"/bin/sh\", \"-c\", \"echo $0 > " + (dir / "finished").string() +
@@ -60,7 +61,30 @@ TEST(ReportRun, BudgetExhaustedStopsWithExit3AndRunsOnFinish) {
   EXPECT_EQ(report["result"]["exit_code"], 3);
   EXPECT_FALSE(report["cost"]["budget_exhausted"].get<std::string>().empty());
   EXPECT_GE(report["cost"]["total_high"].get<double>(), 1.5 * 0.5);
+  EXPECT_LT(report["cost"]["total_low"].get<double>(), 1.5) << report["cost"].dump();
+  EXPECT_EQ(report["config_hash"].get<std::string>().rfind("xxh3-128:", 0), 0u) << report.dump();
+  EXPECT_EQ(report["spotvisor_version"], SPOTVISOR_VERSION);
+  EXPECT_FALSE(report["host"]["hostname"].get<std::string>().empty()) << report["host"].dump();
+  EXPECT_FALSE(report["host"]["provider"].get<std::string>().empty()) << report["host"].dump();
   EXPECT_NE(ReadFile(dir / "state" / "report.md").find("# Run report: budget"), std::string::npos);
+}
+
+// on_finish runs for every end that is final — done (0) and given up (1) — not for a stop
+// that leaves the job resumable (75).
+TEST(ReportRun, OnFinishRunsWhenTheJobIsDoneOrGivenUp) {
+  for (const auto& [helper, code] : std::vector<std::pair<std::string, int>>{
+           {"--mode=exit --code=0", 0}, {"--mode=exit --code=3", 1}}) {
+    TempDir dir;
+    WriteFile(dir / "job.yaml",
+              "job:\n  name: fin\n  command: " + Helper(helper) + "\n"
+              "restart:\n  max_restarts: 1\n  backoff: {initial: 1ms, max: 1ms, multiplier: 1, jitter: 0}\n"
+              "telemetry:\n  state_dir: ./state\n"
+              "hooks:\n  on_finish: {command: [\"/bin/sh\", \"-c\", \"echo $0 > " + (dir / "finished").string() +
+              "\", \"{exit_code}\"], timeout: 5s}\n");
+    std::string out;
+    EXPECT_EQ(RunSpotvisor({"run", "--config", (dir / "job.yaml").string()}, &out), code) << out;
+    EXPECT_EQ(ReadFile(dir / "finished"), std::to_string(code) + "\n") << out;
+  }
 }
 
 TEST(ReportRun, HooksOnNoticeAndCheckpointAndAHangingHookIsKilled) {
@@ -134,7 +158,7 @@ TEST(ReportRun, RefusalsAreControlledAndRevealNoSecret) {
 
   WriteFile(dir / "missing.yaml", base + "  metrics: {listen: \"127.0.0.1:0\", token_file: ./absent}\n");
   EXPECT_EQ(RunSpotvisor({"run", "--config", (dir / "missing.yaml").string()}, &out), 78) << out;
-  EXPECT_NE(out.find("cannot read the metrics token file"), std::string::npos) << out;
+  EXPECT_NE(out.find("cannot read the metrics token file " + (dir / "absent").string()), std::string::npos) << out;
 
   chmod((dir / "token").c_str(), 0600);
   EXPECT_EQ(RunSpotvisor({"run", "--config", (dir / "world.yaml").string(), "--print-config"}, &out), 0) << out;

@@ -208,6 +208,27 @@ TEST(Run, NoticeCapsTheGraceDrainsAndResumesWhenItClears) {
   EXPECT_NE(state.find("\"preemptions\": 1"), std::string::npos) << state;
 }
 
+// `spotvisor run ... | head` and a log collector that dies: our stdout/stderr is a pipe
+// nobody reads. Writes fail (EPIPE); the supervisor and its trainer carry on to the end.
+TEST(Run, AClosedOutputPipeDoesNotKillTheSupervisor) {
+  TempDir dir;
+  const auto job = WriteJob(dir, "--mode=exit --sleep-ms=200",
+                            "health:\n  progress_pattern: \"^step\"\n  hang_timeout: 1m\n");
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  close(fds[0]);  // nobody will ever read
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    execl(SPOTVISOR_BINARY, SPOTVISOR_BINARY, "run", "--config", job.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[1]);
+  EXPECT_EQ(WaitExit(pid), 0) << "killed by a signal shows as 128+N";
+  EXPECT_EQ(ReadLines(dir / "record.txt").size(), 1u);
+}
+
 TEST(Run, SecondSigintSkipsTheGrace) {
   TempDir dir;
   const auto job = WriteJob(dir, "--mode=ignore-term --ready=" + (dir / "ready").string());
@@ -318,6 +339,24 @@ TEST(Run, JournalCarriesBudgetsAcrossSupervisors) {
   EXPECT_EQ(ReadLines(dir / "record.txt").size(), 4u);
   EXPECT_NE(ReadFile(dir / "state" / "state.json").find("\"failures\": 4"), std::string::npos)
       << ReadFile(dir / "state" / "state.json");
+}
+
+// A power cut can lose the last state.json (atomic, fsynced only at exit) but not the
+// lines of attempts.jsonl (fsynced each): the failures they record still use the budget.
+TEST(Run, AttemptsTheStateFileLostStillCount) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "state");
+  WriteFile(dir / "state" / "attempts.jsonl",
+            "{\"attempt\":1,\"started_ms\":1,\"ended_ms\":2,\"pid\":1,\"outcome\":\"failed\",\"next\":\"restart\",\"exit_code\":3}\n"
+            "{\"attempt\":2,\"started_ms\":3,\"ended_ms\":4,\"pid\":1,\"outcome\":\"failed\",\"next\":\"restart\",\"exit_code\":3}\n");
+  std::string yaml = JobYaml(dir, "--mode=exit --code=3");
+  yaml.insert(yaml.find("restart:\n") + 9, "  max_restarts: 2\n");
+  WriteFile(dir / "job.yaml", yaml);
+  std::string out;
+  EXPECT_EQ(RunSpotvisor({"run", "--config", (dir / "job.yaml").string()}, &out), 1) << out;
+  const auto lines = ReadLines(dir / "record.txt");
+  ASSERT_EQ(lines.size(), 1u) << "two failures were already spent\n" << out;
+  EXPECT_EQ(Field(lines[0], "SPOTVISOR_ATTEMPT"), "3") << lines[0];
 }
 
 TEST(Run, ConfigErrorsExit78WithFileLineAndKey) {

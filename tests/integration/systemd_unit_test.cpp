@@ -40,5 +40,29 @@ TEST(SystemdUnit, SystemdAnalyzeVerifyAcceptsIt) {
   EXPECT_EQ(testing::ReadFile(dir / "out"), "");
 }
 
+// The install path: `cmake --install` puts the binary, the unit and the example job files
+// where the runbook says (a temp prefix here, so nothing outside it is touched).
+TEST(Install, CmakeInstallPutsBinaryUnitAndExamplesInPlace) {
+  testing::TempDir dir;
+  const auto build = std::filesystem::path(SPOTVISOR_BINARY).parent_path();
+  const std::string cmd = "cmake --install " + build.string() + " --prefix " + (dir / "p").string() + " > " +
+                          (dir / "out").string() + " 2>&1";
+  ASSERT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 0) << testing::ReadFile(dir / "out");
+  const auto prefix = dir / "p";
+  for (const auto& rel : {"bin/spotvisor", "share/spotvisor/examples/aws.yaml", "share/spotvisor/examples/gcp.yaml",
+                          "share/spotvisor/examples/azure.yaml", "share/spotvisor/examples/alibaba.yaml",
+                          "share/doc/spotvisor/operations.md"}) {
+    EXPECT_TRUE(std::filesystem::exists(prefix / rel)) << rel << "\n" << testing::ReadFile(dir / "out");
+  }
+  bool unit = false;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(prefix)) {
+    unit = unit || e.path().filename() == "spotvisor@.service";
+  }
+  EXPECT_TRUE(unit) << testing::ReadFile(dir / "out");
+  const std::string version = "\"" + (prefix / "bin" / "spotvisor").string() + "\" --version > " + (dir / "v").string();
+  ASSERT_EQ(WEXITSTATUS(std::system(version.c_str())), 0);
+  EXPECT_NE(testing::ReadFile(dir / "v").find("spotvisor"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace spotvisor

@@ -123,6 +123,7 @@ TEST_F(MetricsRun, WrongOrMissingTokenGets401WithNoDetail) {
   EXPECT_EQ(ok.rfind("HTTP/1.1 200", 0), 0u) << ok;
   EXPECT_NE(ok.find("\nspotvisor_up 1\n"), std::string::npos) << ok;
   EXPECT_NE(ok.find("label_model=\"tiny-1\""), std::string::npos);
+  EXPECT_NE(ok.find("spotvisor_instance_info{provider="), std::string::npos) << ok;
   EXPECT_NE(ok.find("spotvisor_attempts_total 1"), std::string::npos);
   EXPECT_NE(ok.find("spotvisor_phase{phase=\"running\"} 1"), std::string::npos);
   EXPECT_NE(ok.find("spotvisor_gpu_telemetry_available 0"), std::string::npos);  // no GPU here

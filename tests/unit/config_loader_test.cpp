@@ -158,6 +158,24 @@ TEST(ConfigLoader, BadSignalName) {
             std::string::npos) << job.error().message;
 }
 
+// yaml-cpp recurses per nesting level: absurd nesting is refused before parsing.
+TEST(ConfigLoader, AbsurdNestingIsRefusedNotOverflowed) {
+  TempDir dir;
+  std::string dashes = "    ";
+  for (int i = 0; i < 5000; ++i) dashes += "- ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"  env: " + std::string(100000, '[') + "\n", "job.yaml:3: nested deeper than 64 levels"},
+      {"  args:\n" + dashes + "x\n", "job.yaml:4: nested deeper than 64 levels"},
+  };
+  for (const auto& [deep, expected] : cases) {
+    auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\n" + deep);
+    ASSERT_FALSE(job);
+    EXPECT_NE(job.error().message.find(expected), std::string::npos) << job.error().message.substr(0, 200);
+  }
+  // Ordinary files are nowhere near it.
+  EXPECT_TRUE(Load(dir, "job:\n  command: [\"/bin/true\", \"[[[not nesting]]]\"]\n  env: {A: \"{x}\"}\n"));
+}
+
 TEST(ConfigLoader, BadProgressPatternIsRefusedAtLoad) {
   TempDir dir;
   auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\nhealth:\n  progress_pattern: \"step=(\\\\d+\"\n");
