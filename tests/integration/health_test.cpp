@@ -67,7 +67,9 @@ std::string HangIsRestartedExactly(const TempDir& dir, const std::string& health
     first = TrainerPid(ReadFile(dir / "out.txt"), 1);
     return first != 0 && std::filesystem::exists(dir / "ckpt" / "ckpt_step20");
   }, 30s)) << ReadFile(dir / "out.txt");
-  if (first != 0) EXPECT_EQ(kill(first, SIGSTOP), 0);
+  if (first != 0) {
+    EXPECT_EQ(kill(first, SIGSTOP), 0);
+  }
   EXPECT_EQ(WaitExit(sv.pid, 60s), 0) << ReadFile(dir / "out.txt");
   const std::string out = ReadFile(dir / "out.txt");
   EXPECT_NE(out.find("event=hang_detected attempt=1"), std::string::npos) << out;
