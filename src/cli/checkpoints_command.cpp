@@ -76,7 +76,7 @@ void AddCheckpointsCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--dir", o->job.checkpoint_dir, "checkpoints.dir (same as --checkpoint-dir)");
   cmd->add_flag("--json", o->json, "Print JSON instead of a table");
   cmd->add_flag("--update-cache", o->update_cache,
-                "Remember the verdicts in the job's state dir (checkpoint-cache.json); checkpoints are never touched");
+                "Remember the verdicts in the job's state dir (checkpoint-cache.tsv); checkpoints are never touched");
   cmd->callback([o, &exit_code] {
     auto job = LoadJob(o->job, /*require_command=*/false);
     if (!job) {

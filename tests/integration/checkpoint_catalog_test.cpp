@@ -113,7 +113,7 @@ class CheckpointCatalog : public ::testing::Test {
     o.dir = dir_;
     o.pattern = pattern;
     o.validator.pool = &pool_;
-    o.cache_file = tmp_ / "state" / "checkpoint-cache.json";
+    o.cache_file = tmp_ / "state" / "checkpoint-cache.tsv";
     o.quarantine = quarantine;
     o.keep = keep;
     return Catalog::Create(o);
@@ -283,7 +283,7 @@ TEST_F(CheckpointCatalog, SelectionQuarantinesFallsBackAndLeavesTempNamesAlone) 
   EXPECT_EQ(*sel->rejected[0].moved_to, dir_ / ".spotvisor-quarantine" / "step_30.pt");
   EXPECT_FALSE(fs::exists(dir_ / "step_30.pt"));
   EXPECT_TRUE(fs::exists(dir_ / "step_40.pt.tmp"));
-  EXPECT_TRUE(fs::exists(tmp_ / "state" / "checkpoint-cache.json"));
+  EXPECT_TRUE(fs::exists(tmp_ / "state" / "checkpoint-cache.tsv"));
 }
 
 TEST_F(CheckpointCatalog, CacheServesListingsButResumeRevalidates) {

@@ -20,7 +20,7 @@
 namespace spotvisor::checkpoint {
 
 inline constexpr std::string_view kQuarantineDir = ".spotvisor-quarantine";
-inline constexpr std::string_view kCacheFileName = "checkpoint-cache.json";
+inline constexpr std::string_view kCacheFileName = "checkpoint-cache.tsv";
 
 struct CatalogEntry {
   std::string name;                 // entry in checkpoints.dir

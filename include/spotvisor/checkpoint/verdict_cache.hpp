@@ -1,4 +1,4 @@
-// Verdicts remembered between runs, in the job's state dir (checkpoint-cache.json), keyed
+// Verdicts remembered between runs, in the job's state dir (checkpoint-cache.tsv), keyed
 // by (name, size, newest mtime, inode) so that any change to a checkpoint invalidates its
 // entry. Serves listings and retention only: a resume always re-validates. Not thread-safe;
 // owned by one Catalog call at a time.
