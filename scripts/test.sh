@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: sets up a fresh Debian 12 machine (scripts/setup.sh), builds
-# spotvisor with warnings as errors, and runs every test — unit, integration and
-# end-to-end with real processes, real PyTorch and real HTTP on loopback — then the unit
+# spotvisor with warnings as errors, and runs every test — unit, integration, fault
+# (tests/fault: killed supervisors, full filesystems, restart soak) and end-to-end, with
+# real processes, real PyTorch and real HTTP on loopback — then the unit
 # and integration suites again under ASan+UBSan, the hashing pool under TSan, the Python
 # helper's tests, and every fuzz target briefly. Exits non-zero on the first failure.
 set -euo pipefail

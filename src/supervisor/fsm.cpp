@@ -170,8 +170,12 @@ std::vector<Action> Fsm::Fail(const ExitStatus& status, const std::string& outco
     }
   } else {
     counters_.failures += 1;
-    counters_.recent_failures.push_back(now);
-    while (!counters_.recent_failures.empty() && now - counters_.recent_failures.front() > r.crash_loop.window) {
+    // Only the last crash_loop.failures failures can decide: the list stays that short
+    // (and empty with the detection off), however long the job restarts.
+    if (r.crash_loop.failures > 0) counters_.recent_failures.push_back(now);
+    while (!counters_.recent_failures.empty() &&
+           (now - counters_.recent_failures.front() > r.crash_loop.window ||
+            static_cast<int>(counters_.recent_failures.size()) > std::max(r.crash_loop.failures, 0))) {
       counters_.recent_failures.pop_front();
     }
     if (counters_.failures > r.max_restarts) {

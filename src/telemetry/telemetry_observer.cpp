@@ -122,8 +122,13 @@ class TelemetryObserver final : public supervisor::RunObserver {
     ledger_.notices.push_back(r);
     awaiting_signal_ = ledger_.notices.size() - 1;
     notice_at_ = steady_clock::now();
-    Save();
-    RunHook("on_notice", job_.hooks.on_notice, {{"provider", n.provider}, {"notice_kind", n.kind}});
+    // The driver signals the trainer in this same handler, after the observers: the record
+    // and the hook go to the back of the io queue instead of delaying that signal.
+    asio::post(control_->io(), [this, provider = n.provider, kind = n.kind] {
+      if (exited_) return;
+      Save();
+      RunHook("on_notice", job_.hooks.on_notice, {{"provider", provider}, {"notice_kind", kind}});
+    });
   }
 
   void OnSignalSent(int signo, bool) override {

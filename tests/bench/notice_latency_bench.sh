@@ -168,6 +168,8 @@ def main():
                 sv = [trial_spotvisor(binary, mock, provider, work, n) for n in range(a.trials)]
                 rows.append(row("spotvisor run (poll 1s; gcp long-poll)", provider, sv))
                 print(rows[-1], file=sys.stderr, flush=True)
+                print(f"  {provider} trials (ms, in order): " + " ".join(f"{v:.1f}" for v in sv),
+                      file=sys.stderr, flush=True)
                 if a.baseline_trials > 0:
                     base = [trial_baseline(mock, provider, work, n) for n in range(a.baseline_trials)]
                     rows.append(row("curl loop, sleep 5", provider, base))

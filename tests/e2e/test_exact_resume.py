@@ -16,6 +16,7 @@ Run: SPOTVISOR_BINARY=build/spotvisor /usr/bin/python3 -m unittest tests.e2e.tes
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -241,6 +242,11 @@ class CorruptNewest(ExampleCase):
                          [("2", str(previous))])
         self.assertIn(f"[trainer] resumed from={previous} step={self.previous} rng=yes", log)
         self.assertEqual(read_attempts(self.dir / "state")[-1].get("resume_step"), self.previous)
+        # Journaled too: the run record (and so the report) names the rejected checkpoint.
+        record = json.loads((self.dir / "state" / "run.json").read_text())
+        bad = [c for c in record["checkpoints"] if c["name"] == newest.name and not c["good"]]
+        self.assertEqual(len(bad), 1, record["checkpoints"])
+        self.assertTrue(bad[0]["reason"], bad)
         self.assert_digest()
         return rejected[0]["reason"]
 

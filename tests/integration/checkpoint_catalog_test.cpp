@@ -375,5 +375,47 @@ TEST_F(CheckpointCatalog, CommandsAnswerAndNeverModify) {
   EXPECT_NE(out.find("no good checkpoint"), std::string::npos) << out;
 }
 
+// The commands read a job file as well as --dir/--pattern; its checkpoints.format and
+// validate level decide; the three levels answer differently on the same damage.
+TEST_F(CheckpointCatalog, CommandsTakeAJobFileAndLevelsDiffer) {
+  fs::copy_file(Fixture("model.pt"), dir_ / "ckpt_step1.pt");
+  const std::string whole = ReadFile(Fixture("model.pt"));
+  WriteFile(dir_ / "ckpt_step2.pt", whole.substr(0, whole.size() / 2));  // truncated
+  std::string out;
+  // structure: exists, not empty: the truncated file passes; format: its ZIP does not.
+  EXPECT_EQ(RunSpotvisor({"validate", "--level", "structure", (dir_ / "ckpt_step2.pt").string()}, &out), 0) << out;
+  EXPECT_EQ(RunSpotvisor({"validate", "--level", "format", (dir_ / "ckpt_step2.pt").string()}, &out), 1) << out;
+
+  WriteFile(tmp_ / "job.yaml", "job:\n  command: [\"/bin/true\"]\ncheckpoints:\n  dir: ./ckpt\n"
+                               "  pattern: \"ckpt_step{step}.pt\"\ntelemetry:\n  state_dir: ./state\n");
+  EXPECT_EQ(RunSpotvisor({"latest", "--config", (tmp_ / "job.yaml").string()}, &out), 0) << out;
+  EXPECT_NE(out.find(dir_.string() + "/ckpt_step1.pt\n"), std::string::npos) << out;
+  EXPECT_EQ(RunSpotvisor({"checkpoints", "--config", (tmp_ / "job.yaml").string()}, &out), 1) << out;
+  EXPECT_NE(out.find("BAD"), std::string::npos) << out;
+  // An entry that cannot be read (here a dangling link: root reads everything else) is
+  // reported, and the listing and the selection go on.
+  fs::create_symlink("gone-before-it-was-read", dir_ / "ckpt_step9.pt");
+  EXPECT_EQ(RunSpotvisor({"checkpoints", "--config", (tmp_ / "job.yaml").string()}, &out), 1) << out;
+  EXPECT_NE(out.find("ckpt_step9.pt"), std::string::npos) << out;
+  EXPECT_NE(out.find("ckpt_step1.pt"), std::string::npos) << out;
+  EXPECT_EQ(RunSpotvisor({"latest", "--config", (tmp_ / "job.yaml").string()}, &out), 0) << out;
+  EXPECT_NE(out.find(dir_.string() + "/ckpt_step1.pt\n"), std::string::npos) << out;
+  fs::remove(dir_ / "ckpt_step9.pt");
+
+  // Anything else is judged by manifest or, with format: any, by being readable.
+  fs::create_directories(tmp_ / "other");
+  WriteFile(tmp_ / "other" / "blob_3", "opaque bytes of some other framework");
+  const std::string other = "job:\n  command: [\"/bin/true\"]\ncheckpoints:\n  dir: ./other\n"
+                            "  pattern: \"blob_{step}\"\n";
+  WriteFile(tmp_ / "other.yaml", other + "telemetry:\n  state_dir: ./state\n");
+  EXPECT_EQ(RunSpotvisor({"latest", "--config", (tmp_ / "other.yaml").string()}, &out), 1) << out;
+  WriteFile(tmp_ / "any.yaml", other + "  format: any\ntelemetry:\n  state_dir: ./state\n");
+  EXPECT_EQ(RunSpotvisor({"latest", "--config", (tmp_ / "any.yaml").string()}, &out), 0) << out;
+  EXPECT_NE(out.find((tmp_ / "other" / "blob_3").string() + "\n"), std::string::npos) << out;
+  EXPECT_EQ(RunSpotvisor({"seal", (tmp_ / "other" / "blob_3").string()}, &out), 0) << out;
+  EXPECT_EQ(RunSpotvisor({"latest", "--config", (tmp_ / "other.yaml").string()}, &out), 0) << out;  // by manifest
+  EXPECT_FALSE(fs::exists(tmp_ / "state" / "checkpoint-cache.tsv")) << "latest and checkpoints never write";
+}
+
 }  // namespace
 }  // namespace spotvisor::checkpoint

@@ -8,6 +8,7 @@
 
 #include <regex>
 
+#include "support/plain_trainer.hpp"
 #include "support/test_support.hpp"
 
 namespace spotvisor {
@@ -19,37 +20,13 @@ using testing::Spawn;
 using testing::TempDir;
 using testing::WaitExit;
 using testing::WaitUntil;
+using testing::TrainerJob;
+using testing::TrainerPid;
+using testing::UninterruptedDigest;
 using testing::WriteFile;
 
-const std::string kPython = "/usr/bin/python3";
-const std::string kTrainer = std::string(SPOTVISOR_SOURCE_DIR) + "/examples/plain_trainer/train.py";
-
-// The pid of attempt `attempt`, from spotvisor's log; 0 when not started yet.
-pid_t TrainerPid(const std::string& log, int attempt) {
-  const std::regex re("event=trainer_started attempt=" + std::to_string(attempt) + " pid=([0-9]+)");
-  std::smatch m;
-  return std::regex_search(log, m, re) ? static_cast<pid_t>(std::stol(m[1])) : 0;
-}
-
-std::string UninterruptedDigest(const TempDir& dir, const std::string& steps) {
-  auto run = Spawn({kPython, kTrainer, "--ckpt-dir", (dir / "ref-ckpt").string(), "--steps", steps, "--checkpoint-every",
-                    "10", "--result-file", (dir / "ref-result").string()},
-                   dir / "ref-out.txt");
-  EXPECT_EQ(WaitExit(run.pid), 0) << ReadFile(dir / "ref-out.txt");
-  return ReadFile(dir / "ref-result");
-}
-
-std::string TrainerJob(const TempDir& dir, const std::string& steps, const std::string& step_sleep,
-                       const std::string& resume_extra, const std::string& extra) {
-  return "job:\n  name: h\n  command: [\"" + kPython + "\", \"" + kTrainer + "\", \"--ckpt-dir\", \"{checkpoint_dir}\", " +
-         "\"--steps\", \"" + steps + "\", \"--step-sleep\", \"" + step_sleep + "\", \"--checkpoint-every\", \"10\", " +
-         "\"--heartbeat-file\", \"" + (dir / "heartbeat").string() + "\", \"--result-file\", \"{result_file}\"]\n" +
-         "  resume_args: [\"--resume_from={checkpoint}\"" + resume_extra + "]\n  result_file: ./result\n" +
-         "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n" +
-         "signals:\n  grace: 1s\n  kill_timeout: 5s\n" +
-         "restart:\n  backoff: {initial: 1ms, max: 10ms, multiplier: 2, jitter: 0}\n" +
-         "telemetry:\n  state_dir: ./state\n" + extra;
-}
+// Every job here restarts at once: the tests are about what a hang does, not the backoff.
+constexpr const char* kQuickRestart = "  backoff: {initial: 1ms, max: 10ms, multiplier: 2, jitter: 0}\n";
 
 // Runs the 120-step trainer under `health` (YAML lines), SIGSTOPs it once it has a
 // checkpoint (its pulse stops, as with a deadlocked collective), and checks that the hang
@@ -58,9 +35,8 @@ std::string TrainerJob(const TempDir& dir, const std::string& steps, const std::
 std::string HangIsRestartedExactly(const TempDir& dir, const std::string& health) {
   const std::string expected = UninterruptedDigest(dir, "120");
   EXPECT_FALSE(expected.empty());
-  WriteFile(dir / "job.yaml", TrainerJob(dir, "120", "0.02", "",
-                                         "health:\n" + health + "  hang_timeout: 2s\nrestart:\n  max_hangs: 2\n"
-                                         "  backoff: {initial: 1ms, max: 10ms, multiplier: 2, jitter: 0}\n"));
+  WriteFile(dir / "job.yaml",
+            TrainerJob(dir, {.extra = "health:\n" + health + "  hang_timeout: 2s\nrestart:\n  max_hangs: 2\n" + kQuickRestart}));
   auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
   pid_t first = 0;
   EXPECT_TRUE(WaitUntil([&] {
@@ -120,9 +96,10 @@ TEST(Health, AStaleHeartbeatIsNoPulse) {
 // that cannot be created).
 TEST(Health, NoProgressGivesUpWithAMessageThatSaysSo) {
   TempDir dir;
-  WriteFile(dir / "job.yaml", TrainerJob(dir, "100000", "0.01", ", \"--heartbeat-file=/proc/spotvisor-no-such-dir/heartbeat\"",
-                                         "restart:\n  no_progress_limit: 3\n  max_restarts: 50\n"
-                                         "  backoff: {initial: 1ms, max: 10ms, multiplier: 2, jitter: 0}\n"));
+  WriteFile(dir / "job.yaml",
+            TrainerJob(dir, {.steps = "100000", .step_sleep = "0.01",
+                             .resume_extra = ", \"--heartbeat-file=/proc/spotvisor-no-such-dir/heartbeat\"",
+                             .extra = std::string("restart:\n  no_progress_limit: 3\n  max_restarts: 50\n") + kQuickRestart}));
   auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
   pid_t first = 0;
   ASSERT_TRUE(WaitUntil([&] {
