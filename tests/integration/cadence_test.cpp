@@ -109,6 +109,34 @@ TEST(Cadence, AdaptiveLogsCMAndTheClampedDalyInterval) {
   EXPECT_TRUE(checkpoints.front().contains("expected_waste_pct")) << checkpoints.front().dump();
 }
 
+// M comes from the job's own history too: interruptions that earlier supervisors of this
+// job recorded in attempts.jsonl shorten the 200 s prior before anything runs.
+TEST(Cadence, AdaptiveMLearnsFromEarlierSupervisorsInterruptions) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "state");
+  std::string history;
+  for (int a = 1; a <= 4; ++a) {  // four attempts of 10 s, each ended by a preemption
+    const long start = 1700000000000L + a * 20000L;
+    history += "{\"attempt\":" + std::to_string(a) + ",\"started_ms\":" + std::to_string(start) +
+               ",\"ended_ms\":" + std::to_string(start + 10000) +
+               ",\"pid\":1,\"outcome\":\"preempted\",\"next\":\"drained\",\"exit_code\":0}\n";
+  }
+  WriteFile(dir / "state" / "attempts.jsonl", history);
+  WriteFile(dir / "job.yaml", HelperJob(dir, CheckpointArgs(dir),
+                                        "cadence:\n  every: adaptive\n  min: 100ms\n  max: 1s\n  mtbi_prior: 1h\n"
+                                        "  mtbi_priors: {none: 200s}\n"));
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=cadence mode=adaptive") != std::string::npos; }))
+      << ReadFile(dir / "out.txt");
+  kill(sv.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
+  const std::string out = ReadFile(dir / "out.txt");
+  // (200 s prior + 40 s observed) / (1 + 4 interruptions) = 48 s.
+  EXPECT_NE(out.find("C=unmeasured M=48s interval=100ms interruptions_seen=4"), std::string::npos) << out;
+  EXPECT_EQ(out.find("event=cadence mode=adaptive C=unmeasured M=3m20s"), std::string::npos)
+      << "M is still the prior\n" << out;
+}
+
 // The mock metadata server in this process, on its own thread.
 class MockThread {
  public:
@@ -163,6 +191,25 @@ TEST(Cadence, RebalanceRecommendationAsksForOneCheckpointWithoutStopping) {
   int rebalance = 0;
   for (const auto& r : Records(dir, "checkpoint")) rebalance += r["reason"] == "notice aws rebalance";
   EXPECT_EQ(rebalance, 1);
+}
+
+// No periodic request while a stop is in progress: the trainer (ignoring SIGTERM, with
+// SIGUSR1 at its default action, so a request would kill it) sits out its whole grace
+// window and goes by SIGKILL, not by a cadence SIGUSR1.
+TEST(Cadence, NoRequestWhileAStopIsInProgress) {
+  TempDir dir;
+  std::string yaml = HelperJob(dir, "\"--mode=ignore-term\", \"--ready=" + (dir / "ready").string() + "\"",
+                               "cadence:\n  every: 1s\n");
+  yaml.replace(yaml.find("grace: 2s"), 9, "grace: 3s");
+  WriteFile(dir / "job.yaml", yaml);
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
+  kill(sv.pid, SIGTERM);  // well inside the first period
+  EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
+  const std::string out = ReadFile(dir / "out.txt");
+  EXPECT_EQ(out.find("event=checkpoint_requested"), std::string::npos) << out;
+  EXPECT_NE(out.find("event=grace_expired"), std::string::npos) << out;
+  EXPECT_NE(out.find("killed by SIGKILL"), std::string::npos) << out;
 }
 
 // checkpoints.keep holds during a long run, not only at the next start: each new good

@@ -77,6 +77,58 @@ TEST(Mirror, DirectoryMirrorRestoresOntoANewMachineThatResumesExactly) {
   EXPECT_EQ(Entries(dir / "bucket", ".spotvisor"), 0);  // no temp copies left
 }
 
+// A machine whose local checkpoints are older than the mirror's (a disk restored from an
+// old snapshot) restores the mirror's newest, resumes from it and ends exactly.
+TEST(Mirror, AnOlderLocalCheckpointGivesWayToTheMirrorsNewest) {
+  TempDir dir;
+  const std::string expected = Reference(dir);
+  const std::string mirror = "  mirror:\n    path: " + (dir / "bucket").string() + "\n    keep: 2\n";
+  WriteFile(dir / "a.yaml", Job("a", mirror));
+  auto a = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "a.yaml").string()}, dir / "a-out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "bucket" / "ckpt_step20"); }, 30s))
+      << ReadFile(dir / "a-out.txt");
+  kill(a.pid, SIGTERM);
+  ASSERT_EQ(WaitExit(a.pid, 60s), 75) << ReadFile(dir / "a-out.txt");
+
+  std::filesystem::create_directories(dir / "b-ckpt");
+  std::filesystem::copy(dir / "a-ckpt" / "ckpt_step10", dir / "b-ckpt" / "ckpt_step10",
+                        std::filesystem::copy_options::recursive);
+  WriteFile(dir / "b.yaml", Job("b", mirror));
+  std::string out;
+  ASSERT_EQ(testing::RunSpotvisor({"run", "--config", (dir / "b.yaml").string()}, &out, 60s), 0) << out;
+  EXPECT_NE(out.find("event=mirror_restored"), std::string::npos) << out;
+  EXPECT_NE(out.find("local_step=10"), std::string::npos) << out;
+  EXPECT_EQ(out.find("[trainer] resumed from=" + (dir / "b-ckpt" / "ckpt_step10").string() + " "), std::string::npos)
+      << "resumed from the older local checkpoint\n" << out;
+  EXPECT_NE(out.find("[trainer] resumed from=" + (dir / "b-ckpt").string()), std::string::npos) << out;
+  EXPECT_EQ(ReadFile(dir / "b-result"), expected) << out;
+}
+
+// A mirror copy in flight (16 MiB at 1 MiB/s) never holds back a stop: the trainer gets
+// its signal at once; the upload then gets at most mirror.timeout before spotvisor exits.
+TEST(Mirror, ACopyInFlightNeverDelaysAStop) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "ckpt" / "ckpt_step5");
+  WriteFile(dir / "ckpt" / "ckpt_step5" / "blob", std::string(16 << 20, 'w'));
+  WriteFile(dir / "job.yaml",
+            "job:\n  name: slow\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) + "\", \"--mode=checkpoint\", \"--ready=" +
+                (dir / "ready").string() + "\"]\n"
+                "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n  format: any\n"
+                "  mirror:\n    path: " + (dir / "bucket").string() + "\n    bandwidth: 1MiB\n    timeout: 2s\n"
+                "signals:\n  grace: 5s\ntelemetry:\n  state_dir: ./state\n");
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return Entries(dir / "bucket", ".spotvisor") > 0; }, 10s))
+      << "the copy of ckpt_step5 is under way\n" << ReadFile(dir / "out.txt");
+  const auto stop = std::chrono::steady_clock::now();
+  kill(sv.pid, SIGTERM);
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=signal_sent signal=SIGTERM") != std::string::npos; },
+                        1s))
+      << ReadFile(dir / "out.txt");
+  EXPECT_EQ(WaitExit(sv.pid, 30s), 75) << ReadFile(dir / "out.txt");
+  EXPECT_LT(std::chrono::steady_clock::now() - stop, 10s) << "bounded by mirror.timeout, not by the 16 s copy";
+}
+
 TEST(Mirror, RcloneCommandWithALocalRemote) {
   if (std::system("rclone version > /dev/null 2>&1") != 0) GTEST_SKIP() << "rclone is not installed (apt-get install rclone)";
   TempDir dir;

@@ -124,6 +124,17 @@ TEST_F(MetricsRun, WrongOrMissingTokenGets401WithNoDetail) {
   EXPECT_NE(ok.find("\nspotvisor_up 1\n"), std::string::npos) << ok;
   EXPECT_NE(ok.find("label_model=\"tiny-1\""), std::string::npos);
   EXPECT_NE(ok.find("spotvisor_instance_info{provider="), std::string::npos) << ok;
+  // Every family the issue asks for is exported from the first scrape on (-1 or 0 until known).
+  for (const char* family :
+       {"spotvisor_up", "spotvisor_job_info", "spotvisor_attempts_total", "spotvisor_restarts_total",
+        "spotvisor_notices_total", "spotvisor_notice_to_signal_seconds", "spotvisor_grace_used_seconds",
+        "spotvisor_checkpoints_total", "spotvisor_checkpoint_newest_good_step", "spotvisor_checkpoint_newest_age_seconds",
+        "spotvisor_checkpoint_write_seconds_total", "spotvisor_checkpoint_overhead_ratio",
+        "spotvisor_trainer_uptime_seconds", "spotvisor_goodput_ratio", "spotvisor_steps_per_second",
+        "spotvisor_billed_seconds_total", "spotvisor_cost_estimate", "spotvisor_cost_unknown_components",
+        "spotvisor_gpu_telemetry_available"}) {
+    EXPECT_NE(ok.find(std::string("\n# TYPE ") + family + " "), std::string::npos) << family;
+  }
   EXPECT_NE(ok.find("spotvisor_attempts_total 1"), std::string::npos);
   EXPECT_NE(ok.find("spotvisor_phase{phase=\"running\"} 1"), std::string::npos);
   EXPECT_NE(ok.find("spotvisor_gpu_telemetry_available 0"), std::string::npos);  // no GPU here

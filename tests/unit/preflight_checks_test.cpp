@@ -2,7 +2,10 @@
 // slow disk against the provider's warning window, the line format.
 #include <gtest/gtest.h>
 
+#include "spotvisor/cadence/checkpoint_journal.hpp"
 #include "spotvisor/preflight/checks.hpp"
+#include "spotvisor/preflight/preflight.hpp"
+#include "support/test_support.hpp"
 
 namespace spotvisor::preflight {
 namespace {
@@ -20,6 +23,26 @@ TEST(PreflightDisk, NeedsKeepPlusOneCheckpoints) {
   EXPECT_NE(FormatLine(tight).find("FAIL  disk"), std::string::npos) << FormatLine(tight);
   EXPECT_EQ(EvaluateDiskSpace("/ckpt", 100 * kGiB, 0, size).status, CheckStatus::kWarn);
   EXPECT_EQ(EvaluateDiskSpace("/ckpt", 100 * kGiB, 3, std::nullopt).status, CheckStatus::kWarn);
+}
+
+// The size to plan for: the flag, else the last checkpoint the journal measured, else
+// the newest one on disk.
+TEST(PreflightSize, FlagThenTheLastMeasuredCheckpoint) {
+  testing::TempDir dir;
+  config::JobConfig job;
+  job.telemetry.state_dir = dir / "state";
+  EXPECT_FALSE(EstimateCheckpointSize(job, std::nullopt));
+  EXPECT_EQ(EstimateCheckpointSize(job, 5 * kGiB)->bytes, 5 * kGiB);
+  for (const std::uint64_t size : {3 * kGiB, 7 * kGiB}) {
+    cadence::CheckpointRecord r;
+    r.event = "checkpoint";
+    r.size_bytes = size;
+    ASSERT_TRUE(cadence::AppendCheckpointRecord(job.telemetry.state_dir, r).ok());
+  }
+  const auto last = EstimateCheckpointSize(job, std::nullopt);
+  ASSERT_TRUE(last);
+  EXPECT_EQ(last->bytes, 7 * kGiB);
+  EXPECT_EQ(last->source, "the last checkpoint");
 }
 
 TEST(PreflightWrite, ASlowDiskDoesNotFitTheAwsWindow) {
