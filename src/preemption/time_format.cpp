@@ -96,6 +96,16 @@ std::optional<TimePoint> MakeTime(int y, int mo, int d, int h, int mi, int s) {
   return TimePoint{sys_days{ymd}.time_since_epoch() + hours{h} + minutes{mi} + seconds{s}};
 }
 
+// The instant itself, after its zone offset, must lie in [kMinYear, kMaxYear] in UTC too:
+// "2200-12-31T23:22:00-02" is 2201 in UTC, and a deadline we accept must print as one we
+// accept again (found by preemption_iso8601_fuzz).
+std::optional<TimePoint> Shifted(TimePoint local, minutes offset) {
+  const TimePoint utc = local - offset;
+  const year_month_day ymd{floor<days>(utc)};
+  if (ymd.year() < year{kMinYear} || ymd.year() > year{kMaxYear}) return std::nullopt;
+  return utc;
+}
+
 // "+hh:mm", "+hhmm", "-hh"; returns the offset east of UTC.
 std::optional<minutes> TakeOffset(Cursor& c, bool colon_optional) {
   const bool negative = c.Peek() == '-';
@@ -155,8 +165,10 @@ Result<TimePoint> ParseIso8601(std::string_view text) {
   }
   if (!c.Done()) return Bad("ISO-8601", trimmed, "trailing characters");
   const auto t = MakeTime(*y, *mo, *d, *h, *mi, *s);
-  if (!t) return Bad("ISO-8601", trimmed, "date or time out of range");
-  return *t + duration_cast<TimePoint::duration>(fraction) - offset;
+  const auto utc = t ? Shifted(*t + duration_cast<TimePoint::duration>(fraction), offset)
+                     : std::nullopt;
+  if (!utc) return Bad("ISO-8601", trimmed, "date or time out of range");
+  return *utc;
 }
 
 Result<TimePoint> ParseRfc1123(std::string_view text) {
@@ -199,8 +211,9 @@ Result<TimePoint> ParseRfc1123(std::string_view text) {
   }
   if (!c.Done()) return Bad("RFC 1123", trimmed, "trailing characters");
   const auto t = MakeTime(*y, mo, *d, *h, *mi, *s);
-  if (!t) return Bad("RFC 1123", trimmed, "date or time out of range");
-  return *t - offset;
+  const auto utc = t ? Shifted(*t, offset) : std::nullopt;
+  if (!utc) return Bad("RFC 1123", trimmed, "date or time out of range");
+  return *utc;
 }
 
 namespace {

@@ -35,7 +35,9 @@ TEST(Iso8601Test, Refuses) {
         "2023-02-29T00:00:00Z", "2017-09-31T00:00:00Z", "2017-09-18T24:00:00Z",
         "2017-09-18T08:60:00Z", "2017-09-18T08:22:61Z", "2017-09-18T08:22:00Zjunk",
         "2017-09-18T08:22:00.Z", "17-09-18T08:22:00Z", "1800-01-01T00:00:00Z",
-        "9999-12-31T23:59:59Z", "2017-09-18T08:22:00+25:00", "2017-09-18T08:22:00+", "+2017"}) {
+        "9999-12-31T23:59:59Z", "2017-09-18T08:22:00+25:00", "2017-09-18T08:22:00+", "+2017",
+        // In range as written, out of range in UTC (a fuzzer finding: it printed as 2201).
+        "2200-12-31T23:22:00-02", "1900-01-01T00:30:00+01:00"}) {
     EXPECT_FALSE(ParseIso8601(bad).ok()) << bad;
   }
   EXPECT_NE(ParseIso8601("junk").error().message.find("'junk'"), std::string::npos);
@@ -55,7 +57,8 @@ TEST(Rfc1123Test, Refuses) {
                           "Tue, 32 Mar 2021 00:58:46 GMT", "Tue, 16 Mar 21 00:58:46 GMT",
                           "Tue, 16 Mar 2021 00:58 GMT", "Tue, 16 Mar 2021 00:58:46 PST",
                           "Tue, 16 Mar 2021 00:58:46", "Xyz, 16 Mar 2021 00:58:46 GMT",
-                          "2021-03-16T00:58:46Z", "Tue, 16 Mar 2021 00:58:46 GMT extra"}) {
+                          "2021-03-16T00:58:46Z", "Tue, 16 Mar 2021 00:58:46 GMT extra",
+                          "Fri, 31 Dec 2200 23:22:00 -0200"}) {
     EXPECT_FALSE(ParseRfc1123(bad).ok()) << bad;
   }
 }
