@@ -34,7 +34,7 @@ std::string RenderRunMetrics(const LiveView& v) {
     m.Sample(v.phase == p ? 1 : 0, {{"phase", p}});
   }
   m.Family("spotvisor_attempts_total", "counter", "trainer starts of this job, across supervisor restarts");
-  m.Sample(static_cast<double>(s.attempts.size()));
+  m.Sample(static_cast<double>(s.attempt_count));
   m.Family("spotvisor_restarts_total", "counter", "restarts by the outcome of the attempt before them");
   for (const char* reason : {"failed", "hang", "preempted", "stopped", "spawn-failed"}) {
     const auto it = s.restarts.find(reason);

@@ -32,10 +32,65 @@ std::vector<Interval> BillingIntervals(const RunLedger& l, std::int64_t now_ms) 
   return out;
 }
 
+using ByAttempt = std::map<int, std::vector<const CheckpointRecord*>>;
+
+// Good checkpoints by the attempt that wrote them, in step order.
+ByAttempt GoodCheckpointsByAttempt(const RunLedger& l) {
+  ByAttempt by_attempt;
+  for (const auto& c : l.checkpoints) {
+    if (c.good) by_attempt[c.attempt].push_back(&c);
+  }
+  for (auto& [attempt, list] : by_attempt) {
+    std::sort(list.begin(), list.end(), [](auto* a, auto* b) { return a->step < b->step; });
+  }
+  return by_attempt;
+}
+
+// One attempt's own figures; `next` is the attempt that followed it (none for the last).
+AttemptSummary SummarizeAttempt(const state::AttemptRecord& rec, const ByAttempt& by_attempt,
+                                const state::AttemptRecord* next, bool running) {
+  AttemptSummary a;
+  a.record = rec;
+  a.running = running;
+  a.trainer_seconds = std::max<std::int64_t>(0, rec.ended_ms - rec.started_ms) / 1000.0;
+  std::int64_t last_progress_ms = rec.started_ms;
+  if (auto it = by_attempt.find(rec.attempt); it != by_attempt.end() && !it->second.empty()) {
+    a.reached_step = it->second.back()->step;
+    for (const auto* c : it->second) last_progress_ms = std::max(last_progress_ms, std::min(c->mtime_ms, rec.ended_ms));
+  }
+  if (next) {
+    const auto next_resume = next->resume_step.value_or(0);
+    if (a.reached_step && *a.reached_step > next_resume) a.steps_lost_measured = *a.reached_step - next_resume;
+  }
+  if (rec.outcome != "done" && !running) a.lost_seconds = std::max<std::int64_t>(0, rec.ended_ms - last_progress_ms) / 1000.0;
+  return a;
+}
+
 }  // namespace
 
+void FoldOldest(const RunLedger& l, std::vector<state::AttemptRecord>& attempts, FoldedAttempts& folded,
+                std::size_t keep) {
+  keep = std::max<std::size_t>(keep, 1);  // the newest stays: folding needs the attempt after
+  if (attempts.size() <= keep) return;
+  const auto by_attempt = GoodCheckpointsByAttempt(l);
+  const std::size_t n = attempts.size() - keep;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto a = SummarizeAttempt(attempts[i], by_attempt, &attempts[i + 1], false);
+    if (folded.count == 0) folded.first_resume_step = a.record.resume_step;
+    ++folded.count;
+    for (const auto step : {a.record.resume_step, a.reached_step}) {
+      if (step) folded.newest_step = std::max(folded.newest_step.value_or(0), *step);
+    }
+    ++folded.restarts[a.record.outcome.empty() ? "unknown" : a.record.outcome];
+    folded.trainer_seconds += a.trainer_seconds;
+    folded.lost_seconds += a.lost_seconds;
+    folded.steps_lost_measured += a.steps_lost_measured;
+  }
+  attempts.erase(attempts.begin(), attempts.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
 RunSummary Summarize(const RunLedger& l, const std::vector<state::AttemptRecord>& journaled, std::int64_t now_ms,
-                     const std::optional<state::AttemptRecord>& running) {
+                     const std::optional<state::AttemptRecord>& running, const FoldedAttempts& folded) {
   RunSummary r;
   const auto intervals = BillingIntervals(l, now_ms);
   std::vector<double> seconds;
@@ -52,16 +107,10 @@ RunSummary Summarize(const RunLedger& l, const std::vector<state::AttemptRecord>
     attempts.push_back(*running);
     attempts.back().ended_ms = now_ms;
   }
-  // Good checkpoints by attempt, in step order, for reached steps and throughput.
-  std::map<int, std::vector<const CheckpointRecord*>> by_attempt;
-  for (const auto& c : l.checkpoints) {
-    if (!c.good) continue;
-    by_attempt[c.attempt].push_back(&c);
-    r.final_step = std::max(r.final_step.value_or(0), c.step);
-  }
+  const auto by_attempt = GoodCheckpointsByAttempt(l);
   double step_sum = 0, time_sum = 0;
-  for (auto& [attempt, list] : by_attempt) {
-    std::sort(list.begin(), list.end(), [](auto* a, auto* b) { return a->step < b->step; });
+  for (const auto& [attempt, list] : by_attempt) {
+    r.final_step = std::max(r.final_step.value_or(0), list.back()->step);
     if (attempt == 0) continue;  // seen before this run: no timing of ours
     for (std::size_t i = 1; i < list.size(); ++i) {
       const double dt = (list[i]->mtime_ms - list[i - 1]->mtime_ms) / 1000.0;
@@ -69,30 +118,28 @@ RunSummary Summarize(const RunLedger& l, const std::vector<state::AttemptRecord>
     }
   }
   if (time_sum > 0 && step_sum > 0) r.steps_per_second = step_sum / time_sum;
-  if (!attempts.empty() && attempts.front().resume_step) r.initial_step = *attempts.front().resume_step;
 
+  r.attempt_count = folded.count + static_cast<int>(attempts.size());
+  r.trainer_seconds = folded.trainer_seconds;
+  r.lost_seconds = folded.lost_seconds;
+  r.steps_lost_measured = folded.steps_lost_measured;
+  r.restarts = folded.restarts;
+  if (folded.newest_step) r.final_step = std::max(r.final_step.value_or(0), *folded.newest_step);
+  if (folded.count > 0) {
+    r.initial_step = folded.first_resume_step.value_or(0);
+  } else if (!attempts.empty() && attempts.front().resume_step) {
+    r.initial_step = *attempts.front().resume_step;
+  }
   for (std::size_t i = 0; i < attempts.size(); ++i) {
-    AttemptSummary a;
-    a.record = attempts[i];
-    a.running = running && i + 1 == attempts.size();
-    const auto& rec = a.record;
-    if (rec.resume_step) r.final_step = std::max(r.final_step.value_or(0), *rec.resume_step);
-    r.trainer_seconds += std::max<std::int64_t>(0, rec.ended_ms - rec.started_ms) / 1000.0;
-    std::int64_t last_progress_ms = rec.started_ms;
-    if (auto it = by_attempt.find(rec.attempt); it != by_attempt.end() && !it->second.empty()) {
-      a.reached_step = it->second.back()->step;
-      for (const auto* c : it->second) last_progress_ms = std::max(last_progress_ms, std::min(c->mtime_ms, rec.ended_ms));
-    }
-    if (i + 1 < attempts.size()) {
-      ++r.restarts[rec.outcome.empty() ? "unknown" : rec.outcome];
-      const auto next_resume = attempts[i + 1].resume_step.value_or(0);
-      if (a.reached_step && *a.reached_step > next_resume) a.steps_lost_measured = *a.reached_step - next_resume;
-    }
-    if (rec.outcome != "done" && !a.running) a.lost_seconds = std::max<std::int64_t>(0, rec.ended_ms - last_progress_ms) / 1000.0;
+    const bool last = i + 1 == attempts.size();
+    AttemptSummary a = SummarizeAttempt(attempts[i], by_attempt, last ? nullptr : &attempts[i + 1], running && last);
+    if (a.record.resume_step) r.final_step = std::max(r.final_step.value_or(0), *a.record.resume_step);
+    if (!last) ++r.restarts[a.record.outcome.empty() ? "unknown" : a.record.outcome];
     if (r.steps_per_second) a.steps_lost_estimated = a.lost_seconds * *r.steps_per_second;
+    r.trainer_seconds += a.trainer_seconds;
     r.lost_seconds += a.lost_seconds;
     r.steps_lost_measured += a.steps_lost_measured;
-    r.attempts.push_back(a);
+    r.attempts.push_back(std::move(a));
   }
   if (r.steps_per_second) r.steps_lost_estimated = r.lost_seconds * *r.steps_per_second;
   if (r.final_step && *r.final_step > r.initial_step) r.steps_done = *r.final_step - r.initial_step;

@@ -35,6 +35,7 @@ using supervisor::Phase;
 
 constexpr auto kHeartbeat = std::chrono::seconds(30);       // run.json refresh: billed time survives a SIGKILL
 constexpr auto kCheckpointScan = std::chrono::seconds(2);
+constexpr std::size_t kAttemptsKept = 64;                  // ended attempts held as records; older ones are folded
 
 double Seconds(steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -102,6 +103,7 @@ class TelemetryObserver final : public supervisor::RunObserver {
 
   void OnAttemptEnded(const state::AttemptRecord& record) override {
     attempts_.push_back(record);
+    FoldOldest(ledger_, attempts_, folded_, kAttemptsKept);
     current_.reset();
     if (stop_signal_at_) last_grace_used_ = Seconds(steady_clock::now() - *stop_signal_at_);
     stop_signal_at_.reset();
@@ -186,6 +188,7 @@ class TelemetryObserver final : public supervisor::RunObserver {
     }
     if (auto journal = state::Journal::Open(job_.telemetry.state_dir)) attempts_ = journal->ReadAttempts();
     for (const auto& a : attempts_) last_attempt_ = std::max(last_attempt_, a.attempt);
+    FoldOldest(ledger_, attempts_, folded_, kAttemptsKept);
     ledger_.job = job_.job.name;
     ledger_.labels = job_.job.labels;
     ledger_.version = SPOTVISOR_VERSION;
@@ -330,7 +333,7 @@ class TelemetryObserver final : public supervisor::RunObserver {
   RunSummary Summary() const {
     RunLedger view = ledger_;
     if (!view.sessions.empty() && !view.sessions.back().ended_ms) view.sessions.back().last_seen_ms = state::UnixMillisNow();
-    return Summarize(view, attempts_, state::UnixMillisNow(), current_);
+    return Summarize(view, attempts_, state::UnixMillisNow(), current_, folded_);
   }
 
   void CheckBudget() {
@@ -471,7 +474,8 @@ class TelemetryObserver final : public supervisor::RunObserver {
   std::optional<SdNotifier> notifier_;                    // run by systemd
   supervisor::RunControl* control_ = nullptr;             // from OnStart
   RunLedger ledger_;                                      // run.json
-  std::vector<state::AttemptRecord> attempts_;            // ended attempts (journal)
+  std::vector<state::AttemptRecord> attempts_;            // the newest ended attempts (journal)
+  FoldedAttempts folded_;                                 // the older ones, summed
   std::optional<state::AttemptRecord> current_;           // the attempt in progress
   int last_attempt_ = 0;
   Phase phase_ = Phase::kIdle;

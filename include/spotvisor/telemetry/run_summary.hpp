@@ -19,6 +19,7 @@ struct AttemptSummary {
   state::AttemptRecord record;               // as journaled (ended_ms = now while running)
   bool running = false;
   std::optional<std::uint64_t> reached_step; // newest good checkpoint written during it
+  double trainer_seconds = 0;                // its duration
   double lost_seconds = 0;                   // from its last checkpoint (or start) to its end; 0 when done
   std::uint64_t steps_lost_measured = 0;     // reached but not resumed from (a corrupt newest one)
   std::optional<double> steps_lost_estimated;  // lost_seconds x throughput
@@ -29,7 +30,8 @@ struct RunSummary {
   double billed_hours = 0;                   // machine time billed (sessions; boot when configured)
   double calendar_hours = 0;                 // first start to last end
   double trainer_seconds = 0;                // sum of attempt durations
-  std::vector<AttemptSummary> attempts;
+  int attempt_count = 0;                     // folded + listed
+  std::vector<AttemptSummary> attempts;      // the attempts not folded, oldest first
   std::map<std::string, int> restarts;       // by the outcome that led to the restart
   std::uint64_t initial_step = 0;            // where this run started (0 = fresh)
   std::optional<std::uint64_t> final_step;   // newest good checkpoint
@@ -45,8 +47,28 @@ struct RunSummary {
   std::optional<std::pair<double, double>> cost_per_1000_steps;
 };
 
-// `now_ms` ends the open session and a running attempt (`running`, if any).
+// Ended attempts summed into totals. A long-lived supervisor keeps only its newest attempts
+// as records and folds the older ones here, so its memory and the cost of one summary stay
+// flat however often the trainer restarts (the journal on disk keeps every attempt).
+struct FoldedAttempts {
+  int count = 0;
+  std::optional<std::uint64_t> first_resume_step;  // of the very first attempt
+  std::optional<std::uint64_t> newest_step;        // highest resumed or reached step
+  double trainer_seconds = 0;
+  double lost_seconds = 0;
+  std::uint64_t steps_lost_measured = 0;
+  std::map<std::string, int> restarts;             // every folded attempt was followed by one
+};
+
+// Folds the oldest of `attempts` into `folded` until `keep` (at least 1) remain. Checkpoints
+// of a folded attempt must already be in the ledger: fold only attempts that have ended.
+void FoldOldest(const RunLedger& ledger, std::vector<state::AttemptRecord>& attempts, FoldedAttempts& folded,
+                std::size_t keep);
+
+// `now_ms` ends the open session and a running attempt (`running`, if any). `attempts`
+// follow the ones in `folded`.
 RunSummary Summarize(const RunLedger& ledger, const std::vector<state::AttemptRecord>& attempts,
-                     std::int64_t now_ms, const std::optional<state::AttemptRecord>& running = std::nullopt);
+                     std::int64_t now_ms, const std::optional<state::AttemptRecord>& running = std::nullopt,
+                     const FoldedAttempts& folded = {});
 
 }  // namespace spotvisor::telemetry
