@@ -14,16 +14,7 @@ std::string ProviderName(const config::JobConfig& job) {
   using config::ProviderKind;
   ProviderKind kind = job.provider.kind;
   if (kind == ProviderKind::kAuto) kind = preemption::DetectProvider(job.provider.dmi_root).kind;
-  switch (kind) {
-    case ProviderKind::kAws: return "aws";
-    case ProviderKind::kGcp: return "gcp";
-    case ProviderKind::kAzure: return "azure";
-    case ProviderKind::kAlibaba: return "alibaba";
-    case ProviderKind::kFile: return "file";
-    case ProviderKind::kAuto:
-    case ProviderKind::kNone: break;
-  }
-  return "none";
+  return kind == ProviderKind::kAuto ? "none" : config::ToString(kind);
 }
 
 std::vector<std::unique_ptr<supervisor::RunObserver>> MakeCadenceHealthMirrorObservers(const config::JobConfig& job) {

@@ -8,6 +8,26 @@
 #include "spotvisor/config/loader.hpp"
 
 namespace spotvisor::config {
+
+const char* ToString(ProviderKind kind) {
+  switch (kind) {
+    case ProviderKind::kAuto:
+      return "auto";
+    case ProviderKind::kAws:
+      return "aws";
+    case ProviderKind::kGcp:
+      return "gcp";
+    case ProviderKind::kAzure:
+      return "azure";
+    case ProviderKind::kAlibaba:
+      return "alibaba";
+    case ProviderKind::kFile:
+      return "file";
+    case ProviderKind::kNone:
+      return "none";
+  }
+  return "none";
+}
 namespace {
 
 bool LooksSecret(std::string name) {
@@ -122,15 +142,14 @@ std::string ToYaml(const JobConfig& c) {
   const auto& p = c.provider;
   y << YAML::Key << "provider" << YAML::Value << YAML::BeginMap;
   y << YAML::Key << "kind" << YAML::Value
-    << Name(p.kind, {{ProviderKind::kAuto, "auto"}, {ProviderKind::kAws, "aws"}, {ProviderKind::kGcp, "gcp"},
-                     {ProviderKind::kAzure, "azure"}, {ProviderKind::kAlibaba, "alibaba"},
-                     {ProviderKind::kFile, "file"}, {ProviderKind::kNone, "none"}});
+    << ToString(p.kind);
   y << YAML::Key << "endpoint" << YAML::Value;
   OrNull(y, p.endpoint);
   y << YAML::Key << "poll_interval" << YAML::Value << FormatDuration(p.poll_interval);
   y << YAML::Key << "request_timeout" << YAML::Value << FormatDuration(p.request_timeout);
   y << YAML::Key << "safety_margin" << YAML::Value << FormatDuration(p.safety_margin);
   y << YAML::Key << "default_window" << YAML::Value << FormatDuration(p.default_window);
+  y << YAML::Key << "min_grace" << YAML::Value << FormatDuration(p.min_grace);
   y << YAML::Key << "rebalance" << YAML::Value
     << Name(p.rebalance, {{RebalanceAction::kIgnore, "ignore"}, {RebalanceAction::kCheckpoint, "checkpoint"},
                           {RebalanceAction::kStop, "stop"}});

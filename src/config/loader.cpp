@@ -229,6 +229,7 @@ class Reader {
         {"request_timeout", [&](const YAML::Node& n, const std::string& k) { v.request_timeout = Dur(n, k); }},
         {"safety_margin", [&](const YAML::Node& n, const std::string& k) { v.safety_margin = Dur(n, k); }},
         {"default_window", [&](const YAML::Node& n, const std::string& k) { v.default_window = Dur(n, k); }},
+        {"min_grace", [&](const YAML::Node& n, const std::string& k) { v.min_grace = Dur(n, k); }},
         {"rebalance", [&](const YAML::Node& n, const std::string& k) {
            v.rebalance = Enum<RebalanceAction>(n, k, {{"ignore", RebalanceAction::kIgnore},
                {"checkpoint", RebalanceAction::kCheckpoint}, {"stop", RebalanceAction::kStop}});

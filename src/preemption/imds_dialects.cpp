@@ -21,8 +21,10 @@ ImdsDialect AwsDialect(const config::ProviderSection& cfg) {
                         n.kind = parsed->action;
                         n.action = NoticeAction::kStop;
                         n.deadline = parsed->time;
-                        n.id = "aws-itn-" + parsed->action + "-" + FormatIso8601(parsed->time);
+                        n.id = "aws-itn-" + parsed->action + "-" +
+                               (parsed->time ? FormatIso8601(*parsed->time) : "unknown-time");
                         n.detail = OneLine(body);
+                        if (!parsed->time) n.detail += " (deadline unknown: " + parsed->time_error + ")";
                         return n;
                       }});
   if (cfg.rebalance != config::RebalanceAction::kIgnore) {

@@ -76,17 +76,24 @@ Result<AwsInstanceAction> ParseAwsInstanceAction(std::string_view body) {
   auto doc = ParseObject("aws instance-action", body);
   if (!doc) return doc.error();
   const std::string* action = StringMember(*doc, "action");
-  const std::string* time = StringMember(*doc, "time");
-  if (action == nullptr || time == nullptr) {
-    return Error{"aws instance-action: expected string members 'action' and 'time': '" +
-                 Excerpt(body) + "'"};
+  if (action == nullptr) {
+    return Error{"aws instance-action: expected a string member 'action': '" + Excerpt(body) + "'"};
   }
   if (*action != "terminate" && *action != "stop" && *action != "hibernate") {
     return Error{"aws instance-action: unknown action '" + Excerpt(*action) + "'"};
   }
-  auto when = ParseIso8601(*time);
-  if (!when) return Error{"aws instance-action: " + when.error().message};
-  return AwsInstanceAction{*action, *when};
+  AwsInstanceAction out{*action, std::nullopt, ""};
+  if (const std::string* time = StringMember(*doc, "time")) {
+    auto when = ParseIso8601(*time);
+    if (when) {
+      out.time = *when;
+    } else {
+      out.time_error = when.error().message;
+    }
+  } else {
+    out.time_error = "no string member 'time'";
+  }
+  return out;
 }
 
 Result<TimePoint> ParseAwsRebalance(std::string_view body) {

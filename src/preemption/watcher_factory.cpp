@@ -16,25 +16,6 @@ namespace {
 
 using config::ProviderKind;
 
-const char* Name(ProviderKind kind) {
-  switch (kind) {
-    case ProviderKind::kAuto:
-      return "auto";
-    case ProviderKind::kAws:
-      return "aws";
-    case ProviderKind::kGcp:
-      return "gcp";
-    case ProviderKind::kAzure:
-      return "azure";
-    case ProviderKind::kAlibaba:
-      return "alibaba";
-    case ProviderKind::kFile:
-      return "file";
-    case ProviderKind::kNone:
-      return "none";
-  }
-  return "?";
-}
 
 }  // namespace
 
@@ -56,7 +37,7 @@ Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io,
           "message=\"no known cloud: no preemption notices will be watched\"",
           OneLine(found.evidence));
     } else {
-      spdlog::info("event=provider_detected kind={} evidence=\"{}\"", Name(kind),
+      spdlog::info("event=provider_detected kind={} evidence=\"{}\"", config::ToString(kind),
                    OneLine(found.evidence));
     }
   }
@@ -85,7 +66,7 @@ Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io,
       return std::unique_ptr<Watcher>(
           std::make_unique<AzureWatcher>(io, std::move(*endpoint), provider, tuning));
     default:
-      return Error{std::string("provider.kind ") + Name(kind) + " has no watcher"};
+      return Error{std::string("provider.kind ") + config::ToString(kind) + " has no watcher"};
   }
 }
 

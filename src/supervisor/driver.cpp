@@ -259,6 +259,7 @@ class Driver::Impl final : public RunControl {
     if (n.deadline) until_deadline = std::chrono::duration_cast<std::chrono::milliseconds>(*n.deadline - now);
     Log(LogLevel::kWarning, "event=notice provider=" + n.provider + " kind=" + n.kind + " action=" +
                                 (n.action == preemption::NoticeAction::kStop ? "stop" : "checkpoint") +
+                                " id=" + Quote(n.id) + " deadline=" + (n.deadline ? FormatIsoUtc(*n.deadline) : "none") +
                                 " warning_ms=" + (until_deadline ? std::to_string(until_deadline->count()) : "unknown") +
                                 " detail=" + Quote(n.detail));
     for (auto& o : observers_) o->OnNotice(n);
@@ -269,9 +270,19 @@ class Driver::Impl final : public RunControl {
     resume_timer_.cancel();
     notice_ = n;
     WriteNoticeFile(n);
-    // The trainer gets the window up to the deadline less the safety margin, at most grace.
+    // The trainer gets the window up to the deadline less the safety margin, at most grace,
+    // and at least min_grace: a deadline already past (a skewed clock, a late poll) still
+    // gets a save attempt; an atomic save cut short leaves no checkpoint that counts.
     const auto window = until_deadline.value_or(job_.provider.default_window);
-    Dispatch(StopRequestedEvent{StopReason::kNotice, window - job_.provider.safety_margin, n.provider + " " + n.kind});
+    auto cap = std::chrono::duration_cast<std::chrono::milliseconds>(window - job_.provider.safety_margin);
+    if (cap < job_.provider.min_grace) {
+      cap = std::chrono::duration_cast<std::chrono::milliseconds>(job_.provider.min_grace);
+      Log(LogLevel::kWarning, "event=notice_deadline_near warning_ms=" + std::to_string(window.count()) +
+                                  " grace_cap=" + FormatDuration(cap) +
+                                  " detail=\"the deadline " + (window.count() <= 0 ? "has already passed" : "is nearer than provider.safety_margin") +
+                                  " (clock skew or a late notice): the trainer still gets provider.min_grace\"");
+    }
+    Dispatch(StopRequestedEvent{StopReason::kNotice, cap, n.provider + " " + n.kind});
   }
 
   void OnNoticeCleared() {
@@ -294,10 +305,7 @@ class Driver::Impl final : public RunControl {
         if (!selection) {
           Log(LogLevel::kError, "event=drained_validation_failed error=" + Quote(selection.error().message));
         } else {
-          for (auto& o : observers_) o->OnSelection(*selection);
-          for (const auto& r : selection->rejected) {
-            Log(LogLevel::kWarning, "event=checkpoint_rejected path=" + Quote(r.path.string()) + " reason=" + Quote(r.reason));
-          }
+          for (auto& o : observers_) o->OnSelection(*selection);  // (the catalog logged each rejection)
           Log(LogLevel::kWarning, "event=drained newest_good=" +
                                       Quote(selection->chosen ? selection->chosen->path.string() : "none") +
                                       " step=" + (selection->chosen ? std::to_string(selection->chosen->step) : "none"));
@@ -359,11 +367,7 @@ class Driver::Impl final : public RunControl {
                                             " (not starting from scratch while checkpoints may exist)");
       return;
     }
-    for (auto& o : observers_) o->OnSelection(*selection);
-    for (const auto& r : selection->rejected) {
-      Log(LogLevel::kWarning, "event=checkpoint_rejected path=" + Quote(r.path.string()) + " reason=" +
-                                  Quote(r.reason) + (r.moved_to ? " quarantined_to=" + Quote(r.moved_to->string()) : ""));
-    }
+    for (auto& o : observers_) o->OnSelection(*selection);  // (the catalog logged each rejection)
     Dispatch(ResumeSelectedEvent{selection->chosen});
   }
 

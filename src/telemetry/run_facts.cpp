@@ -31,18 +31,6 @@ std::string ReadTrimmed(const std::filesystem::path& p) {
   return s;
 }
 
-const char* ProviderName(config::ProviderKind kind) {
-  switch (kind) {
-    case config::ProviderKind::kAws: return "aws";
-    case config::ProviderKind::kGcp: return "gcp";
-    case config::ProviderKind::kAzure: return "azure";
-    case config::ProviderKind::kAlibaba: return "alibaba";
-    case config::ProviderKind::kFile: return "file";
-    case config::ProviderKind::kAuto: return "auto";
-    case config::ProviderKind::kNone: return "none";
-  }
-  return "none";
-}
 
 }  // namespace
 
@@ -57,7 +45,7 @@ HostInfo DescribeHost(const config::JobConfig& job) {
     kind = detected.kind;
     h.source = "DMI: " + detected.evidence;
   }
-  h.provider = ProviderName(kind);
+  h.provider = config::ToString(kind);
   // EC2 and Alibaba put the instance type in the DMI product name; GCP and Azure do not.
   const std::string product = ReadTrimmed(job.provider.dmi_root / "product_name");
   if ((kind == config::ProviderKind::kAws || kind == config::ProviderKind::kAlibaba) && !product.empty()) {

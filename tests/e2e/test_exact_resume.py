@@ -231,7 +231,8 @@ class CorruptNewest(ExampleCase):
         self.assert_exit(sv, 0)
         log = sv.text()
         rejected = events(log, "checkpoint_rejected")
-        # (The selector and the supervisor both log it; one checkpoint, the damaged one.)
+        # One line per rejection (the catalog's), and only the damaged checkpoint.
+        self.assertEqual(len(rejected), 1, f"log {sv.log_path}:\n{sv.tail()}")
         self.assertEqual({Path(e["path"]) for e in rejected}, {newest}, f"log {sv.log_path}:\n{sv.tail()}")
         quarantined = self.dir / "ckpt" / ".spotvisor-quarantine" / newest.name
         self.assertEqual(rejected[0].get("quarantined_to"), str(quarantined), rejected)

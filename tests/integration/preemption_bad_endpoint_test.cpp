@@ -56,21 +56,6 @@ const char* Name(Bad b) {
   return "?";
 }
 
-const char* Name(ProviderKind k) {
-  switch (k) {
-    case ProviderKind::kAws:
-      return "aws";
-    case ProviderKind::kGcp:
-      return "gcp";
-    case ProviderKind::kAzure:
-      return "azure";
-    case ProviderKind::kAlibaba:
-      return "alibaba";
-    default:
-      return "other";
-  }
-}
-
 // A believable notice body for the provider, so that only the misbehaviour stops it.
 std::string NoticeBody(ProviderKind k) {
   switch (k) {
@@ -181,7 +166,7 @@ std::vector<std::tuple<ProviderKind, Bad>> AllCases() {
 
 INSTANTIATE_TEST_SUITE_P(AllProviders, BadEndpointTest, ::testing::ValuesIn(AllCases()),
                          [](const auto& param_info) {
-                           return std::string(Name(std::get<0>(param_info.param))) + "_" +
+                           return std::string(config::ToString(std::get<0>(param_info.param))) + "_" +
                                   Name(std::get<1>(param_info.param));
                          });
 

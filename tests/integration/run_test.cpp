@@ -166,7 +166,7 @@ TEST(Run, NoticeCapsTheGraceDrainsAndResumesWhenItClears) {
                              "--mode=checkpoint --sleep-ms=3000 --ckpt-dir=" + (dir / "ckpt").string() +
                                  " --ready=" + (dir / "ready").string(),
                              "provider:\n  kind: file\n  file: ./notice\n  poll_interval: 50ms\n"
-                             "  safety_margin: 1s\n  resume_after: 300ms\n");
+                             "  safety_margin: 1s\n  min_grace: 1s\n  resume_after: 300ms\n");
   yaml.insert(yaml.find("signals:"), "  format: any\n");  // the helper's checkpoints are plain files
   WriteFile(dir / "job.yaml", yaml);
   const auto job = (dir / "job.yaml").string();

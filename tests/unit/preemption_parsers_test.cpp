@@ -15,20 +15,28 @@ TEST(AwsParserTest, InstanceAction) {
   auto a = ParseAwsInstanceAction(R"({"action": "terminate", "time": "2017-09-18T08:22:00Z"})");
   ASSERT_TRUE(a.ok()) << a.error().message;
   EXPECT_EQ(a->action, "terminate");
-  EXPECT_EQ(Unix(a->time), 1505722920);
+  ASSERT_TRUE(a->time);
+  EXPECT_EQ(Unix(*a->time), 1505722920);
   EXPECT_TRUE(
       ParseAwsInstanceAction("{\n\t\"action\": \"stop\",\n\t\"time\": \"2020-04-24T17:11:44Z\"\n}")
           .ok());
   EXPECT_TRUE(
       ParseAwsInstanceAction(R"({"action":"hibernate","time":"2020-04-24T17:11:44Z","x":1})").ok());
   for (const char* bad :
-       {"", "<html>404 - Not Found</html>", "null", "[]", R"({"action": "terminate"})",
+       {"", "<html>404 - Not Found</html>", "null", "[]", R"({"time": "2017-09-18T08:22:00Z"})",
         R"({"action": "reboot", "time": "2017-09-18T08:22:00Z"})",
         R"({"action": 1, "time": "2017-09-18T08:22:00Z"})",
-        R"({"action": "terminate", "time": "soon"})",
         R"({"action": "terminate", "time": "2017-09-18T08:22:00Z")",
         R"({"action": "terminate", "time": "2017-09-18T08:22:00Z"} trailing)"}) {
     EXPECT_FALSE(ParseAwsInstanceAction(bad).ok()) << bad;
+  }
+  // A real action with a time that cannot be read is a notice with an unknown deadline.
+  for (const char* unreadable_time : {R"({"action": "terminate"})", R"({"action": "terminate", "time": "soon"})",
+                                      R"({"action": "stop", "time": 1505722920})"}) {
+    const auto n = ParseAwsInstanceAction(unreadable_time);
+    ASSERT_TRUE(n.ok()) << unreadable_time;
+    EXPECT_FALSE(n->time) << unreadable_time;
+    EXPECT_FALSE(n->time_error.empty()) << unreadable_time;
   }
 }
 

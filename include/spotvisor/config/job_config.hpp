@@ -27,6 +27,8 @@ struct JobSection {
 };
 
 enum class ProviderKind { kAuto, kAws, kGcp, kAzure, kAlibaba, kFile, kNone };
+// "auto" | "aws" | "gcp" | "azure" | "alibaba" | "file" | "none": the provider.kind spelling.
+const char* ToString(ProviderKind kind);
 enum class RebalanceAction { kIgnore, kCheckpoint, kStop };
 
 struct ProviderSection {
@@ -36,6 +38,7 @@ struct ProviderSection {
   Duration request_timeout = std::chrono::seconds(2);   // deadline of one metadata request
   Duration safety_margin = std::chrono::seconds(5);     // kept free before the deadline
   Duration default_window = std::chrono::seconds(30);   // when the notice gives no deadline
+  Duration min_grace = std::chrono::seconds(5);         // the least a notice leaves the trainer
   RebalanceAction rebalance = RebalanceAction::kCheckpoint;  // aws rebalance recommendation
   Duration token_ttl = std::chrono::hours(6);           // aws / alibaba token lifetime
   bool imdsv1_fallback = false;                         // aws: plain GETs when no token

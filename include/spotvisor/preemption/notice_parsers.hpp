@@ -16,9 +16,12 @@
 namespace spotvisor::preemption {
 
 // AWS `spot/instance-action`: {"action": "terminate"|"stop"|"hibernate", "time": ISO-8601}.
+// The action decides: a notice whose time is missing or unreadable is still a notice (its
+// deadline unknown, `time_error` says why), never dropped as garbage.
 struct AwsInstanceAction {
-  std::string action;  // one of the three documented actions
-  TimePoint time;      // approximate, cloud clock
+  std::string action;               // one of the three documented actions
+  std::optional<TimePoint> time;    // approximate, cloud clock
+  std::string time_error;           // why `time` is unset
 };
 Result<AwsInstanceAction> ParseAwsInstanceAction(std::string_view body);
 
