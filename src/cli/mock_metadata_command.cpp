@@ -8,6 +8,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "commands.hpp"
 #include "spotvisor/cli/app.hpp"
@@ -26,6 +27,8 @@ struct MockMetadataFlags {
   bool imdsv2_required = false;               // --imdsv2-required
   std::string vm_name = "spotvisor-mock-vm";  // --vm-name
   int azure_rate_limit = 5;                   // --azure-rate-limit
+  std::string flap;                           // --flap
+  std::string flap_for;                       // --flap-for
 };
 
 // "127.0.0.1:0", "[::1]:8080" -> host and port.
@@ -78,13 +81,21 @@ int RunMockMetadata(const MockMetadataFlags& flags) {
   options.imdsv2_required = flags.imdsv2_required;
   options.vm_name = flags.vm_name;
   options.azure_rate_limit = flags.azure_rate_limit;
-  if (!flags.preempt_after.empty()) {
-    auto after = ParseDuration(flags.preempt_after);
-    if (!after) {
-      std::fprintf(stderr, "spotvisor: --preempt-after: %s\n", after.error().message.c_str());
+  for (const auto& [name, text, target] :
+       {std::tuple{"--preempt-after", &flags.preempt_after, &options.preempt_after},
+        std::tuple{"--flap", &flags.flap, &options.flap}, std::tuple{"--flap-for", &flags.flap_for, &options.flap_for}}) {
+    if (text->empty()) continue;
+    auto parsed = ParseDuration(*text);
+    if (!parsed || parsed->count() <= 0) {
+      std::fprintf(stderr, "spotvisor: %s: %s\n", name,
+                   parsed ? ("'" + *text + "' must be longer than 0").c_str() : parsed.error().message.c_str());
       return exit_code::kUsage;
     }
-    options.preempt_after = *after;
+    *target = *parsed;
+  }
+  if (options.flap_for && !options.flap) {
+    std::fprintf(stderr, "spotvisor: --flap-for needs --flap\n");
+    return exit_code::kUsage;
   }
   boost::asio::io_context io;
   mock::MockMetadataServer server(io, *provider, options);
@@ -134,6 +145,10 @@ void AddMockMetadataCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--azure-rate-limit", flags->azure_rate_limit,
                   "azure: requests per second before 429 (0 = off)")
       ->capture_default_str();
+  cmd->add_option("--flap", flags->flap,
+                  "misbehave in turn every PERIOD (e.g. 2s): healthy, connection dropped, no answer, "
+                  "200 with garbage, 503, not HTTP; control paths always answer");
+  cmd->add_option("--flap-for", flags->flap_for, "stop flapping after this long (with --flap), e.g. 60s");
   cmd->footer(
       "Control (any provider):\n"
       "  curl -X POST http://HOST:PORT/__spotvisor/preempt [-d "

@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
@@ -100,6 +101,8 @@ struct ServerCore : std::enable_shared_from_this<ServerCore> {
         preempt_timer(io_context) {}
 
   void Accept();
+  FlapPhase Phase() const;
+  std::optional<Duration> FlapLeft() const;  // of the current phase, while flapping
   void Route(const std::shared_ptr<Session>& session, MockRequest request, bool keep_alive);
   MockReply Control(const MockRequest& request);
   void Flip();  // the state changed: answer held long-polls whose answer changed
@@ -117,6 +120,7 @@ struct ServerCore : std::enable_shared_from_this<ServerCore> {
   std::uint64_t request_count = 0;                   // metadata requests served
   std::map<std::string, std::uint64_t> path_counts;  // requests per path
   std::uint16_t bound_port = 0;                      // the port Start bound
+  std::chrono::steady_clock::time_point started{};   // by Start, for flapping
   bool running = false;                              // between Start and Stop
 };
 
@@ -190,6 +194,23 @@ class Session : public std::enable_shared_from_this<Session> {
     Reply(std::move(reply), held_keep_alive_);
   }
 
+  // Writes `bytes` as they are (no HTTP framing), then hangs up.
+  void WriteRaw(std::string bytes) {
+    raw_ = std::move(bytes);
+    stream_.expires_after(std::chrono::seconds(30));
+    asio::async_write(stream_, asio::buffer(raw_),
+                      [self = shared_from_this()](const error_code&, std::size_t) { self->Close(); });
+  }
+
+  // Reads nothing more and answers nothing for `quiet`, then hangs up.
+  void Ignore(Duration quiet) {
+    stream_.expires_never();
+    hold_timer_.expires_after(quiet);
+    hold_timer_.async_wait([self = shared_from_this()](const error_code& ec) {
+      if (!ec) self->Close();
+    });
+  }
+
   void Close() {
     held_.reset();
     hold_timer_.cancel();
@@ -221,6 +242,7 @@ class Session : public std::enable_shared_from_this<Session> {
   http::response<http::string_body> response_;                     // the answer being written
   asio::steady_timer hold_timer_;     // timeout_sec of a held long-poll
   std::optional<MockRequest> held_;   // the long-poll being held
+  std::string raw_;                   // bytes of WriteRaw in flight
   bool held_keep_alive_ = true;       // its keep-alive
   std::weak_ptr<ServerCore> server_;  // gone after the server is destroyed
 };
@@ -248,11 +270,29 @@ void ServerCore::Route(const std::shared_ptr<Session>& session, MockRequest requ
   }
   ++request_count;
   ++path_counts[request.path];
+  switch (Phase()) {
+    case FlapPhase::kHealthy:
+      break;
+    case FlapPhase::kDropped:
+      return session->Close();
+    case FlapPhase::kSilent:
+      return session->Ignore(*options.flap);
+    case FlapPhase::kGarbage:
+      return session->Reply(TextReply(200, "<html><body>Welcome to the hotel network\x01\x02</body></html>",
+                                      "text/html"),
+                            false);
+    case FlapPhase::kUnavailable:
+      return session->Reply(TextReply(503, "Service Unavailable\n"), false);
+    case FlapPhase::kNotHttp:
+      return session->WriteRaw("SSH-2.0-OpenSSH_9.2\r\n\x01\x02\x03 not http\r\n\r\n");
+  }
   MockReply reply = service->Handle(request);
   spdlog::debug("event=mock_request provider={} method={} path={} status={}", ToString(provider),
                 request.method, request.path, reply.hold ? 0 : reply.status);
   if (reply.hold) {
-    session->Hold(std::move(request), keep_alive, reply.hold_for);
+    // A flapping service does not hold a long-poll past its phase: the next one misbehaves.
+    const auto left = FlapLeft();
+    session->Hold(std::move(request), keep_alive, left ? std::min(*left, reply.hold_for) : reply.hold_for);
   } else {
     session->Reply(std::move(reply), keep_alive);
   }
@@ -277,6 +317,39 @@ MockReply ServerCore::Control(const MockRequest& request) {
   return TextReply(404, "unknown control path\n");
 }
 
+FlapPhase ServerCore::Phase() const {
+  if (!options.flap || options.flap->count() <= 0) return FlapPhase::kHealthy;
+  const auto elapsed = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - started);
+  if (options.flap_for && elapsed >= *options.flap_for) return FlapPhase::kHealthy;
+  constexpr int kPhases = static_cast<int>(FlapPhase::kNotHttp) + 1;
+  return static_cast<FlapPhase>((elapsed / *options.flap) % kPhases);
+}
+
+std::optional<Duration> ServerCore::FlapLeft() const {
+  if (!options.flap || options.flap->count() <= 0) return std::nullopt;
+  const auto elapsed = std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - started);
+  if (options.flap_for && elapsed >= *options.flap_for) return std::nullopt;
+  return *options.flap - elapsed % *options.flap;
+}
+
+const char* ToString(FlapPhase phase) {
+  switch (phase) {
+    case FlapPhase::kHealthy:
+      return "healthy";
+    case FlapPhase::kDropped:
+      return "dropped";
+    case FlapPhase::kSilent:
+      return "silent";
+    case FlapPhase::kGarbage:
+      return "garbage";
+    case FlapPhase::kUnavailable:
+      return "unavailable";
+    case FlapPhase::kNotHttp:
+      return "not_http";
+  }
+  return "?";
+}
+
 void ServerCore::DoPreempt(const PreemptSpec& spec) {
   service->Preempt(spec);
   spdlog::info("event=mock_preempt provider={}", ToString(provider));
@@ -299,6 +372,7 @@ std::string ServerCore::StateJson() const {
   return nlohmann::json{{"provider", ToString(provider)},
                         {"preempted", service->preempted()},
                         {"requests", request_count},
+                        {"flap_phase", ToString(Phase())},
                         {"acknowledged", service->acknowledged()}}
       .dump();
 }
@@ -328,6 +402,7 @@ Result<std::uint16_t> MockMetadataServer::Start() {
                  std::to_string(impl.options.listen_port) + ": " + ec.message()};
   }
   impl.bound_port = impl.acceptor.local_endpoint().port();
+  impl.started = std::chrono::steady_clock::now();
   impl.running = true;
   impl.Accept();
   if (impl.options.preempt_after) {
@@ -374,6 +449,8 @@ std::uint64_t MockMetadataServer::requests_to(std::string_view path) const {
 std::vector<std::string> MockMetadataServer::acknowledged() const {
   return impl_->service->acknowledged();
 }
+
+FlapPhase MockMetadataServer::flap_phase() const { return impl_->Phase(); }
 
 std::string MockMetadataServer::url() const {
   return "http://" + impl_->options.listen_host + ":" + std::to_string(impl_->bound_port);

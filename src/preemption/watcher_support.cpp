@@ -9,22 +9,58 @@
 
 namespace spotvisor::preemption {
 
+void ConditionLog::RollWindow() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - window_start_ < kWindow) return;
+  if (unlogged_ > 0) {
+    spdlog::warn("event=endpoint_flapping provider={} subject={} changes={} window_s={} condition_now={}",
+                 provider_, subject_, logged_ + unlogged_,
+                 std::chrono::duration_cast<std::chrono::seconds>(kWindow).count(),
+                 current_.empty() ? "healthy" : current_);
+  }
+  window_start_ = now;
+  logged_ = 0;
+  unlogged_ = 0;
+}
+
+bool ConditionLog::Admit() {
+  if (logged_ < kChangesLogged) {
+    ++logged_;
+    return true;
+  }
+  if (unlogged_++ == 0) {
+    spdlog::warn("event=endpoint_flapping provider={} subject={} changes={} detail=\"the endpoint keeps changing; "
+                 "further changes are counted and summarized every {} s\"",
+                 provider_, subject_, logged_ + 1, std::chrono::duration_cast<std::chrono::seconds>(kWindow).count());
+  }
+  return false;
+}
+
 void ConditionLog::Bad(std::string_view key, std::string_view message) {
+  RollWindow();
   if (current_ == key) return;
   current_ = std::string(key);
+  if (!Admit()) return;
   spdlog::warn("event=endpoint_condition provider={} subject={} condition={} message=\"{}\"",
                provider_, subject_, key, OneLine(message));
 }
 
 void ConditionLog::Note(std::string_view key, std::string_view message) {
+  RollWindow();
   if (current_ == key) return;
   current_ = std::string(key);
+  if (!Admit()) return;
   spdlog::info("event=endpoint_condition provider={} subject={} condition={} message=\"{}\"",
                provider_, subject_, key, OneLine(message));
 }
 
 void ConditionLog::Good() {
+  RollWindow();
   if (current_.empty()) return;
+  if (!Admit()) {
+    current_.clear();
+    return;
+  }
   spdlog::info("event=endpoint_recovered provider={} subject={} after={}", provider_, subject_,
                current_);
   current_.clear();
@@ -110,10 +146,7 @@ void WatcherBase::Acknowledge(const Notice&) {}
 bool WatcherBase::Emit(const std::string& slot, const Notice& notice) {
   if (stopped_) return false;
   if (!book_.Record(slot, notice)) return true;
-  spdlog::info("event=notice provider={} kind={} action={} id={} deadline={} detail=\"{}\"",
-               notice.provider, notice.kind,
-               notice.action == NoticeAction::kStop ? "stop" : "checkpoint", notice.id,
-               notice.deadline ? FormatIso8601(*notice.deadline) : "none", OneLine(notice.detail));
+  // (The supervisor logs the notice, once, with what it does about it.)
   const auto alive = alive_;
   const NoticeHandler handler = on_notice_;  // a copy: the callback may destroy *this
   if (handler) handler(notice);

@@ -3,6 +3,7 @@
 // one on_cleared when the last stop notice is gone), and the error backoff. io thread only.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
@@ -17,7 +18,9 @@
 namespace spotvisor::preemption {
 
 // Logs a bad-endpoint condition when it starts or changes, and the recovery once; never
-// once per poll.
+// once per poll. A flapping endpoint logs its first kChangesLogged changes of a 10-minute
+// window, then one line saying it flaps, then one summary per window while it goes on:
+// the log stays bounded however long the endpoint misbehaves.
 class ConditionLog {
  public:
   // `subject` names what is watched ("token", "spot/instance-action").
@@ -31,10 +34,21 @@ class ConditionLog {
   void Good();
   const std::string& current() const { return current_; }
 
+  static constexpr int kChangesLogged = 6;                      // per window
+  static constexpr std::chrono::minutes kWindow{10};
+
  private:
+  // Closes a window that has run out (with a summary if changes went unlogged); true when
+  // the next change may be logged, counting it.
+  bool Admit();
+  void RollWindow();
+
   std::string provider_;  // for the log line
   std::string subject_;   // for the log line
   std::string current_;   // the condition now in force; empty = healthy
+  std::chrono::steady_clock::time_point window_start_ = std::chrono::steady_clock::now();
+  int logged_ = 0;        // changes logged in this window
+  int unlogged_ = 0;      // changes counted but not logged in this window
 };
 
 // De-duplicates notices by id across polls and tracks which stop notices are in force.

@@ -37,7 +37,16 @@ struct MockOptions {
   std::string vm_name = "spotvisor-mock-vm";  // azure: this VM's name
   bool other_vm_events = true;                // azure: a preemption also lists another VM's event
   int azure_rate_limit = 5;                   // azure: requests per second before 429; 0 = off
+  // A flapping service: every `flap` the metadata paths change behaviour, in turn: healthy,
+  // connection dropped unanswered, no answer for a whole period, 200 with garbage, 503,
+  // bytes that are not HTTP. Control paths always answer. Stops after `flap_for`.
+  std::optional<Duration> flap;
+  std::optional<Duration> flap_for;
 };
+
+// The behaviours a flapping server cycles through, in order.
+enum class FlapPhase { kHealthy, kDropped, kSilent, kGarbage, kUnavailable, kNotHttp };
+const char* ToString(FlapPhase phase);
 
 // What one flip sets. Unset fields take the provider's defaults.
 struct PreemptSpec {
@@ -79,6 +88,7 @@ class MockMetadataServer {
   std::uint64_t requests_to(std::string_view path) const;  // ... to exactly this path
   std::vector<std::string> acknowledged() const;           // azure: EventIds acknowledged so far
   std::string url() const;                                 // "http://127.0.0.1:PORT"
+  FlapPhase flap_phase() const;                            // kHealthy unless flapping now
 
  private:
   struct Impl;
