@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
@@ -157,7 +158,15 @@ Result<Selection> Catalog::Select(bool act) {
   for (auto& e : *entries) {
     // A cached bad verdict with an unchanged key is final; anything else is validated now.
     auto cached = e.scan_error.empty() ? cache_.Find(e.name, e.key, options_.validator.level) : std::nullopt;
-    Verdict v = (cached && !cached->good) ? *cached : Validate(e);
+    const bool validate_now = !(cached && !cached->good);
+    const auto started = std::chrono::steady_clock::now();
+    if (act && validate_now) spdlog::info("event=checkpoint_validating path={} step={}", e.path.string(), e.step);
+    Verdict v = validate_now ? Validate(e) : *cached;
+    if (act && validate_now) {
+      spdlog::info("event=checkpoint_validated path={} step={} verdict={} ms={}", e.path.string(), e.step,
+                   v.good ? "good" : "bad",
+                   std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count());
+    }
     if (e.scan_error.empty()) cache_.Put(e.name, e.key, options_.validator.level, v);
     e.verdict = v;
     if (v.good) {

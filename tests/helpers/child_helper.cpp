@@ -2,7 +2,7 @@
 // chosen by flags (exit N, die by a signal, ignore SIGTERM, spawn grandchildren, write a
 // checkpoint on SIGUSR1/SIGTERM, sleep). Standalone on purpose: it links nothing of ours.
 //
-//   child_helper --mode=exit|signal|ignore-term|sleep|grandchildren|checkpoint
+//   child_helper --mode=exit|signal|ignore-term|sleep|grandchildren|checkpoint|close-output
 //                [--code=N] [--signal=N] [--sleep-ms=N] [--record=FILE] [--ready=FILE]
 //                [--ckpt-dir=DIR] [--step=N] [--grandchildren=N] [--pids=FILE]
 //                [--fail-attempts=N] [--timestamps=FILE] [extra args...]
@@ -187,6 +187,16 @@ int main(int argc, char** argv) {
         return o.code;
       }
     }
+  }
+  if (o.mode == "close-output") {  // says one line on each stream, closes both, keeps running
+    std::printf("step=1 before closing stdout\n");
+    std::fflush(stdout);
+    std::fprintf(stderr, "closing stderr too\n");
+    close(STDOUT_FILENO);
+    close(STDERR_FILENO);
+    Touch(o.ready);
+    Wait(o);
+    return o.code;
   }
   // sleep: default dispositions, as a trainer that never installed a handler.
   Touch(o.ready);

@@ -143,5 +143,35 @@ TEST(Mirror, RcloneCommandWithALocalRemote) {
   EXPECT_LE(Entries(dir / "remote" / "m", "ckpt_step"), 2);
 }
 
+// checkpoints.mirror.concurrency bounds the uploads in flight: with a slow command mirror
+// (each upload 2.5 s; the first one starts at the first checkpoint scan, the last one at
+// the trainer's exit) exactly that many run at once, never more, and the last checkpoint
+// is always mirrored.
+TEST(Mirror, ConcurrencyBoundsTheUploadsInFlight) {
+  for (const int concurrency : {1, 2}) {
+    SCOPED_TRACE("concurrency " + std::to_string(concurrency));
+    TempDir dir;
+    // Each upload marks itself running, records how many are, copies slowly, unmarks.
+    WriteFile(dir / "upload.sh",
+              "set -e\nmkdir -p \"$3/running\" \"$3/remote\"\ntouch \"$3/running/$2\"\n"
+              "ls \"$3/running\" | wc -l >> \"$3/in-flight.log\"\nsleep 2.5\n"
+              "cp -r \"$1\" \"$3/remote/$2\"\nrm \"$3/running/$2\"\n");
+    const std::string mirror = "  mirror:\n    concurrency: " + std::to_string(concurrency) +
+                               "\n    restore: false\n    timeout: 60s\n"
+                               "    command: [\"/bin/sh\", \"" + (dir / "upload.sh").string() +
+                               "\", \"{checkpoint}\", \"{name}\", \"" + dir.path().string() + "\"]\n";
+    std::string job = Job("a", mirror);
+    job.replace(job.find("\"0.08\""), 6, "\"0.04\"");
+    WriteFile(dir / "a.yaml", job);
+    std::string out;
+    ASSERT_EQ(testing::RunSpotvisor({"run", "--config", (dir / "a.yaml").string()}, &out, 60s), 0) << out;
+    int peak = 0;
+    for (const auto& line : testing::ReadLines(dir / "in-flight.log")) peak = std::max(peak, std::stoi(line));
+    EXPECT_EQ(peak, concurrency) << ReadFile(dir / "in-flight.log") << out;
+    EXPECT_TRUE(std::filesystem::exists(dir / "remote" / "ckpt_step80")) << out;
+    EXPECT_GE(testing::ReadLines(dir / "in-flight.log").size(), 2u) << out;  // the first scan's, the last
+  }
+}
+
 }  // namespace
 }  // namespace spotvisor
