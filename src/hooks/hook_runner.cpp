@@ -174,7 +174,7 @@ struct HookRunner::Impl {
     Log(LogLevel::kInfo, "event=hook_started hook=" + name + " pid=" + std::to_string(pid) +
                              " timeout=" + FormatDuration(timeout) + " argv=" + Quote(Join(argv)));
     r->timer.expires_after(timeout);
-    r->timer.async_wait([this, r](const boost::system::error_code& ec) {
+    r->timer.async_wait([r](const boost::system::error_code& ec) {
       if (ec || r->exited) return;
       r->timed_out = true;
       kill(-r->pid, SIGKILL);
