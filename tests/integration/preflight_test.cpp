@@ -92,6 +92,23 @@ TEST(Preflight, AllPassOnAFastDiskWithNoProvider) {
   EXPECT_NE(out.find("8.0 MiB written with fsync"), std::string::npos) << out;
   EXPECT_NE(out.find("no metadata endpoint (provider: none)"), std::string::npos) << out;
   EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
+  EXPECT_NE(out.find("  gpu      none ("), std::string::npos) << "no NVIDIA driver here, said so\n" << out;
+}
+
+// With an NVML library present (the stand-in of tests/helpers/fake_nvml.cpp, found through
+// LD_LIBRARY_PATH as the driver's would be through ld.so.cache), the GPU line names each
+// device, its memory and the driver.
+TEST(Preflight, TheGpuLineNamesDevicesMemoryAndDriverFromNvml) {
+  TempDir dir;
+  WriteFile(dir / "job.yaml", Job("./ckpt", ""));
+  auto run = testing::Spawn({SPOTVISOR_BINARY, "preflight", "--config", (dir / "job.yaml").string(), "--write-size", "1MiB"},
+                            dir / "out.txt", {{"LD_LIBRARY_PATH", SPOTVISOR_FAKE_NVML_DIR}});
+  EXPECT_EQ(testing::WaitExit(run.pid), 0) << testing::ReadFile(dir / "out.txt");
+  const std::string out = testing::ReadFile(dir / "out.txt");
+  EXPECT_NE(out.find("  gpu      2 × NVIDIA (0: NVIDIA H200 (fake NVML), 141.0 GiB; 1: NVIDIA L4 (fake NVML), 24.0 GiB), "
+                     "driver 550.54.15-fake"),
+            std::string::npos)
+      << out;
 }
 
 }  // namespace

@@ -185,5 +185,51 @@ TEST_F(MetricsRun, APrometheusServerScrapesWithTheTokenAndIsRefusedWithout) {
   EXPECT_EQ(value.find("no_token"), std::string::npos) << value;
 }
 
+// With an NVML library present (the stand-in of tests/helpers/fake_nvml.cpp on
+// LD_LIBRARY_PATH), the GPU families carry each device's utilization, memory, temperature
+// and throttle reasons, and the run record keeps the peak VRAM for the report.
+TEST(MetricsGpu, NvmlSamplesBecomeMetricsAndThePeakReachesTheReport) {
+  TempDir dir;
+  WriteFile(dir / "job.yaml", "job:\n  name: gpu\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) +
+                                  "\", \"--mode=sleep\"]\ntelemetry:\n  state_dir: ./state\n"
+                                  "  metrics: {listen: \"127.0.0.1:0\"}\n");
+  auto run = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.log",
+                   {{"LD_LIBRARY_PATH", SPOTVISOR_FAKE_NVML_DIR}});
+  int port = 0;
+  ASSERT_TRUE(WaitUntil([&] {
+    const std::string log = ReadFile(dir / "out.log");
+    std::smatch m;
+    if (log.find("event=trainer_started") == std::string::npos ||
+        !std::regex_search(log, m, std::regex("metrics_listening address=127\\.0\\.0\\.1:([0-9]+)"))) {
+      return false;
+    }
+    port = std::stoi(m[1]);
+    return true;
+  })) << ReadFile(dir / "out.log");
+  std::string metrics;
+  ASSERT_TRUE(WaitUntil([&] {
+    metrics = HttpGet(port, "/metrics", "");
+    return metrics.find("spotvisor_gpu_temperature_celsius") != std::string::npos;
+  })) << metrics;
+  for (const char* line :
+       {"spotvisor_gpu_telemetry_available 1",
+        "spotvisor_gpu_utilization_ratio{gpu=\"0\",model=\"NVIDIA H200 (fake NVML)\"} 0.37",
+        "spotvisor_gpu_memory_used_bytes{gpu=\"0\",model=\"NVIDIA H200 (fake NVML)\"} 42949672960",
+        "spotvisor_gpu_memory_capacity_bytes{gpu=\"1\",model=\"NVIDIA L4 (fake NVML)\"} 25769803776",
+        "spotvisor_gpu_temperature_celsius{gpu=\"0\",model=\"NVIDIA H200 (fake NVML)\"} 61",
+        "spotvisor_gpu_throttle{gpu=\"0\",reason=\"sw_power_cap\"} 1",
+        "spotvisor_gpu_throttle{gpu=\"1\",reason=\"gpu_idle\"} 1",
+        "spotvisor_gpu_throttle{gpu=\"0\",reason=\"gpu_idle\"} 0"}) {
+    EXPECT_NE(metrics.find(line), std::string::npos) << line << "\n" << metrics;
+  }
+  EXPECT_EQ(ReadFile(dir / "out.log").find("event=gpu_unavailable"), std::string::npos);
+  kill(run.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(run.pid), 75) << ReadFile(dir / "out.log");
+  std::string report;
+  ASSERT_EQ(testing::RunSpotvisor({"report", (dir / "state").string(), "--json"}, &report), 0) << report;
+  EXPECT_NE(report.find("\"peak_vram_bytes\": 42949672960"), std::string::npos) << report;
+  EXPECT_NE(report.find("550.54.15-fake"), std::string::npos) << report;
+}
+
 }  // namespace
 }  // namespace spotvisor
