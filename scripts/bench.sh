@@ -3,7 +3,7 @@
 # each table comes from one run of its script, side by side with the alternative a user
 # would pick, with the command that produced it.
 #
-#   scripts/bench.sh              the full runs (about 40 minutes on 2 cores)
+#   scripts/bench.sh              the full runs (about 50 minutes on 2 cores)
 #   QUICK=1 scripts/bench.sh      fewer trials (a few minutes; for a smoke check)
 #   BUILD=DIR scripts/bench.sh    use DIR/spotvisor (default: build/, built if missing)
 #   OUT=FILE scripts/bench.sh     write FILE instead of docs/BENCHMARKS.md
@@ -28,7 +28,7 @@ if [[ "$quick" == 1 ]]; then
   supervise=(--restarts 50 --torchrun-restarts 2 --idle-seconds 10)
   notice=(--trials 10 --baseline-trials 5)
   resume=(--notice-drills 1 --kill-drills 1 --interruptions 2)
-  soak=(--restarts 500 --poll-seconds 30)
+  soak=(--restarts 500 --poll-seconds 30 --flap-seconds 30)
   validate_runs=1
 else
   supervise=(--restarts 300 --torchrun-restarts 5 --idle-seconds 60)
@@ -72,7 +72,7 @@ bench env SPOTVISOR="$bin" RUNS="$validate_runs" tests/bench/checkpoint_validate
 section "Exact resume: steps lost and time to resume (issue 5)"
 bench "$py" tests/bench/resume_bench.py --binary "$bin" "${resume[@]}"
 
-section "Soak: crash-restarts and a long poll (issue 8)"
+section "Soak: crash-restarts, a long poll, a flapping endpoint (issue 8)"
 bench "$py" tests/bench/soak_bench.py --build "$build" "${soak[@]}"
 
 mv "$tmp" "$out"

@@ -7,10 +7,15 @@ restarts — 3000 crash-restarts with 1 ms backoff (a trainer that exits at once
 poll     — a long run (10 minutes by default) supervising `sleep` with the AWS watcher
            polling `spotvisor mock-metadata` every second: spotvisor's CPU seconds and RSS,
            side by side with the curl loop from the providers' docs doing the same polls.
+flap     — the same against `mock-metadata --flap 2s` (healthy, dropped, silent, garbage,
+           503, not HTTP in turn) for 10 minutes by default: notices (must be none), log
+           lines, CPU and RSS, side by side with the curl loop, which takes every 200 for a
+           notice.
 
 Standard library only; run from the repository root after a build:
 
     /usr/bin/python3 tests/bench/soak_bench.py [--build build] [--restarts 3000] [--poll-seconds 600]
+        [--flap-seconds 600] [--only restarts|poll|flap]
 """
 import argparse
 import json
@@ -126,12 +131,66 @@ def poll(binary, work, seconds):
         mock.wait(10)
 
 
+def flap(binary, work, seconds):
+    d = os.path.join(work, "flap")
+    os.makedirs(d)
+    port_file = os.path.join(d, "port")
+    mock = subprocess.Popen([binary, "mock-metadata", "--provider", "aws", "--listen", "127.0.0.1:0",
+                             "--port-file", port_file, "--flap", "2s"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while not os.path.exists(port_file):
+            time.sleep(0.01)
+        with open(port_file) as f:
+            url = f"http://127.0.0.1:{int(f.read())}"
+        job = {"job": {"name": "flap", "command": ["/bin/sleep", str(seconds + 60)]},
+               "provider": {"kind": "aws", "endpoint": url, "poll_interval": "1s", "request_timeout": "1s"},
+               "telemetry": {"state_dir": os.path.join(d, "state")}}
+        with open(os.path.join(d, "job.yaml"), "w") as f:
+            json.dump(job, f)
+        hits = os.path.join(d, "curl-notices")
+        # The docs' loop, counting instead of stopping: every answer curl -f accepts is "a notice".
+        loop = ('n=0; while true; do TOKEN=$(curl -sf -m 1 -X PUT -H "X-aws-ec2-metadata-token-ttl-seconds: 21600" '
+                '{u}/latest/api/token); if curl -sf -m 1 -H "X-aws-ec2-metadata-token: $TOKEN" '
+                '{u}/latest/meta-data/spot/instance-action >/dev/null; then n=$((n+1)); echo $n > {h}; fi; '
+                'sleep 1; done').format(u=url, h=hits)
+        log = os.path.join(d, "log")
+        sv = subprocess.Popen([binary, "run", "--config", os.path.join(d, "job.yaml")],
+                              stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+        sh = subprocess.Popen(["/bin/sh", "-c", loop], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(5)
+            sv0, rss0 = cpu_seconds(sv.pid), rss_mib(sv.pid)
+            time.sleep(seconds)
+            sv_cpu, sv_rss = cpu_seconds(sv.pid) - sv0, rss_mib(sv.pid)
+            alive = sv.poll() is None
+        finally:
+            sh.kill()
+            sh.wait(10)
+            sv.send_signal(signal.SIGTERM)
+            sv.wait(30)
+        with open(log) as f:
+            text = f.read().splitlines()
+        try:
+            with open(hits) as f:
+                curl_notices = int(f.read().strip() or 0)
+        except FileNotFoundError:
+            curl_notices = 0
+        return {"seconds": seconds, "sv_cpu": sv_cpu, "sv_rss0": rss0, "sv_rss": sv_rss, "alive": alive,
+                "notices": sum("event=notice " in l for l in text), "lines": len(text),
+                "endpoint_lines": sum("event=endpoint_" in l for l in text), "curl_notices": curl_notices}
+    finally:
+        mock.send_signal(signal.SIGTERM)
+        mock.wait(10)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--restarts", type=int, default=3000)
     ap.add_argument("--poll-seconds", type=float, default=600)
-    ap.add_argument("--only", choices=["restarts", "poll"], default=None)
+    ap.add_argument("--flap-seconds", type=float, default=600)
+    ap.add_argument("--only", choices=["restarts", "poll", "flap"], default=None)
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     binary, helper = os.path.join(build, "spotvisor"), os.path.join(build, "tests", "spotvisor_child_helper")
@@ -143,10 +202,12 @@ def main():
     work = tempfile.mkdtemp(prefix="spotvisor-soak-")
     cmd = "/usr/bin/python3 tests/bench/soak_bench.py " + " ".join(sys.argv[1:])
     try:
-        if a.only != "poll":
+        if a.only in (None, "restarts"):
             report_restarts(restarts(binary, helper, work, a.restarts), a.restarts, cmd)
-        if a.only != "restarts" and a.poll_seconds > 0:
+        if a.only in (None, "poll") and a.poll_seconds > 0:
             report_poll(poll(binary, work, a.poll_seconds), cmd)
+        if a.only in (None, "flap") and a.flap_seconds > 0:
+            report_flap(flap(binary, work, a.flap_seconds), cmd)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -175,6 +236,21 @@ def report_poll(p, cmd):
         print(f"| curl loop, sleep 1 (the loop alone, no supervision) | {p['sh_cpu'] * per_min:.3f} | — | "
               f"{p['sh_cpu'] * per_min / base:.1f}× |")
         print()
+
+
+def report_flap(p, cmd):
+    span = f"{p['seconds'] / 60:.0f} minutes" if p["seconds"] >= 120 else f"{p['seconds']:.0f} seconds"
+    print(f"### {span} against a flapping metadata service (`mock-metadata --flap 2s`)\n")
+    print(f"`{cmd}`\n")
+    print("| poller | false notices | log lines | CPU s per minute | RSS |")
+    print("|---|---|---|---|---|")
+    per_min = 60 / p["seconds"]
+    print(f"| spotvisor run (aws watcher, supervising `sleep`) | {p['notices']} | {p['lines']} "
+          f"({p['endpoint_lines']} endpoint) | {p['sv_cpu'] * per_min:.3f} | "
+          f"{p['sv_rss0']:.1f} → {p['sv_rss']:.1f} MiB |")
+    print(f"| curl loop (`curl -sf` = notice), sleep 1 | {p['curl_notices']} | — | — | — |")
+    print(f"\nspotvisor {'kept supervising' if p['alive'] else 'EXITED'}; "
+          f"{p['curl_notices']} of the curl loop's polls took a broken answer for a notice.\n")
 
 
 main()
