@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan+UBSan) in build-fuzz and runs each one for
-# FUZZ_SECONDS (default 10) from its seed corpus in tests/fuzz/corpus/<target>/.
+# FUZZ_SECONDS (default 10) from its seed corpus in tests/fuzz/corpus/<target>/
+# (FUZZ_BUILD_ONLY=1: only builds).
 # Exits non-zero when a target crashes, leaks, times out or fails to build.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -12,6 +13,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DSPOTVISOR_FUZZ=ON >/dev/null
 mapfile -t targets < <(cd "$root/tests/fuzz" && ls ./*_fuzz.cpp | sed 's|^\./||; s|\.cpp$||')
 ninja -C "$build" -j"$jobs" "${targets[@]}"
+[[ "${FUZZ_BUILD_ONLY:-0}" == 1 ]] && exit 0
 
 failed=0
 for t in "${targets[@]}"; do

@@ -21,6 +21,7 @@ namespace spotvisor {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::Count;
 using testing::PlainJob;
 using testing::ProcessAlive;
 using testing::ReadFile;
@@ -70,11 +71,6 @@ bool Contains(const std::filesystem::path& file, const std::string& text) {
   return ReadFile(file).find(text) != std::string::npos;
 }
 
-std::size_t Count(const std::string& text, const std::string& needle) {
-  std::size_t n = 0;
-  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
 
 // Waits (inotify) for a directory named `.tmp-ckpt_step*-PID` to be created in `dir` and
 // returns PID, the process writing it; 0 after `timeout`.
@@ -199,10 +195,7 @@ TEST(Fault, StateDirFullKeepsSupervisingAndRecovers) {
   std::filesystem::remove(dir / "st" / "filler");
   EXPECT_EQ(WaitExit(sv.pid, 60s), 0) << ReadFile(dir / "out.txt");
   const std::string out = ReadFile(dir / "out.txt");
-  std::size_t failed = 0;
-  for (auto at = out.find("event=state_write_failed"); at != std::string::npos; at = out.find("event=state_write_failed", at + 1)) {
-    ++failed;
-  }
+  const std::size_t failed = Count(out, "event=state_write_failed");
   EXPECT_EQ(failed, 1u) << "once per change of condition\n" << out;
   EXPECT_NE(out.find("event=state_writable_again"), std::string::npos) << out;
   EXPECT_EQ(ReadFile(dir / "result"), expected) << out;

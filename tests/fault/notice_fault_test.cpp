@@ -15,6 +15,7 @@ namespace spotvisor {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::Count;
 using testing::PlainJob;
 using testing::ProcessAlive;
 using testing::ReadFile;
@@ -27,11 +28,6 @@ using testing::WaitExit;
 using testing::WaitUntil;
 using testing::WriteFile;
 
-std::size_t Count(const std::string& text, const std::string& needle) {
-  std::size_t n = 0;
-  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
 
 // "2s", "2s990ms", "750ms" (FormatDuration) -> milliseconds; -1 when it is none of these.
 long long Millis(const std::string& text) {

@@ -37,6 +37,8 @@ bool ProcessAlive(pid_t pid);
 void WriteFile(const std::filesystem::path& path, const std::string& text);
 std::string ReadFile(const std::filesystem::path& path);
 std::vector<std::string> ReadLines(const std::filesystem::path& path);
+// How many times `needle` occurs in `text` (log lines of an event, say).
+std::size_t Count(const std::string& text, const std::string& needle);
 
 // A small but valid checkpoint directory (one safetensors file) at `dir`.
 void WriteValidCheckpoint(const std::filesystem::path& dir);
