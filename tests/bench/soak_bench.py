@@ -91,17 +91,23 @@ def restarts(binary, helper, work, count):
     return samples
 
 
+def start_mock(binary, d, *extra):
+    """`spotvisor mock-metadata --provider aws` on a free port (written to d/port); (process, url)."""
+    port_file = os.path.join(d, "port")
+    mock = subprocess.Popen([binary, "mock-metadata", "--provider", "aws", "--listen", "127.0.0.1:0",
+                             "--port-file", port_file, *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while not os.path.exists(port_file):
+        time.sleep(0.01)
+    with open(port_file) as f:
+        return mock, f"http://127.0.0.1:{int(f.read())}"
+
+
 def poll(binary, work, seconds):
     d = os.path.join(work, "poll")
     os.makedirs(d)
-    port_file = os.path.join(d, "port")
-    mock = subprocess.Popen([binary, "mock-metadata", "--provider", "aws", "--listen", "127.0.0.1:0",
-                             "--port-file", port_file], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    mock, url = start_mock(binary, d)
     try:
-        while not os.path.exists(port_file):
-            time.sleep(0.01)
-        with open(port_file) as f:
-            url = f"http://127.0.0.1:{int(f.read())}"
         job = {"job": {"name": "poll", "command": ["/bin/sleep", str(seconds + 60)]},
                "provider": {"kind": "aws", "endpoint": url, "poll_interval": "1s"},
                "telemetry": {"state_dir": os.path.join(d, "state")}}
@@ -134,15 +140,8 @@ def poll(binary, work, seconds):
 def flap(binary, work, seconds):
     d = os.path.join(work, "flap")
     os.makedirs(d)
-    port_file = os.path.join(d, "port")
-    mock = subprocess.Popen([binary, "mock-metadata", "--provider", "aws", "--listen", "127.0.0.1:0",
-                             "--port-file", port_file, "--flap", "2s"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    mock, url = start_mock(binary, d, "--flap", "2s")
     try:
-        while not os.path.exists(port_file):
-            time.sleep(0.01)
-        with open(port_file) as f:
-            url = f"http://127.0.0.1:{int(f.read())}"
         job = {"job": {"name": "flap", "command": ["/bin/sleep", str(seconds + 60)]},
                "provider": {"kind": "aws", "endpoint": url, "poll_interval": "1s", "request_timeout": "1s"},
                "telemetry": {"state_dir": os.path.join(d, "state")}}
