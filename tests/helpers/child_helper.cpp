@@ -98,8 +98,13 @@ void Stamp(const std::string& file, const char* what) {
   }
 }
 
+// Writes our pid to `path` atomically (temp name, then rename): a test that polls for the
+// file's existence must never read it empty.
 void Touch(const std::string& path) {
-  if (!path.empty()) std::ofstream(path) << getpid() << "\n";
+  if (path.empty()) return;
+  const std::string tmp = path + ".tmp-" + std::to_string(getpid());
+  std::ofstream(tmp) << getpid() << "\n";
+  std::rename(tmp.c_str(), path.c_str());
 }
 
 void SleepMs(long ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
