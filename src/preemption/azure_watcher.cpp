@@ -46,15 +46,16 @@ AzureWatcher::AzureWatcher(boost::asio::io_context& io, Endpoint endpoint,
       cfg_(cfg),
       tuning_(tuning),
       interval_(std::max(cfg.poll_interval, tuning.azure_min_interval)),
-      backoff_(interval_, std::max(tuning.backoff_max, interval_)),
+      backoff_(interval_, ErrorBackoffCeiling(cfg, tuning, interval_)),
       name_condition_("azure", "instance/compute/name"),
       events_condition_("azure", "scheduledevents"),
       vm_name_(cfg.azure_vm_name) {}
 
 void AzureWatcher::OnStart() {
-  spdlog::info("event=watcher_start provider=azure endpoint={} poll_interval_ms={} vm_name={}",
-               client_.endpoint().url, interval_.count(),
-               vm_name_.empty() ? "(from instance metadata)" : vm_name_);
+  spdlog::info(
+      "event=watcher_start provider=azure endpoint={} poll_interval_ms={} backoff_max_ms={} vm_name={}",
+      client_.endpoint().url, interval_.count(), backoff_.max().count(),
+      vm_name_.empty() ? "(from instance metadata)" : vm_name_);
   if (vm_name_.empty()) {
     FetchVmName();
   } else {

@@ -60,14 +60,15 @@ GcpWatcher::Subscription::Subscription(boost::asio::io_context& io, const Endpoi
 GcpWatcher::GcpWatcher(boost::asio::io_context& io, Endpoint endpoint,
                        const config::ProviderSection& cfg, const WatcherTuning& tuning)
     : cfg_(cfg), tuning_(tuning) {
-  const Duration max = std::max(tuning.backoff_max, cfg.poll_interval);
+  const Duration max = ErrorBackoffCeiling(cfg, tuning, cfg.poll_interval);
   subs_[0] = std::make_unique<Subscription>(io, endpoint, kPreempted, cfg.poll_interval, max);
   subs_[1] = std::make_unique<Subscription>(io, endpoint, kMaintenance, cfg.poll_interval, max);
 }
 
 void GcpWatcher::OnStart() {
-  spdlog::info("event=watcher_start provider=gcp endpoint={} timeout_sec={} keys={},{}",
-               subs_[0]->client.endpoint().url, tuning_.long_poll_timeout.count(), kPreempted,
+  spdlog::info("event=watcher_start provider=gcp endpoint={} timeout_sec={} backoff_max_ms={} keys={},{}",
+               subs_[0]->client.endpoint().url, tuning_.long_poll_timeout.count(),
+               subs_[0]->backoff.max().count(), kPreempted,
                kMaintenance);
   for (auto& sub : subs_) Request(*sub);
 }

@@ -40,15 +40,15 @@ ImdsWatcher::ImdsWatcher(boost::asio::io_context& io, Endpoint endpoint,
       cfg_(cfg),
       tuning_(tuning),
       dialect_(std::move(dialect)),
-      backoff_(cfg.poll_interval, std::max(tuning.backoff_max, cfg.poll_interval)),
+      backoff_(cfg.poll_interval, ErrorBackoffCeiling(cfg, tuning, cfg.poll_interval)),
       token_condition_(dialect_.provider, "token") {
   for (const auto& probe : dialect_.probes)
     probe_conditions_.emplace_back(dialect_.provider, probe.path);
 }
 
 void ImdsWatcher::OnStart() {
-  spdlog::info("event=watcher_start provider={} endpoint={} poll_interval_ms={} probes={}",
-               dialect_.provider, client_.endpoint().url, cfg_.poll_interval.count(),
+  spdlog::info("event=watcher_start provider={} endpoint={} poll_interval_ms={} backoff_max_ms={} probes={}",
+               dialect_.provider, client_.endpoint().url, cfg_.poll_interval.count(), backoff_.max().count(),
                dialect_.probes.size());
   Poll();
 }

@@ -126,6 +126,11 @@ TimePoint DeadlineIn(Duration window) {
                                                            window);
 }
 
+Duration ErrorBackoffCeiling(const config::ProviderSection& cfg, const WatcherTuning& tuning,
+                             Duration interval) {
+  return std::max(interval, std::min(tuning.backoff_max, cfg.default_window / 10));
+}
+
 WatcherBase::~WatcherBase() { *alive_ = false; }
 
 void WatcherBase::Start(NoticeHandler on_notice, ClearedHandler on_cleared) {

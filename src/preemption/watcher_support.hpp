@@ -77,6 +77,7 @@ class Backoff {
   Duration Next();  // the delay after one more failure
   void Reset() { failures_ = 0; }
   int failures() const { return failures_; }
+  Duration max() const { return max_; }
 
  private:
   Duration base_;     // first delay
@@ -93,6 +94,12 @@ std::string Describe(const HttpOutcome& outcome);
 
 // system_clock::now() + window.
 TimePoint DeadlineIn(Duration window);
+
+// The ceiling of a watcher's error backoff: a tenth of `provider.default_window` (3 s by
+// default), never above `tuning.backoff_max` nor below `interval`. An outage then delays
+// the first sight of a notice by at most a tenth of the shortest warning window.
+Duration ErrorBackoffCeiling(const config::ProviderSection& cfg, const WatcherTuning& tuning,
+                             Duration interval);
 
 // What every watcher implementation shares: the handlers, the stopped flag, the notice
 // book, and a guard so that a callback which stops (or even destroys) the watcher is safe.

@@ -108,10 +108,12 @@ CheckLine ProbeEndpoint(const config::JobConfig& job, const std::string& provide
     return line;
   }
   const auto path = PathFor(provider);
-  const std::string base = !job.provider.endpoint.empty() ? job.provider.endpoint
-                           : provider == "alibaba"         ? "http://100.100.100.200"
-                           : provider == "gcp"             ? "http://metadata.google.internal"
-                                                           : "http://169.254.169.254";
+  // The address the watcher itself will poll (no DNS), so the probe checks what `run` uses.
+  const std::string base =
+      !job.provider.endpoint.empty()
+          ? job.provider.endpoint
+          : preemption::DefaultEndpoint(provider == "alibaba" ? config::ProviderKind::kAlibaba
+                                                              : config::ProviderKind::kAws);
   auto endpoint = preemption::ParseEndpoint(base);
   if (!path || !endpoint) {
     line.status = CheckStatus::kFail;

@@ -463,9 +463,14 @@ class TelemetryObserver final : public supervisor::RunObserver {
   }
 
   void Save() {
-    if (Status s = ledger_.Save(job_.telemetry.state_dir); !s && !save_failed_) {
+    // Said once when writing starts to fail and once when it works again, never per save.
+    const Status s = ledger_.Save(job_.telemetry.state_dir);
+    if (!s && !save_failed_) {
       save_failed_ = true;
       Log(LogLevel::kError, "event=run_record_write_failed error=" + Quote(s.error().message));
+    } else if (s && save_failed_) {
+      save_failed_ = false;
+      Log(LogLevel::kInfo, "event=run_record_write_recovered");
     }
   }
 

@@ -198,6 +198,9 @@ TEST(Fault, StateDirFullKeepsSupervisingAndRecovers) {
   const std::size_t failed = Count(out, "event=state_write_failed");
   EXPECT_EQ(failed, 1u) << "once per change of condition\n" << out;
   EXPECT_NE(out.find("event=state_writable_again"), std::string::npos) << out;
+  // The run record (run.json) says the same, once each way.
+  EXPECT_EQ(Count(out, "event=run_record_write_failed"), 1u) << out;
+  EXPECT_EQ(Count(out, "event=run_record_write_recovered"), 1u) << out;
   EXPECT_EQ(ReadFile(dir / "result"), expected) << out;
 }
 
@@ -232,6 +235,7 @@ TEST(Fault, TrainerKilledWhileWritingACheckpoint) {
   EXPECT_EQ(WaitExit(sv.pid, 120s), 0) << ReadFile(dir / "out.txt");
   const std::string out = ReadFile(dir / "out.txt");
   EXPECT_GE(caught, 1) << "no kill landed inside a save\n" << out;
+  EXPECT_GE(Count(out, "event=checkpoint_temp_left"), 1u) << "the leftover is reported before the restart\n" << out;
   EXPECT_EQ(Count(out, "resume=" + (dir / "ckpt").string() + "/.tmp"), 0u) << out;
   EXPECT_GE(Count(out, "outcome=failed"), 3u) << out;
   for (const auto& e : std::filesystem::directory_iterator(dir / "ckpt")) {

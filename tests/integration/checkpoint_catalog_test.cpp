@@ -284,6 +284,13 @@ TEST_F(CheckpointCatalog, SelectionQuarantinesFallsBackAndLeavesTempNamesAlone) 
   EXPECT_FALSE(fs::exists(dir_ / "step_30.pt"));
   EXPECT_TRUE(fs::exists(dir_ / "step_40.pt.tmp"));
   EXPECT_TRUE(fs::exists(tmp_ / "state" / "checkpoint-cache.tsv"));
+  // The temp entries are reported (with their size), not counted and not deleted; the
+  // quarantine is ours and is not one of them.
+  ASSERT_EQ(sel->temp_left.size(), 2u);
+  EXPECT_EQ(sel->temp_left[0], dir_ / "step_40.pt.tmp");
+  EXPECT_EQ(sel->temp_left[1], dir_ / "tmp-step_50.pt");
+  EXPECT_EQ(sel->temp_left_bytes, fs::file_size(Fixture("model.pt")));
+  EXPECT_TRUE(fs::exists(dir_ / "tmp-step_50.pt"));
 }
 
 TEST_F(CheckpointCatalog, CacheServesListingsButResumeRevalidates) {

@@ -177,7 +177,7 @@ TEST_F(MockTest, GcpHeldLongPollIsAnsweredAtTheFlip) {
   server_->Preempt();
   ASSERT_TRUE(testing::RunUntil(
       io_, [&] { return result.has_value(); }, 2s));
-  EXPECT_LT(std::chrono::steady_clock::now() - flip, 50ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - flip, 1s);  // at the flip, not at timeout_sec=30
   EXPECT_EQ(result->response.body, "TRUE");
   EXPECT_NE(*result->response.Header("ETag"), etag);
 }

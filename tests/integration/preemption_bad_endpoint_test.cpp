@@ -149,6 +149,44 @@ TEST_P(BadEndpointTest, NoNoticeNoCrashLoggedOnce) {
   (*watcher)->Stop();
 }
 
+// An endpoint that fails for a while: the error backoff stops at a tenth of
+// provider.default_window (here 500 ms → 50 ms), not at the 10 s tuning ceiling, so an
+// outage delays the first sight of a notice by at most that. Uncapped, the delays from
+// the 20 ms poll (20, 40, … 640 ms) would allow 7 requests in 1.5 s; capped, about 28.
+class ErrorBackoffTest : public ::testing::TestWithParam<ProviderKind> {};
+
+TEST_P(ErrorBackoffTest, CeilingIsATenthOfTheWarningWindow) {
+  const ProviderKind kind = GetParam();
+  boost::asio::io_context io;
+  testing::RawServer server(io, [](const std::string&, const std::string&) {
+    return RawAction{HttpAnswer(500, "down")};
+  });
+  auto p = testing::FastProvider(kind, server.url());
+  p.default_window = 500ms;
+  p.azure_vm_name = "vm";
+  auto tuning = testing::FastTuning();
+  tuning.backoff_max = 10s;
+  testing::LogCapture logs;
+  auto watcher = preemption::MakeWatcher(io, p, tuning);
+  ASSERT_TRUE(watcher.ok()) << watcher.error().message;
+  testing::Recorder rec;
+  (*watcher)->Start(rec.OnNotice(), rec.OnCleared());
+  testing::RunFor(io, 1500ms);
+  (*watcher)->Stop();
+  EXPECT_EQ(logs.Count("backoff_max_ms=50 "), 1) << logs.Joined();
+  // GCP long-polls two keys, each with its own backoff: count one of them.
+  const int requests = kind == ProviderKind::kGcp
+                           ? server.requests_to("/computeMetadata/v1/instance/preempted")
+                           : server.requests();
+  EXPECT_GE(requests, 15) << logs.Joined();
+  EXPECT_TRUE(rec.notices.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllProviders, ErrorBackoffTest,
+                         ::testing::Values(ProviderKind::kAws, ProviderKind::kGcp, ProviderKind::kAzure,
+                                           ProviderKind::kAlibaba),
+                         [](const auto& param_info) { return std::string(config::ToString(param_info.param)); });
+
 std::vector<std::tuple<ProviderKind, Bad>> AllCases() {
   std::vector<std::tuple<ProviderKind, Bad>> cases;
   for (const auto kind :

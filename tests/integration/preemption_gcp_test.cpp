@@ -59,7 +59,7 @@ TEST(GcpWatcherTest, LongPollDeliversTheFlipAtOnce) {
   RecordProperty(
       "flip_to_notice_us",
       static_cast<int>(std::chrono::duration_cast<std::chrono::microseconds>(latency).count()));
-  EXPECT_LT(latency, 200ms);
+  EXPECT_LT(latency, 1s);  // at the flip, far under the 5 s poll
   ASSERT_EQ(rec.notices.size(), 1u);
   const auto& n = rec.notices[0];
   EXPECT_EQ(n.provider, "gcp");

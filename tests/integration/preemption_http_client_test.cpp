@@ -57,7 +57,7 @@ TEST(HttpClientTest, ErrorKinds) {
   };
   const std::vector<Case> cases = {
       {{.silent = true}, HttpErrorKind::kTimeout},
-      {{.bytes = HttpAnswer(200, "FALSE"), .per_byte = 50ms}, HttpErrorKind::kTimeout},
+      {{.bytes = HttpAnswer(200, "FALSE"), .per_byte = 200ms}, HttpErrorKind::kTimeout},  // ~9 s in full
       {{HttpAnswer(200, std::string(64 * 1024 + 1, 'x'))}, HttpErrorKind::kTooLarge},
       {{"HTTP/1.1 200 OK\r\nX-Big: " + std::string(20000, 'h') + "\r\n\r\n"},
        HttpErrorKind::kTooLarge},
@@ -72,7 +72,7 @@ TEST(HttpClientTest, ErrorKinds) {
     const HttpOutcome outcome = Exchange(io, client, Get("/x"));
     EXPECT_EQ(outcome.error, c.expected) << outcome.message;
     EXPECT_NE(outcome.message.find("http://127.0.0.1:"), std::string::npos) << outcome.message;
-    EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);  // the 300 ms deadline, with room for a loaded machine
   }
 }
 
