@@ -126,7 +126,17 @@ Status Journal::Save(const PersistedState& state, Durability durability) {
 }
 
 Status Journal::AppendAttempt(const AttemptRecord& record) {
-  return AppendLineDurably(dir_ / "attempts.jsonl", ToJson(record).dump() + "\n");
+  unwritten_.push_back(ToJson(record).dump() + "\n");
+  return FlushAttempts();
+}
+
+Status Journal::FlushAttempts() {
+  if (unwritten_.empty()) return Ok{};
+  std::string lines;
+  for (const auto& line : unwritten_) lines += line;
+  if (Status s = AppendLineDurably(dir_ / "attempts.jsonl", lines); !s) return s;
+  unwritten_.clear();
+  return Ok{};
 }
 
 std::vector<AttemptRecord> Journal::ReadAttempts() const {

@@ -501,11 +501,15 @@ class Driver::Impl final : public RunControl {
     if (!force && SameAs(s, journal_->state())) return;
     // Mid-run saves are atomic but not fsynced (attempts.jsonl is the durable record and a
     // power cut leaves no process to find); the last one is durable.
-    if (Status st = journal_->Save(s, force ? Durability::kDurable : Durability::kAtomicOnly); !st) {
+    const std::size_t held = journal_->unwritten_attempts();
+    Status st = journal_->Save(s, force ? Durability::kDurable : Durability::kAtomicOnly);
+    if (st) st = journal_->FlushAttempts();  // attempt lines a full or read-only dir refused
+    if (!st) {
       JournalTrouble(st.error().message);
     } else if (journal_trouble_) {
       journal_trouble_ = false;
-      Log(LogLevel::kInfo, "event=state_writable_again dir=" + Quote(job_.telemetry.state_dir.string()));
+      Log(LogLevel::kInfo, "event=state_writable_again dir=" + Quote(job_.telemetry.state_dir.string()) +
+                               " attempts_appended=" + std::to_string(held));
     }
   }
 

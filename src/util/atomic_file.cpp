@@ -2,6 +2,7 @@
 #include "spotvisor/util/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -64,14 +65,31 @@ Status WriteFileAtomically(const std::filesystem::path& path, std::string_view c
 namespace spotvisor {
 
 Status AppendLineDurably(const std::filesystem::path& path, std::string_view line) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return Fail(path, "open for append", errno);
-  const ssize_t n = write(fd, line.data(), line.size());
+  // One writer per file (the job lock), so the size now is where this append starts.
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return Fail(path, "stat", err);
+  }
+  std::string data;
+  char last = '\n';
+  if (st.st_size > 0 && pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n') data = "\n";
+  data += line;
+  const ssize_t n = write(fd, data.data(), data.size());
   const int write_err = errno;
+  if (n != static_cast<ssize_t>(data.size())) {
+    if (n > 0 && ftruncate(fd, st.st_size) != 0) {
+      // Cannot cut it back: the torn line is skipped by readers, the retry starts anew.
+    }
+    close(fd);
+    return Fail(path, "append", n < 0 ? write_err : ENOSPC);
+  }
   const int sync_rc = fdatasync(fd);
   const int sync_err = errno;
   close(fd);
-  if (n != static_cast<ssize_t>(line.size())) return Fail(path, "append", n < 0 ? write_err : ENOSPC);
   if (sync_rc != 0) return Fail(path, "fdatasync", sync_err);
   return Ok{};
 }

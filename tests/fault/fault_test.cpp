@@ -201,6 +201,14 @@ TEST(Fault, StateDirFullKeepsSupervisingAndRecovers) {
   // The run record (run.json) says the same, once each way.
   EXPECT_EQ(Count(out, "event=run_record_write_failed"), 1u) << out;
   EXPECT_EQ(Count(out, "event=run_record_write_recovered"), 1u) << out;
+  // Every attempt is in the journal, the one that ended while the disk was full included.
+  const std::string attempts = ReadFile(dir / "st" / "attempts.jsonl");
+  const std::size_t ended = Count(out, "event=attempt_ended");
+  EXPECT_GE(ended, 2u) << out;
+  EXPECT_EQ(Count(attempts, "\"attempt\":"), ended) << attempts << "\n" << out;
+  for (std::size_t i = 1; i <= ended; ++i) {
+    EXPECT_NE(attempts.find("\"attempt\":" + std::to_string(i) + ","), std::string::npos) << i << "\n" << attempts;
+  }
   EXPECT_EQ(ReadFile(dir / "result"), expected) << out;
 }
 

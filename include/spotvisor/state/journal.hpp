@@ -56,7 +56,11 @@ class Journal {
   const PersistedState& state() const { return state_; }
   // Replaces state.json atomically; `durability` kDurable also fsyncs it (at exit).
   Status Save(const PersistedState& state, Durability durability = Durability::kDurable);
+  // Appends the record; one that cannot be written (state dir full or unwritable) is kept
+  // and appended, in order, before the next one or at FlushAttempts — never lost.
   Status AppendAttempt(const AttemptRecord& record);
+  Status FlushAttempts();
+  std::size_t unwritten_attempts() const { return unwritten_.size(); }
   // Every attempt recorded so far; a torn last line (power cut mid-append) is skipped.
   std::vector<AttemptRecord> ReadAttempts() const;
 
@@ -66,6 +70,7 @@ class Journal {
   explicit Journal(std::filesystem::path dir) : dir_(std::move(dir)) {}
   std::filesystem::path dir_;  // the state dir
   PersistedState state_;       // as last saved or loaded
+  std::vector<std::string> unwritten_;  // attempt lines not yet on disk, oldest first
 };
 
 std::int64_t UnixMillisNow();

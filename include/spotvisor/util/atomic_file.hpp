@@ -19,8 +19,10 @@ enum class Durability {
 Status WriteFileAtomically(const std::filesystem::path& path, std::string_view contents,
                            Durability durability = Durability::kDurable);
 
-// Appends `line` (which ends in '\n') to `path` with O_APPEND and fdatasyncs it: a
-// journal line is either whole and durable or, after a power cut, a torn last line.
+// Appends `line` (one or more lines, ending in '\n') to `path` with O_APPEND and fdatasyncs
+// it: a journal line is either whole and durable or, after a power cut, a torn last line.
+// A write that fails part-way (disk full) is cut back off, so a retry appends whole lines;
+// a torn last line already there (power cut) is ended first, so it stays alone.
 Status AppendLineDurably(const std::filesystem::path& path, std::string_view line);
 
 // fsync of a directory, so that a rename or create inside it is durable.
