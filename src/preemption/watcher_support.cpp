@@ -90,7 +90,11 @@ Duration Backoff::Next() {
   Duration delay = base_;
   for (int i = 0; i < failures_ && delay < max_; ++i) delay *= 2;
   ++failures_;
-  return std::min(delay, max_);
+  delay = std::min(delay, max_);
+  // Up to a quarter off, never above: fixed delays can lock onto an endpoint that fails
+  // periodically (a 3 s backoff against a 3 s fault cycle samples the same fault forever).
+  std::uniform_int_distribution<Duration::rep> off(0, delay.count() / 4);
+  return delay - Duration(off(rng_));
 }
 
 std::string OneLine(std::string_view text) {

@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <string_view>
@@ -74,7 +75,7 @@ class NoticeBook {
 class Backoff {
  public:
   Backoff(Duration base, Duration max) : base_(base), max_(max) {}
-  Duration Next();  // the delay after one more failure
+  Duration Next();  // the delay after one more failure: doubling, at most max, minus ≤ 25 % jitter
   void Reset() { failures_ = 0; }
   int failures() const { return failures_; }
   Duration max() const { return max_; }
@@ -83,6 +84,7 @@ class Backoff {
   Duration base_;     // first delay
   Duration max_;      // ceiling
   int failures_ = 0;  // consecutive failures so far
+  std::minstd_rand rng_{std::random_device{}()};  // the jitter
 };
 
 // `text` on one line (whitespace runs collapsed), at most 512 characters, printable only.
