@@ -49,23 +49,6 @@ Result<CacheKey> KeyOf(const fs::path& path, bool& is_directory) {
   return key;
 }
 
-// Temp-named entries of `dir` (not spotvisor's own `.spotvisor-*`), sorted, and their
-// size in bytes (a directory: every regular file under it).
-std::vector<fs::path> TempEntries(const fs::path& dir, std::uint64_t& bytes) {
-  std::vector<fs::path> found;
-  std::error_code ec;
-  fs::directory_iterator it(dir, ec);
-  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (!IsTempName(name) || name.rfind(".spotvisor-", 0) == 0) continue;
-    bool is_directory = false;
-    if (auto key = KeyOf(it->path(), is_directory)) bytes += key->size;
-    found.push_back(it->path());
-  }
-  std::sort(found.begin(), found.end());
-  return found;
-}
-
 }  // namespace
 
 Catalog::Catalog(CatalogOptions options, NamePattern pattern)
@@ -125,6 +108,21 @@ Result<std::vector<CatalogEntry>> Catalog::Scan() const {
     return a.step != b.step ? a.step > b.step : a.name > b.name;
   });
   return entries;
+}
+
+std::vector<fs::path> Catalog::TempEntries(std::uint64_t& bytes) const {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  fs::directory_iterator it(options_.dir, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!IsTempName(name) || name.rfind(".spotvisor-", 0) == 0) continue;
+    bool is_directory = false;
+    if (auto key = KeyOf(it->path(), is_directory)) bytes += key->size;
+    found.push_back(it->path());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
 }
 
 Verdict Catalog::Validate(const CatalogEntry& e) const {
@@ -207,7 +205,7 @@ Result<Selection> Catalog::Select(bool act) {
     selection.rejected.push_back(std::move(r));
   }
   if (chosen != nullptr) selection.chosen = ResumePoint{chosen->path, chosen->step};
-  selection.temp_left = TempEntries(options_.dir, selection.temp_left_bytes);
+  selection.temp_left = TempEntries(selection.temp_left_bytes);
   if (act && !selection.temp_left.empty()) {
     std::string names;
     for (std::size_t i = 0; i < selection.temp_left.size() && i < 5; ++i) {

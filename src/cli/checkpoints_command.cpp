@@ -99,6 +99,13 @@ void AddCheckpointsCommand(CLI::App& app, int& exit_code) {
     catalog->Judge(*entries, /*use_cache=*/true);
     if (o->json) PrintJson(*entries);
     else PrintTable(*entries);
+    std::uint64_t temp_bytes = 0;
+    const auto temps = catalog->TempEntries(temp_bytes);
+    if (!temps.empty()) {  // on stderr: the table and the JSON stay what they were
+      std::fprintf(stderr, "%zu temp entr%s (%s, half-written saves; never resumed from):\n", temps.size(),
+                   temps.size() == 1 ? "y" : "ies", FormatSize(temp_bytes).c_str());
+      for (const auto& t : temps) std::fprintf(stderr, "  %s\n", t.string().c_str());
+    }
     if (o->update_cache) {
       if (auto st = catalog->SaveCache(); !st) std::fprintf(stderr, "spotvisor: %s\n", st.error().message.c_str());
     }

@@ -368,6 +368,11 @@ TEST_F(CheckpointCatalog, CommandsAnswerAndNeverModify) {
   EXPECT_NE(out.find("CRC-32 mismatch"), std::string::npos) << out;
   EXPECT_EQ(RunSpotvisor(with({"checkpoints", "--json"}), &out), 1);
   EXPECT_NE(out.find("\"good\": false"), std::string::npos) << out;
+  fs::create_directories(dir_ / ".tmp-ckpt_step4.pt-77");
+  EXPECT_EQ(RunSpotvisor(with({"checkpoints"}), &out), 1) << out;
+  EXPECT_NE(out.find("1 temp entry (0 B, half-written saves; never resumed from):\n  " + dir_.string() + "/.tmp-ckpt_step4.pt-77\n"),
+            std::string::npos) << out;
+  fs::remove(dir_ / ".tmp-ckpt_step4.pt-77");
   EXPECT_EQ(RunSpotvisor({"validate", (dir_ / "ckpt_step3.pt").string()}, &out), 1);
   EXPECT_NE(out.find("BAD (full)"), std::string::npos) << out;
   EXPECT_EQ(RunSpotvisor({"validate", "--level", "format", (dir_ / "ckpt_step3.pt").string()}, &out), 0) << out;

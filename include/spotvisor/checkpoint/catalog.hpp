@@ -54,6 +54,10 @@ class Catalog {
   // empty; an unreadable dir is an Error; an unreadable entry carries scan_error.
   Result<std::vector<CatalogEntry>> Scan() const;
 
+  // Temp-named entries (half-written saves; not spotvisor's own `.spotvisor-*`), sorted,
+  // adding their size to `bytes` (a directory: every regular file under it).
+  std::vector<std::filesystem::path> TempEntries(std::uint64_t& bytes) const;
+
   // Fills each entry's verdict: from the cache when `use_cache` and the key matches, else
   // by validating now (and remembering it in the in-memory cache).
   void Judge(std::vector<CatalogEntry>& entries, bool use_cache);
