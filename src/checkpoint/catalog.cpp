@@ -205,8 +205,9 @@ Result<Selection> Catalog::Select(bool act) {
     selection.rejected.push_back(std::move(r));
   }
   if (chosen != nullptr) selection.chosen = ResumePoint{chosen->path, chosen->step};
-  selection.temp_left = TempEntries(selection.temp_left_bytes);
-  if (act && !selection.temp_left.empty()) {
+  // Only before a start: listings (the mirror's every scan among them) skip the walk.
+  if (act) selection.temp_left = TempEntries(selection.temp_left_bytes);
+  if (!selection.temp_left.empty()) {
     std::string names;
     for (std::size_t i = 0; i < selection.temp_left.size() && i < 5; ++i) {
       names += (i ? "," : "") + selection.temp_left[i].filename().string();

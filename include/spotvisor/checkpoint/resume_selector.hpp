@@ -33,7 +33,8 @@ struct Selection {
   std::optional<ResumePoint> chosen;   // none: start fresh
   std::vector<Rejection> rejected;     // newest first
   // Temp-named entries in checkpoints.dir (half-written saves a killed trainer left):
-  // never used, never deleted by spotvisor, reported because they take space.
+  // never used, never deleted by spotvisor, reported because they take space. Filled
+  // only by a selection that acts (before a start).
   std::vector<std::filesystem::path> temp_left;  // sorted by name
   std::uint64_t temp_left_bytes = 0;
 };
