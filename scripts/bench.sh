@@ -3,7 +3,7 @@
 # each table comes from one run of its script, side by side with the alternative a user
 # would pick, with the command that produced it.
 #
-#   scripts/bench.sh              the full runs (about 50 minutes on 2 cores)
+#   scripts/bench.sh              the full runs (about 52 minutes on 2 cores)
 #   QUICK=1 scripts/bench.sh      fewer trials (a few minutes; for a smoke check)
 #   BUILD=DIR scripts/bench.sh    use DIR/spotvisor (default: build/, built if missing)
 #   OUT=FILE scripts/bench.sh     write FILE instead of docs/BENCHMARKS.md
@@ -74,6 +74,9 @@ bench "$py" tests/bench/resume_bench.py --binary "$bin" "${resume[@]}"
 
 section "Soak: crash-restarts, a long poll, a flapping endpoint (issue 8)"
 bench "$py" tests/bench/soak_bench.py --build "$build" "${soak[@]}"
+
+section "torchrun: the time workers get to save (issue 11)"
+bench "$py" tests/bench/torchrun_grace_bench.py --build "$build" --grace 90
 
 mv "$tmp" "$out"
 trap - EXIT

@@ -89,6 +89,10 @@ void CadenceObserver::OnNotice(const preemption::Notice& notice) {
   ArmAt(steady_clock::now() + policy_.Interval());
 }
 
+void CadenceObserver::OnSignalSent(int signo, config::SignalTarget) {
+  if (pending_ && signo == job_.signals.checkpoint) pending_->delivered = true;
+}
+
 void CadenceObserver::OnPhase(supervisor::Phase phase) {
   phase_ = phase;
   if (phase != supervisor::Phase::kRunning && timer_) timer_->cancel();
@@ -110,6 +114,9 @@ void CadenceObserver::ArmAt(SteadyTime at) {
 void CadenceObserver::OnTimer() {
   if (phase_ != supervisor::Phase::kRunning || attempt_ == 0) return;
   const auto now = steady_clock::now();
+  // A request that reached no process (a launcher starting or restarting its workers) was
+  // never asked: ask again now, not "unanswered".
+  if (pending_ && !pending_->delivered) pending_.reset();
   if (pending_) {
     // One request at a time; it counts as unanswered after an interval, but never before
     // kMinUnansweredWait (the feed must have had time to find and validate the answer).

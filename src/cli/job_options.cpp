@@ -48,8 +48,12 @@ Status ApplyOverrides(const JobOptions& o, config::JobConfig& job) {
     job.signals.checkpoint = *s;
   }
   if (o.target) {
-    if (*o.target != "group" && *o.target != "main") return FlagError("--signal-target", "expected group or main");
-    job.signals.target = *o.target == "group" ? config::SignalTarget::kGroup : config::SignalTarget::kMain;
+    static const std::map<std::string, config::SignalTarget> targets{
+        {"auto", config::SignalTarget::kAuto}, {"group", config::SignalTarget::kGroup},
+        {"main", config::SignalTarget::kMain}, {"workers", config::SignalTarget::kWorkers}};
+    const auto it = targets.find(*o.target);
+    if (it == targets.end()) return FlagError("--signal-target", "expected auto, group, main or workers");
+    job.signals.target = it->second;
   }
   if (o.provider) {
     static const std::map<std::string, config::ProviderKind> kinds{
@@ -109,7 +113,7 @@ void AddJobOptions(CLI::App& app, JobOptions& o, bool with_command) {
   app.add_option("--grace", o.grace, "signals.grace, e.g. 90s");
   app.add_option("--on-notice", o.on_notice, "signals.on_notice, e.g. SIGTERM");
   app.add_option("--checkpoint-signal", o.checkpoint_signal, "signals.checkpoint, e.g. SIGUSR1");
-  app.add_option("--signal-target", o.target, "signals.target: group | main");
+  app.add_option("--signal-target", o.target, "signals.target: auto | group | main | workers");
   app.add_option("--provider", o.provider, "provider.kind: auto | aws | gcp | azure | alibaba | file | none");
   app.add_option("--endpoint", o.endpoint, "provider.endpoint, e.g. http://127.0.0.1:1338");
   app.add_option("--poll-interval", o.poll_interval, "provider.poll_interval, e.g. 1s");

@@ -28,6 +28,20 @@ const char* ToString(ProviderKind kind) {
   }
   return "none";
 }
+
+const char* ToString(SignalTarget target) {
+  switch (target) {
+    case SignalTarget::kAuto:
+      return "auto";
+    case SignalTarget::kGroup:
+      return "group";
+    case SignalTarget::kMain:
+      return "main";
+    case SignalTarget::kWorkers:
+      return "workers";
+  }
+  return "auto";
+}
 namespace {
 
 bool LooksSecret(std::string name) {
@@ -168,7 +182,10 @@ std::string ToYaml(const JobConfig& c) {
   y << YAML::Key << "signals" << YAML::Value << YAML::BeginMap;
   y << YAML::Key << "on_notice" << YAML::Value << SignalName(s.on_notice);
   y << YAML::Key << "checkpoint" << YAML::Value << SignalName(s.checkpoint);
-  y << YAML::Key << "target" << YAML::Value << (s.target == SignalTarget::kGroup ? "group" : "main");
+  y << YAML::Key << "target" << YAML::Value << ToString(s.target);
+  if (!s.target_why.empty()) {
+    y << YAML::Comment(std::string("signals go to: ") + ToString(s.Recipients()) + " (" + s.target_why + ")");
+  }
   y << YAML::Key << "grace" << YAML::Value << FormatDuration(s.grace);
   y << YAML::Key << "kill_timeout" << YAML::Value << FormatDuration(s.kill_timeout);
   y << YAML::EndMap;

@@ -7,6 +7,7 @@
 #include "spotvisor/checkpoint/name_pattern.hpp"
 #include "spotvisor/config/loader.hpp"
 #include "spotvisor/config/templates.hpp"
+#include "spotvisor/process/launcher.hpp"
 #include "spotvisor/process/spawn.hpp"
 
 namespace spotvisor::config {
@@ -36,6 +37,22 @@ Status CheckTemplates(const JobConfig& job, const std::vector<std::string>& argv
     }
   }
   return Ok{};
+}
+
+// signals.target: auto signals a launcher's workers (torchrun dies of SIGUSR1 and gives its
+// workers 30 s after a SIGTERM), anything else's whole group.
+void ChooseSignalTarget(const std::vector<std::string>& command, SignalsSection& s) {
+  if (s.target != SignalTarget::kAuto) {
+    s.target_why = std::string("signals.target is ") + ToString(s.target);
+    return;
+  }
+  if (auto launcher = process::RecognizeLauncher(command)) {
+    s.auto_choice = SignalTarget::kWorkers;
+    s.target_why = "auto: " + launcher->name + " is a launcher (" + launcher->evidence + ")";
+  } else {
+    s.auto_choice = SignalTarget::kGroup;
+    s.target_why = "auto: job.command starts no launcher (torchrun, accelerate, deepspeed, mpirun)";
+  }
 }
 
 }  // namespace
@@ -93,6 +110,7 @@ Status Finalize(JobConfig& job) {
       return Error{Where(job, key) + "SIGKILL and SIGSTOP cannot be caught, so a trainer could never checkpoint on them"};
     }
   }
+  ChooseSignalTarget(job.job.command, job.signals);
   if (job.telemetry.state_dir.empty()) job.telemetry.state_dir = job.base_dir / ".spotvisor" / job.job.name;
   if (std::filesystem::exists(job.telemetry.state_dir, ec) &&
       !std::filesystem::is_directory(job.telemetry.state_dir, ec)) {

@@ -251,7 +251,8 @@ class Reader {
         {"on_notice", [&](const YAML::Node& n, const std::string& k) { v.on_notice = Signal(n, k); }},
         {"checkpoint", [&](const YAML::Node& n, const std::string& k) { v.checkpoint = Signal(n, k); }},
         {"target", [&](const YAML::Node& n, const std::string& k) {
-           v.target = Enum<SignalTarget>(n, k, {{"group", SignalTarget::kGroup}, {"main", SignalTarget::kMain}});
+           v.target = Enum<SignalTarget>(n, k, {{"auto", SignalTarget::kAuto}, {"group", SignalTarget::kGroup},
+                                                {"main", SignalTarget::kMain}, {"workers", SignalTarget::kWorkers}});
          }},
         {"grace", [&](const YAML::Node& n, const std::string& k) { v.grace = Dur(n, k); }},
         {"kill_timeout", [&](const YAML::Node& n, const std::string& k) { v.kill_timeout = Dur(n, k); }},

@@ -10,33 +10,35 @@
 #include <sstream>
 
 namespace spotvisor::process {
-namespace {
 
-// Fields of /proc/<pid>/stat after the command name: state is field 3.
-struct Stat {
-  char state = '?';
-  pid_t pgrp = 0;
-  std::uint64_t start_ticks = 0;
-};
-
-std::optional<Stat> ReadStat(pid_t pid) {
+std::optional<ProcStat> ReadProcStat(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   if (!in || !std::getline(in, line)) return std::nullopt;
-  const auto close = line.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
+  const auto close = line.rfind(')');  // the command name may hold spaces and parentheses
+  if (close == std::string::npos || close + 2 >= line.size()) return std::nullopt;
   std::istringstream rest(line.substr(close + 2));
-  Stat s;
+  ProcStat s;
   std::string skip;
-  pid_t ppid = 0;
-  rest >> s.state >> ppid >> s.pgrp;
+  rest >> s.state >> s.ppid >> s.pgrp;
   for (int field = 6; field < 22 && rest; ++field) rest >> skip;  // fields 6..21
   rest >> s.start_ticks;
   if (!rest) return std::nullopt;
   return s;
 }
 
-}  // namespace
+std::vector<pid_t> AllPids() {
+  std::vector<pid_t> pids;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return pids;
+  while (dirent* entry = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (end != entry->d_name && *end == '\0') pids.push_back(static_cast<pid_t>(pid));
+  }
+  closedir(proc);
+  return pids;
+}
 
 bool SignalGroup(pid_t pgid, int signo) { return pgid > 1 && kill(-pgid, signo) == 0; }
 bool SignalProcess(pid_t pid, int signo) { return pid > 1 && kill(pid, signo) == 0; }
@@ -47,7 +49,7 @@ bool GroupExists(pid_t pgid) {
 }
 
 std::optional<std::uint64_t> StartTicks(pid_t pid) {
-  auto s = ReadStat(pid);
+  auto s = ReadProcStat(pid);
   if (!s) return std::nullopt;
   return s->start_ticks;
 }
@@ -63,26 +65,30 @@ ChildIdentity Identify(pid_t pid) {
   return ChildIdentity{pid, StartTicks(pid).value_or(0), BootId()};
 }
 
-std::vector<pid_t> FindLeftovers(const ChildIdentity& child) {
+namespace {
+
+// Live processes of group `pgid` that started at or after `since` (clock ticks since boot).
+std::vector<pid_t> LiveMembers(pid_t pgid, std::uint64_t since) {
   std::vector<pid_t> found;
-  if (child.pid <= 1 || child.boot_id != BootId()) return found;
-  if (auto leader = ReadStat(child.pid); leader && leader->pgrp == child.pid &&
-                                         leader->start_ticks != child.start_ticks) {
-    return found;  // the pid was reused by a new group leader: not ours
+  if (pgid <= 1) return found;
+  for (pid_t pid : AllPids()) {
+    auto s = ReadProcStat(pid);
+    if (s && s->pgrp == pgid && s->state != 'Z' && s->start_ticks >= since) found.push_back(pid);
   }
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return found;
-  while (dirent* entry = readdir(proc)) {
-    char* end = nullptr;
-    const long pid = std::strtol(entry->d_name, &end, 10);
-    if (end == entry->d_name || *end != '\0') continue;
-    auto s = ReadStat(static_cast<pid_t>(pid));
-    if (s && s->pgrp == child.pid && s->state != 'Z' && s->start_ticks >= child.start_ticks) {
-      found.push_back(static_cast<pid_t>(pid));
-    }
-  }
-  closedir(proc);
   return found;
+}
+
+}  // namespace
+
+std::vector<pid_t> GroupMembers(pid_t pgid) { return LiveMembers(pgid, 0); }
+
+std::vector<pid_t> FindLeftovers(const ChildIdentity& child) {
+  if (child.pid <= 1 || child.boot_id != BootId()) return {};
+  if (auto leader = ReadProcStat(child.pid); leader && leader->pgrp == child.pid &&
+                                         leader->start_ticks != child.start_ticks) {
+    return {};  // the pid was reused by a new group leader: not ours
+  }
+  return LiveMembers(child.pid, child.start_ticks);
 }
 
 }  // namespace spotvisor::process

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "child_environment.hpp"
+#include "trainer_signals.hpp"
 #include "spotvisor/cli/app.hpp"
 #include "spotvisor/config/loader.hpp"
 #include "spotvisor/process/output_relay.hpp"
@@ -42,6 +43,7 @@ using telemetry::Quote;
 using std::chrono::steady_clock;
 
 constexpr auto kGroupPoll = std::chrono::milliseconds(5);
+constexpr auto kWorkersPoll = std::chrono::milliseconds(100);  // a launcher's workers, while they stop
 constexpr auto kOutputDrain = std::chrono::milliseconds(2000);  // relaying a gone trainer's last output
 
 ExitStatus FromWaitStatus(int status) {
@@ -59,6 +61,7 @@ class Driver::Impl final : public RunControl {
         signals_(io_, SIGINT, SIGTERM, SIGHUP),
         children_(io_, SIGCHLD),
         group_poll_(io_),
+        workers_poll_(io_),
         resume_timer_(io_) {
     signals_.add(SIGUSR1);
     for (auto kind : {TimerKind::kGrace, TimerKind::kKill, TimerKind::kBackoff}) {
@@ -246,6 +249,8 @@ class Driver::Impl final : public RunControl {
   void ChildGone() {
     const ExitStatus status = *main_status_;
     child_pid_ = 0;
+    trainer_signals_.reset();
+    workers_poll_.cancel();
     main_status_.reset();
     group_wait_ = false;
     persisted_.child.reset();
@@ -389,6 +394,7 @@ class Driver::Impl final : public RunControl {
       return;
     }
     child_pid_ = child->pid;
+    trainer_signals_.emplace(child_pid_);
     if (child->stdout_fd >= 0) {
       std::erase_if(relays_, [](const auto& r) { return r->done(); });
       relays_.push_back(std::make_unique<process::OutputRelay>(
@@ -410,25 +416,59 @@ class Driver::Impl final : public RunControl {
     for (const auto& arg : spec->argv) argv += (argv.empty() ? "" : " ") + arg;
     Log(LogLevel::kInfo, "event=trainer_started attempt=" + std::to_string(a.attempt) + " pid=" +
                              std::to_string(child_pid_) + " resume=" +
-                             Quote(a.resume ? a.resume->path.string() : "none") + " argv=" + Quote(argv));
+                             Quote(a.resume ? a.resume->path.string() : "none") + " argv=" + Quote(argv) +
+                             " signal_target=" + config::ToString(job_.signals.Recipients()) +
+                             " signal_target_why=" + Quote(job_.signals.target_why));
     for (auto& o : observers_) o->OnAttemptStarted(a.attempt, child_pid_, a.resume);
   }
 
   void Perform(const SignalAction& a) {
-    if (child_pid_ == 0) return;
-    const bool sent = a.group ? process::SignalGroup(child_pid_, a.signo) : process::SignalProcess(child_pid_, a.signo);
-    Log(sent ? LogLevel::kInfo : LogLevel::kDebug,
-        "event=signal_sent signal=" + config::SignalName(a.signo) + " target=" + (a.group ? "group" : "main") +
-            " pid=" + std::to_string(child_pid_) + (sent ? "" : " result=\"no such process\""));
-    if (sent) {
-      for (auto& o : observers_) o->OnSignalSent(a.signo, a.group);
+    if (!trainer_signals_) return;
+    const std::size_t reached = trainer_signals_->Send(a.signo, a.to);
+    const char* none = a.to == config::SignalTarget::kWorkers ? " result=\"the launcher has no worker now\""
+                                                              : " result=\"no such process\"";
+    Log(reached > 0 ? LogLevel::kInfo : LogLevel::kWarning,
+        "event=signal_sent signal=" + config::SignalName(a.signo) + " target=" + config::ToString(a.to) +
+            " pid=" + std::to_string(child_pid_) + " processes=" + std::to_string(reached) +
+            (a.to == config::SignalTarget::kWorkers ? " workers=" + trainer_signals_->LastPids() : "") +
+            (reached > 0 ? "" : none));
+    if (reached > 0) {
+      for (auto& o : observers_) o->OnSignalSent(a.signo, a.to);
     }
   }
 
+  void Perform(const HoldLaunchersAction&) {
+    if (!trainer_signals_) return;
+    const std::size_t held = trainer_signals_->HoldLaunchers();
+    Log(LogLevel::kInfo, "event=signal_sent signal=SIGSTOP target=launcher pid=" + std::to_string(child_pid_) +
+                             " processes=" + std::to_string(held) +
+                             " detail=\"the launcher waits, paused, while its workers stop: it neither restarts nor kills them\"");
+  }
+
+  void Perform(const ReleaseLaunchersAction& a) {
+    if (!trainer_signals_) return;
+    const std::size_t released = trainer_signals_->ReleaseLaunchers(a.signo);
+    Log(LogLevel::kInfo, "event=signal_sent signal=" + config::SignalName(a.signo) + "+SIGCONT target=launcher pid=" +
+                             std::to_string(child_pid_) + " processes=" + std::to_string(released));
+  }
+
+  void Perform(const WatchWorkersAction&) {
+    workers_poll_.expires_after(kWorkersPoll);
+    workers_poll_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || !trainer_signals_ || fsm_->phase() != Phase::kStopping) return;
+      if (trainer_signals_->WorkersGone()) {
+        Dispatch(WorkersGoneEvent{});
+      } else {
+        Perform(WatchWorkersAction{});
+      }
+    });
+  }
+
   void Perform(const KillGroupAction&) {
-    if (child_pid_ == 0) return;
-    process::SignalGroup(child_pid_, SIGKILL);
-    Log(LogLevel::kWarning, "event=signal_sent signal=SIGKILL target=group pid=" + std::to_string(child_pid_));
+    if (!trainer_signals_) return;
+    const std::size_t n = trainer_signals_->KillGroup();
+    Log(LogLevel::kWarning, "event=signal_sent signal=SIGKILL target=group pid=" + std::to_string(child_pid_) +
+                                " processes=" + std::to_string(n));
   }
 
   void Perform(const ArmTimerAction& a) {
@@ -470,6 +510,7 @@ class Driver::Impl final : public RunControl {
     Log(level, "event=exit code=" + std::to_string(code) + " message=" + Quote(message));
     for (auto& [kind, timer] : timers_) timer.cancel();
     group_poll_.cancel();
+    workers_poll_.cancel();
     resume_timer_.cancel();
     if (watcher_) watcher_->Stop();
     signals_.cancel();
@@ -545,6 +586,7 @@ class Driver::Impl final : public RunControl {
   asio::signal_set children_;                             // SIGCHLD
   std::map<TimerKind, asio::steady_timer> timers_;        // armed by the Fsm
   asio::steady_timer group_poll_;                         // waiting for the group to empty
+  asio::steady_timer workers_poll_;                       // waiting for a launcher's workers to stop
   asio::steady_timer resume_timer_;                       // a cleared notice, confirmed
   std::unique_ptr<preemption::Watcher> watcher_;          // null for provider none
   std::optional<preemption::Notice> notice_;              // the stop notice being handled
@@ -556,6 +598,7 @@ class Driver::Impl final : public RunControl {
   state::PersistedState persisted_;                       // driver-owned parts of the state
   state::AttemptRecord current_;                          // the attempt in progress
   pid_t child_pid_ = 0;                                   // also its pgid; 0 = none
+  std::optional<TrainerSignals> trainer_signals_;         // to child_pid_'s group, main or workers
   steady_clock::time_point child_started_{};              // for uptime
   std::optional<ExitStatus> main_status_;                 // main child reaped, group maybe not
   bool group_wait_ = false;                               // polling for the group to empty

@@ -61,6 +61,7 @@ std::vector<Action> Fsm::Handle(const Event& event, TimePoint now) {
         if constexpr (std::is_same_v<E, CheckpointRequestedEvent>) return OnCheckpointRequested(e);
         if constexpr (std::is_same_v<E, NoticeClearedEvent>) return OnNoticeCleared(now);
         if constexpr (std::is_same_v<E, TimerFiredEvent>) return OnTimer(e, now);
+        if constexpr (std::is_same_v<E, WorkersGoneEvent>) return OnWorkersGone();
       },
       event);
 }
@@ -120,6 +121,7 @@ bool Fsm::IsSuccess(const ExitStatus& status) const {
 std::vector<Action> Fsm::OnChildExited(const ChildExitedEvent& e, TimePoint now) {
   if (phase_ != Phase::kRunning && phase_ != Phase::kStopping) return {};
   std::vector<Action> actions{CancelTimerAction{TimerKind::kGrace}, CancelTimerAction{TimerKind::kKill}};
+  launchers_held_ = false;  // they are gone with the group
   const ExitStatus& st = e.status;
   const StopReason reason = stop_reason_;
   stop_reason_ = StopReason::kNone;
@@ -247,6 +249,7 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
         // A second SIGINT/SIGTERM means "now": no more grace.
         if (stop_reason_ != StopReason::kSignal) stop_reason_ = StopReason::kSignal;
         if (stop_requests_ >= 2) {
+          launchers_held_ = false;  // SIGKILL ends paused processes too
           return {Note(LogLevel::kWarning, "event=stop_escalated detail=\"second stop request: SIGKILL to the group now\""),
                   CancelTimerAction{TimerKind::kGrace}, KillGroupAction{},
                   ArmTimerAction{TimerKind::kKill, now + job_.signals.kill_timeout}};
@@ -263,21 +266,28 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
   stop_requests_ = by_signal ? 1 : 0;
   std::chrono::milliseconds grace = job_.signals.grace;
   if (e.grace_cap) grace = std::max(std::chrono::milliseconds(0), std::min(grace, *e.grace_cap));
-  const bool group = job_.signals.target == config::SignalTarget::kGroup;
-  return {Note(LogLevel::kWarning, std::string("event=stopping reason=") + ReasonName(e.reason) + " detail=\"" +
-                                      e.detail + "\" signal=" + config::SignalName(job_.signals.on_notice) +
-                                      " target=" + (group ? "group" : "main") + " grace=" + FormatDuration(grace)),
-          SignalAction{job_.signals.on_notice, group}, ArmTimerAction{TimerKind::kGrace, now + grace}};
+  const auto to = job_.signals.Recipients();
+  std::vector<Action> actions{Note(LogLevel::kWarning, std::string("event=stopping reason=") + ReasonName(e.reason) +
+                                                           " detail=\"" + e.detail + "\" signal=" +
+                                                           config::SignalName(job_.signals.on_notice) + " target=" +
+                                                           config::ToString(to) + " grace=" + FormatDuration(grace))};
+  // A launcher is held before its workers hear of the stop, so that none of them can exit
+  // into a launcher that restarts it or starts its own kill timer.
+  launchers_held_ = to == config::SignalTarget::kWorkers;
+  if (launchers_held_) actions.push_back(HoldLaunchersAction{});
+  actions.push_back(SignalAction{job_.signals.on_notice, to});
+  if (launchers_held_) actions.push_back(WatchWorkersAction{});
+  actions.push_back(ArmTimerAction{TimerKind::kGrace, now + grace});
+  return actions;
 }
 
 std::vector<Action> Fsm::OnCheckpointRequested(const CheckpointRequestedEvent& e) {
   if (phase_ != Phase::kRunning) {
     return {Note(LogLevel::kInfo, "event=checkpoint_request_ignored detail=\"" + e.detail + "\" reason=\"no running trainer\"")};
   }
-  const bool group = job_.signals.target == config::SignalTarget::kGroup;
   return {Note(LogLevel::kInfo, "event=checkpoint_requested detail=\"" + e.detail + "\" signal=" +
                                    config::SignalName(job_.signals.checkpoint)),
-          SignalAction{job_.signals.checkpoint, group}};
+          SignalAction{job_.signals.checkpoint, job_.signals.Recipients()}};
 }
 
 std::vector<Action> Fsm::OnNoticeCleared(TimePoint) {
@@ -293,10 +303,15 @@ std::vector<Action> Fsm::OnNoticeCleared(TimePoint) {
 
 std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
   switch (e.kind) {
-    case TimerKind::kGrace:
+    case TimerKind::kGrace: {
       if (phase_ != Phase::kStopping) return {};
-      return {Note(LogLevel::kWarning, "event=grace_expired detail=\"the trainer did not stop within the grace window: SIGKILL to the group\""),
-              KillGroupAction{}, ArmTimerAction{TimerKind::kKill, now + job_.signals.kill_timeout}};
+      std::vector<Action> actions{Note(LogLevel::kWarning, "event=grace_expired detail=\"the trainer did not stop within the grace window: SIGKILL to the group\"")};
+      if (launchers_held_) actions.push_back(ReleaseLaunchersAction{SIGTERM});
+      launchers_held_ = false;
+      actions.push_back(KillGroupAction{});
+      actions.push_back(ArmTimerAction{TimerKind::kKill, now + job_.signals.kill_timeout});
+      return actions;
+    }
     case TimerKind::kKill:
       if (phase_ != Phase::kStopping && phase_ != Phase::kRunning) return {};
       return Finish(1, "the trainer's process group survived SIGKILL for " +
@@ -308,6 +323,13 @@ std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
       return {SelectResumeAction{}};
   }
   return {};
+}
+
+std::vector<Action> Fsm::OnWorkersGone() {
+  if (phase_ != Phase::kStopping || !launchers_held_) return {};
+  launchers_held_ = false;
+  return {Note(LogLevel::kInfo, "event=workers_gone detail=\"every worker has stopped: SIGTERM to the launcher\""),
+          ReleaseLaunchersAction{SIGTERM}};
 }
 
 std::vector<Action> Fsm::Finish(int code, std::string message, std::vector<Action> actions) {

@@ -133,7 +133,7 @@ class TelemetryObserver final : public supervisor::RunObserver {
     });
   }
 
-  void OnSignalSent(int signo, bool) override {
+  void OnSignalSent(int signo, config::SignalTarget) override {
     const bool stop_signal = signo == job_.signals.on_notice;
     if (awaiting_signal_ && notice_at_) {
       ledger_.notices[*awaiting_signal_].signal_ms = state::UnixMillisNow();

@@ -37,7 +37,11 @@ REPO = Path(__file__).resolve().parents[2]
 PYTHON = "/usr/bin/python3"
 HELPER_DIR = REPO / "python"
 TORCH_TRAINER = REPO / "examples" / "torch_trainer" / "train.py"
-TORCHRUN_LAUNCH = REPO / "examples" / "torch_trainer" / "torchrun_launch.py"
+DIST_WORKER = Path(__file__).resolve().parent / "dist_worker.py"
+# Plain torchrun as users type it (Debian's python3-torch installs /usr/bin/torchrun). Under
+# Python 3.11, torch 1.13 needs --redirects 1 --tee 1; --standalone picks a free port.
+TORCHRUN = ["torchrun", "--standalone", "--nproc_per_node=2", "--redirects", "1", "--tee", "1",
+            "--monitor_interval", "0.5"]
 HF_TRAINER = Path(__file__).resolve().parent / "hf_trainer.py"
 
 SLOW = float(os.environ.get("SPOTVISOR_E2E_SLOW", "1") or "1")
@@ -115,7 +119,9 @@ def write_job(path: Path, *, name: str, command: Sequence[str], resume_args: Seq
               pattern: str, provider: str = "none", endpoint: Optional[str] = None,
               poll_interval: str = "200ms", grace: str = "30s", fmt: Optional[str] = None,
               keep: int = 0, result_file: Optional[str] = "./result.txt",
-              crash_loop_failures: int = 20) -> Path:
+              crash_loop_failures: int = 20, target: Optional[str] = None, extra: str = "") -> Path:
+    """A job file; `target` None leaves signals.target at its default (auto), `extra` is
+    appended as it is (more sections)."""
     j = json.dumps
     lines = [
         "# written by tests/e2e (spotvisor end-to-end tests)",
@@ -134,7 +140,8 @@ def write_job(path: Path, *, name: str, command: Sequence[str], resume_args: Seq
         lines += [f"  endpoint: {j(endpoint)}", f"  poll_interval: {poll_interval}",
                   "  request_timeout: 2s", "  resume_after: 10m"]
     lines += [
-        "signals:", "  on_notice: SIGTERM", "  checkpoint: SIGUSR1", "  target: group", f"  grace: {grace}",
+        "signals:", "  on_notice: SIGTERM", "  checkpoint: SIGUSR1", *([f"  target: {target}"] if target else []),
+        f"  grace: {grace}",
         "checkpoints:", "  dir: ./ckpt", f"  pattern: {j(pattern)}", "  validate: full", f"  keep: {keep}",
     ]
     if fmt:
@@ -145,7 +152,7 @@ def write_job(path: Path, *, name: str, command: Sequence[str], resume_args: Seq
         f"  crash_loop: {{failures: {crash_loop_failures}, window: 10m}}",
         "telemetry:", "  state_dir: ./state", "  log_format: text",
     ]
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(lines) + "\n" + extra)
     return path
 
 
@@ -153,8 +160,7 @@ def example_command(*, step_sleep: float, torchrun: bool = False) -> List[str]:
     trainer = ["--ckpt-dir", "{checkpoint_dir}", "--result-file", "{result_file}", *EXAMPLE_ARGS,
                "--step-sleep", str(step_sleep)]
     if torchrun:
-        return [PYTHON, str(TORCHRUN_LAUNCH), "--standalone", "--nproc_per_node=2", "--redirects", "1",
-                "--tee", "1", "--monitor_interval", "0.5", str(TORCH_TRAINER), *trainer]
+        return [*TORCHRUN, str(TORCH_TRAINER), *trainer]
     return [PYTHON, str(TORCH_TRAINER), *trainer]
 
 
@@ -197,10 +203,8 @@ def reference_digest(kind: str) -> str:
             argv = [PYTHON, str(TORCH_TRAINER), "--ckpt-dir", str(ckpt), "--result-file", str(result),
                     *EXAMPLE_ARGS]
         elif kind == "torchrun":
-            argv = [PYTHON, str(TORCHRUN_LAUNCH), "--standalone", "--nproc_per_node=2", "--redirects", "1",
-                    "--tee", "1", "--monitor_interval", "0.5", str(TORCH_TRAINER), "--ckpt-dir", str(ckpt),
-                    "--result-file", str(result), *EXAMPLE_ARGS]
-            sources.append(TORCHRUN_LAUNCH)
+            argv = [*TORCHRUN, str(TORCH_TRAINER), "--ckpt-dir", str(ckpt), "--result-file", str(result),
+                    *EXAMPLE_ARGS]
         elif kind == "hf":
             argv = [PYTHON, str(HF_TRAINER), "--output-dir", str(ckpt), "--result-file", str(result), *HF_ARGS]
             sources = [HF_TRAINER]
@@ -408,6 +412,17 @@ def pid_alive(pid: int) -> bool:
 
 # ---------------------------------------------------------------------------------------
 # The base test case
+
+class NeedsTorchrun:
+    """Mixin before an E2ECase: the class skips itself without torchrun and gloo."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        reason = torchrun_missing_reason()
+        if reason:
+            raise unittest.SkipTest(reason)
+        super().setUpClass()
+
 
 class E2ECase(unittest.TestCase):
     """A temp dir per test; every process started through it is stopped at the end."""

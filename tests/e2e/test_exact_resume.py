@@ -25,8 +25,8 @@ import unittest
 import zipfile
 from pathlib import Path
 
-from tests.e2e.support import (E2ECase, events, example_command, read_attempts, read_state, reference_digest,
-                               torchrun_missing_reason, write_job)
+from tests.e2e.support import (E2ECase, NeedsTorchrun, events, example_command, read_attempts, read_state,
+                               reference_digest, write_job)
 
 
 class ExampleCase(E2ECase):
@@ -273,17 +273,10 @@ class CorruptNewest(ExampleCase):
         self.assertIn(self.entry, reason)
 
 
-class Torchrun(ExampleCase):
-    """(e) torchrun with 2 workers (DDP over gloo on CPU) as the child: notice, drain, resume."""
+class Torchrun(NeedsTorchrun, ExampleCase):
+    """(e) plain torchrun with 2 workers (DDP over gloo on CPU) as the child: notice, drain, resume."""
 
     reference = "torchrun"
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        reason = torchrun_missing_reason()
-        if reason:
-            raise unittest.SkipTest(reason)
-        super().setUpClass()
 
     def test_torchrun_preempted_and_resumed(self):
         mock = self.mock("aws")

@@ -388,5 +388,25 @@ TEST(Run, PrintConfigShowsTheEffectiveConfiguration) {
   EXPECT_FALSE(std::filesystem::exists(dir / "record.txt"));  // nothing was run
 }
 
+// signals.target: auto, as a user types the headline command line: what it chose and why.
+TEST(Run, PrintConfigSaysWhatTheSignalTargetAutoChose) {
+  TempDir dir;
+  std::string out;
+  EXPECT_EQ(RunSpotvisor({"run", "--state-dir", (dir / "state").string(), "--print-config", "--", "/usr/bin/env",
+                          "torchrun", "--nproc_per_node=8", "train.py"},
+                         &out),
+            0);
+  EXPECT_NE(out.find("target: auto  # signals go to: workers (auto: torchrun is a launcher (argv[1] is torchrun))"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(RunSpotvisor({"run", "--state-dir", (dir / "state").string(), "--signal-target", "workers",
+                          "--print-config", "--", "/bin/true"},
+                         &out),
+            0);
+  EXPECT_NE(out.find("target: workers  # signals go to: workers (signals.target is workers)"), std::string::npos) << out;
+  EXPECT_EQ(RunSpotvisor({"run", "--signal-target", "launcher", "--print-config", "--", "/bin/true"}, &out), 78);
+  EXPECT_NE(out.find("--signal-target: expected auto, group, main or workers"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace spotvisor

@@ -18,7 +18,6 @@ REPO = Path(__file__).resolve().parents[2]
 PYTHON_DIR = REPO / "python"
 EXAMPLES = REPO / "examples"
 TORCH_TRAINER = EXAMPLES / "torch_trainer" / "train.py"
-TORCHRUN_LAUNCH = EXAMPLES / "torch_trainer" / "torchrun_launch.py"
 PLAIN_TRAINER = EXAMPLES / "plain_trainer" / "train.py"
 
 if str(PYTHON_DIR) not in sys.path:
@@ -99,6 +98,22 @@ class TrainerProcess:
 
     def signal_group(self, signum: int) -> None:
         os.killpg(self.proc.pid, signum)
+
+    def signal_children(self, signum: int) -> int:
+        """`signum` to the child's own children (a launcher's workers); how many got it."""
+        sent = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, IndexError, ProcessLookupError):
+                continue
+            if fields[0] != "Z" and int(fields[1]) == self.proc.pid:
+                os.kill(int(entry), signum)
+                sent += 1
+        return sent
 
     def wait(self, timeout: float = 60.0) -> int:
         try:

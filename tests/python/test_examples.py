@@ -206,10 +206,10 @@ TORCHRUN_ARGS = ["--standalone", "--nproc_per_node=2", "--redirects", "1", "--te
 
 @unittest.skipUnless(torchrun_usable(), "torchrun with gloo is not available")
 class TorchrunTrainerTest(unittest.TestCase):
-    """DDP with 2 workers under torchrun: SIGUSR1 and SIGTERM to the whole group."""
+    """DDP with 2 workers under torchrun: SIGUSR1 to the workers, SIGTERM to the whole group."""
 
     def argv(self, ckpt_dir, *extra, result=None, sleep="0"):
-        argv = [sys.executable, str(harness.TORCHRUN_LAUNCH), *TORCHRUN_ARGS,
+        argv = [sys.executable, "-m", "torch.distributed.run", *TORCHRUN_ARGS,
                 str(harness.TORCH_TRAINER), "--ckpt-dir", str(ckpt_dir), "--step-sleep", sleep]
         if result is not None:
             argv += ["--result-file", str(result)]
@@ -224,7 +224,8 @@ class TorchrunTrainerTest(unittest.TestCase):
             ckpt_dir = root / "ckpt"
             with TrainerProcess(self.argv(ckpt_dir, sleep="0.05")) as proc:
                 proc.wait_for(r"\]:step=8 ")
-                proc.signal_group(signal.SIGUSR1)    # the agent survives it (launcher)
+                # To the workers, as spotvisor's signals.target: workers does (SIGUSR1 kills the agent).
+                self.assertEqual(proc.signal_children(signal.SIGUSR1), 2)
                 saved = int(proc.wait_for(r"saved step=(\d+) reason=signal").group(1))
                 proc.wait_for(rf"\]:step={saved + 10} ")
                 proc.signal_group(signal.SIGTERM)

@@ -41,7 +41,8 @@ class JobFileTest(unittest.TestCase):
         for name, path in JOBS.items():
             with self.subTest(job=name):
                 job = load(path)
-                self.assertEqual(job["job"]["command"][0], "/usr/bin/python3")
+                torchrun = name == "torchrun"
+                self.assertEqual(job["job"]["command"][0], "torchrun" if torchrun else "/usr/bin/python3")
                 self.assertIn("{checkpoint_dir}", job["job"]["command"])
                 self.assertIn("{result_file}", job["job"]["command"])
                 self.assertEqual(job["job"]["resume_args"], ["--resume_from={checkpoint}"])
@@ -51,20 +52,20 @@ class JobFileTest(unittest.TestCase):
                 self.assertEqual(job["provider"]["kind"], "none")
                 self.assertEqual(job["signals"]["on_notice"], "SIGTERM")
                 self.assertEqual(job["signals"]["checkpoint"], "SIGUSR1")
-                self.assertEqual(job["signals"]["target"], "group")
+                self.assertEqual(job["signals"]["target"], "auto")   # workers for torchrun, else group
                 self.assertEqual(job["checkpoints"]["pattern"], "ckpt_step{step}")
                 self.assertTrue(job["checkpoints"]["dir"].startswith("./"))
                 self.assertIn("state_dir", job["telemetry"])
-                script = path.parent / job["job"]["command"][1]
+                script = path.parent / job["job"]["command"][1 + (len(TORCHRUN_ARGS) if torchrun else 0)]
                 self.assertTrue(script.is_file(), script)
                 known = {"job", "provider", "signals", "checkpoints", "health", "telemetry"}
                 self.assertLessEqual(set(job), known)
 
     def test_torchrun_job_matches_the_tested_invocation(self):
         command = load(JOBS["torchrun"])["job"]["command"]
-        self.assertEqual(command[1], "torchrun_launch.py")
-        self.assertEqual(command[2:2 + len(TORCHRUN_ARGS)], TORCHRUN_ARGS)
-        self.assertEqual(command[2 + len(TORCHRUN_ARGS)], "train.py")
+        self.assertEqual(command[0], "torchrun")                  # plain torchrun, as users type it
+        self.assertEqual(command[1:1 + len(TORCHRUN_ARGS)], TORCHRUN_ARGS)
+        self.assertEqual(command[1 + len(TORCHRUN_ARGS)], "train.py")
 
     def run_job(self, name, root: Path, *, resume_from=None, interrupt_after=None):
         """Run a job's command as spotvisor would; overrides keep it fast and out of the repo."""

@@ -20,7 +20,10 @@ std::string Kind(const Action& a) {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, SelectResumeAction>) return "select";
         if constexpr (std::is_same_v<T, SpawnAction>) return "spawn";
-        if constexpr (std::is_same_v<T, SignalAction>) return "signal:" + config::SignalName(x.signo) + (x.group ? "/group" : "/main");
+        if constexpr (std::is_same_v<T, SignalAction>) return "signal:" + config::SignalName(x.signo) + "/" + config::ToString(x.to);
+        if constexpr (std::is_same_v<T, HoldLaunchersAction>) return "hold";
+        if constexpr (std::is_same_v<T, ReleaseLaunchersAction>) return "release:" + config::SignalName(x.signo);
+        if constexpr (std::is_same_v<T, WatchWorkersAction>) return "watch";
         if constexpr (std::is_same_v<T, KillGroupAction>) return "kill";
         if constexpr (std::is_same_v<T, ArmTimerAction>) return "arm:" + std::to_string(static_cast<int>(x.kind));
         if constexpr (std::is_same_v<T, CancelTimerAction>) return "cancel";
@@ -140,6 +143,51 @@ TEST_F(FsmTest, MainTargetSignalsOnlyTheMainPid) {
   job_.signals.target = config::SignalTarget::kMain;
   job_.signals.on_notice = SIGINT;
   Play({{StartEvent{}, 0, {"select"}}, {At(std::nullopt), 1, {"spawn"}}, {kSigterm, 5, {"signal:SIGINT/main", "arm:0"}}});
+}
+
+// signals.target: workers (what auto chooses for torchrun): the launcher is paused before its
+// workers hear of the stop, released with SIGTERM once they are gone, SIGKILL as ever.
+TEST_F(FsmTest, WorkersTargetHoldsTheLauncherUntilTheWorkersAreGone) {
+  job_.signals.target = config::SignalTarget::kWorkers;
+  Play({{StartEvent{}, 0, {"select"}},
+        {At(3), 1, {"spawn"}},
+        {kSigterm, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
+        {WorkersGoneEvent{}, 40100, {"release:SIGTERM"}},
+        {WorkersGoneEvent{}, 40200, {}},  // released once
+        {kExit1, 40300, {"ended:stopped", "exit:75"}}});
+}
+
+TEST_F(FsmTest, AutoTargetForALauncherIsWorkers) {
+  job_.signals.auto_choice = config::SignalTarget::kWorkers;  // what Finalize chose for torchrun
+  const StopRequestedEvent notice{StopReason::kNotice, seconds(80), "aws spot-itn"};
+  Play({{StartEvent{}, 0, {"select"}},
+        {At(std::nullopt), 1, {"spawn"}},
+        {CheckpointRequestedEvent{"cadence"}, 5, {"signal:SIGUSR1/workers"}},  // no hold for a checkpoint
+        {notice, 10, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
+        {WorkersGoneEvent{}, 50000, {"release:SIGTERM"}},
+        {kExit1, 50100, {"ended:preempted"}}});  // a launcher's exit code after a notice: drained
+  EXPECT_EQ(last_.size(), 4u);
+}
+
+TEST_F(FsmTest, WorkersThatOutliveTheGraceAreKilledWithTheLauncherReleased) {
+  job_.signals.target = config::SignalTarget::kWorkers;
+  Play({{StartEvent{}, 0, {"select"}},
+        {At(std::nullopt), 1, {"spawn"}},
+        {kSigterm, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
+        {TimerFiredEvent{TimerKind::kGrace}, 10100, {"release:SIGTERM", "kill", "arm:1"}},
+        {WorkersGoneEvent{}, 10105, {}},
+        {kKilled, 10110, {"ended:stopped", "exit:75"}}});
+}
+
+TEST_F(FsmTest, WorkersGoneOutsideAStopChangesNothing) {
+  job_.signals.target = config::SignalTarget::kWorkers;
+  Play({{StartEvent{}, 0, {"select"}},
+        {At(std::nullopt), 1, {"spawn"}},
+        {WorkersGoneEvent{}, 5, {}},  // torchrun between two --max_restarts attempts
+        {kSigterm, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
+        {kSigterm, 200, {"kill", "arm:1"}},  // "now": SIGKILL ends the paused launcher too
+        {WorkersGoneEvent{}, 205, {}},
+        {kKilled, 210, {"ended:stopped", "exit:75"}}});
 }
 
 TEST_F(FsmTest, CheckpointRequestIsForwarded) {

@@ -20,6 +20,7 @@ TEST(ConfigExamples, EveryExampleJobLoadsAndFinalizes) {
     EXPECT_TRUE(job->cost.configured) << entry.path();
     auto again = LoadJobText(ToYaml(*job), "printed", job->base_dir);
     ASSERT_TRUE(again) << entry.path() << ": " << again.error().message << "\n" << ToYaml(*job);
+    ASSERT_TRUE(Finalize(*again)) << entry.path();  // (what signals.target: auto chose is a comment)
     EXPECT_EQ(ToYaml(*again), ToYaml(*job)) << entry.path();
   }
   EXPECT_GE(count, 5);

@@ -32,6 +32,7 @@ class CadenceObserver final : public supervisor::RunObserver {
   void OnAttemptStarted(int attempt, pid_t pid, const std::optional<checkpoint::ResumePoint>& resume) override;
   void OnAttemptEnded(const state::AttemptRecord& record) override;
   void OnNotice(const preemption::Notice& notice) override;
+  void OnSignalSent(int signo, config::SignalTarget to) override;
   void OnPhase(supervisor::Phase phase) override;
   void OnExit(int code, const std::string& message) override;
 
@@ -43,6 +44,7 @@ class CadenceObserver final : public supervisor::RunObserver {
     std::string reason;                                  // cadence | adaptive | notice ...
     SteadyTime at;                                       // when we asked
     std::chrono::system_clock::time_point wall;          // the same, on the wall clock
+    bool delivered = false;                              // signals.checkpoint reached a process
   };
 
   void ArmAt(SteadyTime at);

@@ -50,12 +50,21 @@ struct ProviderSection {
   Duration resume_after = std::chrono::minutes(5);      // alive this long after a cleared notice: resume
 };
 
-enum class SignalTarget { kGroup, kMain };
+// Who gets the stop and checkpoint signals: the trainer's process group, its main process,
+// or the workers of a launcher (torchrun...) that is the main process. kAuto is kWorkers
+// for a recognized launcher, else kGroup (Finalize decides).
+enum class SignalTarget { kAuto, kGroup, kMain, kWorkers };
+// "auto" | "group" | "main" | "workers": the signals.target spelling.
+const char* ToString(SignalTarget target);
 
 struct SignalsSection {
   int on_notice = SIGTERM;     // sent on a notice and on SIGTERM/SIGINT to spotvisor
   int checkpoint = SIGUSR1;    // "checkpoint now and continue"
-  SignalTarget target = SignalTarget::kGroup;
+  SignalTarget target = SignalTarget::kAuto;        // as configured
+  SignalTarget auto_choice = SignalTarget::kGroup;  // what kAuto came to (Finalize)
+  std::string target_why;                           // why, in words (Finalize)
+  // The recipients in effect: never kAuto.
+  SignalTarget Recipients() const { return target == SignalTarget::kAuto ? auto_choice : target; }
   Duration grace = std::chrono::seconds(90);   // capped by the provider's deadline
   Duration kill_timeout = std::chrono::seconds(10);  // after SIGKILL, how long the group may linger
 };

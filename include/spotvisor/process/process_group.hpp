@@ -19,12 +19,29 @@ struct ChildIdentity {
   std::string boot_id;           // /proc/sys/kernel/random/boot_id
 };
 
+// The fields of /proc/<pid>/stat spotvisor reads.
+struct ProcStat {
+  char state = '?';               // field 3: R, S, D, T, Z...
+  pid_t ppid = 0;                 // field 4
+  pid_t pgrp = 0;                 // field 5
+  std::uint64_t start_ticks = 0;  // field 22
+};
+
+// nullopt when `pid` is gone.
+std::optional<ProcStat> ReadProcStat(pid_t pid);
+
+// Every pid in /proc at this moment.
+std::vector<pid_t> AllPids();
+
 // kill(2) on the group or on one process; false (errno kept) when it failed.
 bool SignalGroup(pid_t pgid, int signo);
 bool SignalProcess(pid_t pid, int signo);
 
 // True while any process (zombies included) is in the group.
 bool GroupExists(pid_t pgid);
+
+// The live (non-zombie) processes of the group, from /proc.
+std::vector<pid_t> GroupMembers(pid_t pgid);
 
 // The start time of `pid` in clock ticks since boot; nullopt when it does not exist.
 std::optional<std::uint64_t> StartTicks(pid_t pid);

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <csignal>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -67,9 +68,10 @@ struct NoticeClearedEvent {};
 struct TimerFiredEvent {
   TimerKind kind;
 };
+struct WorkersGoneEvent {};  // after WatchWorkersAction: the launcher has no live worker left
 using Event = std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent,
                            StopRequestedEvent, CheckpointRequestedEvent, NoticeClearedEvent,
-                           TimerFiredEvent>;
+                           TimerFiredEvent, WorkersGoneEvent>;
 
 // ---- actions ----
 struct SelectResumeAction {};
@@ -80,8 +82,17 @@ struct SpawnAction {
 };
 struct SignalAction {
   int signo = 0;
-  bool group = true;  // the whole process group, or only the main pid
+  config::SignalTarget to = config::SignalTarget::kGroup;  // kGroup, kMain or kWorkers (never kAuto)
 };
+// Pause (SIGSTOP) the launcher and the launchers under it while its workers stop: a paused
+// launcher can neither restart them (torchrun --max_restarts) nor kill them on its own
+// timeout (torchrun's 30 s after a SIGTERM).
+struct HoldLaunchersAction {};
+// The launchers held get `signo`, then SIGCONT: they wake up to a stop.
+struct ReleaseLaunchersAction {
+  int signo = SIGTERM;
+};
+struct WatchWorkersAction {};  // report WorkersGoneEvent once the launcher has no live worker
 struct KillGroupAction {};  // SIGKILL to the whole group
 struct ArmTimerAction {
   TimerKind kind;
@@ -105,7 +116,8 @@ struct ExitAction {
   int code = 0;
   std::string message;  // one line for people
 };
-using Action = std::variant<SelectResumeAction, SpawnAction, SignalAction, KillGroupAction,
+using Action = std::variant<SelectResumeAction, SpawnAction, SignalAction, HoldLaunchersAction,
+                            ReleaseLaunchersAction, WatchWorkersAction, KillGroupAction,
                             ArmTimerAction, CancelTimerAction, AttemptEndedAction, LogAction,
                             ExitAction>;
 
@@ -142,6 +154,7 @@ class Fsm {
   std::vector<Action> OnCheckpointRequested(const CheckpointRequestedEvent& e);
   std::vector<Action> OnNoticeCleared(TimePoint now);
   std::vector<Action> OnTimer(const TimerFiredEvent& e, TimePoint now);
+  std::vector<Action> OnWorkersGone();
 
   // A failure or hang: count it, then either give up or back off.
   std::vector<Action> Fail(const ExitStatus& status, const std::string& outcome, TimePoint now);
@@ -155,6 +168,7 @@ class Fsm {
   StopReason pending_stop_ = StopReason::kNone; // a stop that came while no child ran
   TimePoint started_at_{};                 // when the current child started
   int stop_requests_ = 0;                  // SIGINT/SIGTERM count during this stop
+  bool launchers_held_ = false;            // HoldLaunchersAction issued, not yet released
   std::mt19937_64 rng_;                    // jitter
 };
 

@@ -56,7 +56,8 @@ class RunObserver {
   virtual void OnAttemptEnded(const state::AttemptRecord& record) { (void)record; }
   // A preemption notice (or an early hint such as AWS rebalance) was received.
   virtual void OnNotice(const preemption::Notice& notice) { (void)notice; }
-  virtual void OnSignalSent(int signo, bool group) { (void)signo, (void)group; }
+  // `signo` reached at least one process of `to` (kGroup, kMain or kWorkers).
+  virtual void OnSignalSent(int signo, config::SignalTarget to) { (void)signo, (void)to; }
   // A line the trainer wrote (without '\n'); only when health.progress_pattern is set,
   // which makes spotvisor relay the trainer's stdout/stderr.
   virtual void OnTrainerLine(std::string_view line) { (void)line; }

@@ -1,0 +1,133 @@
+// Launcher recognition and the /proc walk to their workers; see launcher.hpp.
+#include "spotvisor/process/launcher.hpp"
+
+#include "spotvisor/process/process_group.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+
+namespace spotvisor::process {
+namespace {
+
+std::string Base(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
+bool IsPython(const std::string& base) {
+  // python, python3, python3.11, pypy3: what users put in front of a launcher module or script.
+  for (const char* prefix : {"python", "pypy"}) {
+    const std::string p(prefix);
+    if (base.rfind(p, 0) != 0) continue;
+    const std::string rest = base.substr(p.size());
+    if (rest.find_first_not_of("0123456789.") == std::string::npos) return true;
+  }
+  return false;
+}
+
+// Launchers by the module `python -m` runs.
+std::optional<std::string> LauncherModule(const std::string& module) {
+  static const std::map<std::string, std::string> kModules{
+      {"torch.distributed.run", "torchrun"},       {"torch.distributed.launch", "torchrun"},
+      {"accelerate.commands.launch", "accelerate"}, {"deepspeed.launcher.runner", "deepspeed"},
+      {"deepspeed.launcher.launch", "deepspeed"}};
+  const auto it = kModules.find(module);
+  if (it == kModules.end()) return std::nullopt;
+  return it->second;
+}
+
+// Launchers by their program (or script) name; `next` is the argument after it.
+std::optional<std::string> LauncherProgram(const std::string& base, const std::string& next) {
+  if (base == "torchrun") return "torchrun";
+  if (base == "deepspeed") return "deepspeed";
+  if (base == "mpirun" || base == "mpiexec" || base == "orterun") return "mpirun";
+  if (base == "accelerate-launch" || (base == "accelerate" && next == "launch")) return "accelerate";
+  return std::nullopt;
+}
+
+// Python's options that take a value in the next argument (or glued: -Xdev).
+bool TakesValue(char option) { return option == 'X' || option == 'W' || option == 'Q'; }
+
+}  // namespace
+
+std::optional<Launcher> RecognizeLauncher(const std::vector<std::string>& argv) {
+  std::size_t i = 0;
+  if (i < argv.size() && Base(argv[i]) == "env") {
+    ++i;
+    while (i < argv.size() && (argv[i].starts_with('-') || argv[i].find('=') != std::string::npos)) {
+      if (argv[i] == "-u" || argv[i] == "--unset" || argv[i] == "-C" || argv[i] == "--chdir") ++i;
+      ++i;
+    }
+  }
+  if (i >= argv.size()) return std::nullopt;
+  const std::string program = Base(argv[i]);
+  auto next = [&](std::size_t k) { return k + 1 < argv.size() ? argv[k + 1] : std::string(); };
+  if (auto name = LauncherProgram(program, next(i))) {
+    return Launcher{*name, "argv[" + std::to_string(i) + "] is " + program};
+  }
+  if (!IsPython(program)) return std::nullopt;
+  for (std::size_t k = i + 1; k < argv.size(); ++k) {
+    const std::string& a = argv[k];
+    if (a == "-m" || (a.starts_with("-m") && a.size() > 2)) {
+      const std::string module = a == "-m" ? next(k) : a.substr(2);
+      if (auto name = LauncherModule(module)) return Launcher{*name, program + " -m " + module};
+      return std::nullopt;
+    }
+    if (a == "-c" || a.starts_with("-c") || a == "-" || a == "--") return std::nullopt;
+    if (a.size() >= 2 && a[0] == '-' && a[1] != '-') {
+      // -u, -uB, -X dev, -Xdev, -W ignore: skip the value when it is the next argument.
+      if (TakesValue(a.back()) && a.find_first_of("XWQ") == a.size() - 1) ++k;
+      continue;
+    }
+    if (a.starts_with("--")) continue;  // --version, --help: not a launcher either way
+    // The script: a launcher's console entry point (/usr/bin/torchrun) run by the interpreter.
+    if (auto name = LauncherProgram(Base(a), next(k))) {
+      return Launcher{*name, program + " runs " + Base(a)};
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> CommandLine(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  const std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> argv;
+  std::size_t start = 0;
+  while (start < raw.size()) {
+    const auto nul = raw.find('\0', start);
+    argv.push_back(raw.substr(start, nul == std::string::npos ? std::string::npos : nul - start));
+    if (nul == std::string::npos) break;
+    start = nul + 1;
+  }
+  return argv;
+}
+
+LauncherTree FindWorkers(pid_t root) {
+  LauncherTree tree;
+  const auto top = ReadProcStat(root);
+  if (root <= 1 || !top || top->state == 'Z') return tree;
+  std::multimap<pid_t, pid_t> children;  // parent -> live child, from one pass over /proc
+  for (pid_t pid : AllPids()) {
+    if (auto s = ReadProcStat(pid); s && s->state != 'Z') children.emplace(s->ppid, pid);
+  }
+  std::vector<pid_t> walk{root};
+  std::set<pid_t> seen{root};
+  while (!walk.empty()) {
+    const pid_t launcher = walk.back();
+    walk.pop_back();
+    tree.launchers.push_back(launcher);
+    const auto [begin, end] = children.equal_range(launcher);
+    for (auto c = begin; c != end; ++c) {
+      if (!seen.insert(c->second).second) continue;
+      if (RecognizeLauncher(CommandLine(c->second))) {
+        walk.push_back(c->second);
+      } else {
+        tree.workers.push_back(c->second);
+      }
+    }
+  }
+  return tree;
+}
+
+}  // namespace spotvisor::process

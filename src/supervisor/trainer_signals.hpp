@@ -1,0 +1,41 @@
+// Private to src/supervisor/: how the Fsm's signals reach one trainer — its process group,
+// its main process, or the workers of the launcher it is — and the launchers paused while
+// their workers stop. Each call reads /proc afresh (a launcher restarts workers under new
+// pids). Owned by the driver; io thread only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "spotvisor/config/job_config.hpp"
+
+namespace spotvisor::supervisor {
+
+class TrainerSignals {
+ public:
+  // `leader`: the trainer's main pid, also its process group id.
+  explicit TrainerSignals(pid_t leader) : leader_(leader) {}
+
+  // Sends `signo` to `to` (never kAuto); how many processes it reached.
+  std::size_t Send(int signo, config::SignalTarget to);
+  // SIGKILL to the whole group; how many processes were in it.
+  std::size_t KillGroup();
+  // SIGSTOP to the launcher and the launchers under it; how many were paused.
+  std::size_t HoldLaunchers();
+  // `signo`, then SIGCONT, to every launcher held; how many there were.
+  std::size_t ReleaseLaunchers(int signo);
+  // True when the launcher has no live (non-zombie) worker.
+  bool WorkersGone() const;
+  // The pids the last Send reached, "123,124" (for the log).
+  std::string LastPids() const;
+
+ private:
+  pid_t leader_;               // main pid and pgid
+  std::vector<pid_t> held_;    // launchers paused by HoldLaunchers
+  std::vector<pid_t> last_;    // reached by the last Send
+};
+
+}  // namespace spotvisor::supervisor

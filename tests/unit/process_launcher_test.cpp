@@ -1,0 +1,85 @@
+// Launchers recognized by their argv (what signals.target: auto decides on), as users type
+// them and as /proc shows them once a console script runs under its interpreter.
+#include <gtest/gtest.h>
+
+#include "spotvisor/config/loader.hpp"
+#include "spotvisor/process/launcher.hpp"
+
+namespace spotvisor::process {
+namespace {
+
+struct Case {
+  std::vector<std::string> argv;
+  std::string launcher;  // "" = none
+};
+
+TEST(RecognizeLauncher, LaunchersAsUsersTypeThemAndAsProcShowsThem) {
+  const std::vector<Case> cases{
+      {{"torchrun", "--nproc_per_node=8", "train.py"}, "torchrun"},
+      {{"/usr/bin/torchrun", "--standalone", "train.py"}, "torchrun"},
+      {{"/usr/bin/python3.11", "/usr/bin/torchrun", "--standalone", "train.py"}, "torchrun"},  // /proc of the above
+      {{"python3", "-m", "torch.distributed.run", "--nproc_per_node=2", "t.py"}, "torchrun"},
+      {{"/usr/bin/python3", "-u", "-X", "faulthandler", "-m", "torch.distributed.launch", "t.py"}, "torchrun"},
+      {{"python", "-mtorch.distributed.run", "t.py"}, "torchrun"},
+      {{"env", "OMP_NUM_THREADS=1", "-u", "HOME", "torchrun", "t.py"}, "torchrun"},
+      {{"accelerate", "launch", "--num_processes=2", "t.py"}, "accelerate"},
+      {{"python3", "-m", "accelerate.commands.launch", "t.py"}, "accelerate"},
+      {{"deepspeed", "--num_gpus=8", "t.py"}, "deepspeed"},
+      {{"/usr/bin/python3", "-u", "-m", "deepspeed.launcher.launch", "--world_info=x", "t.py"}, "deepspeed"},
+      {{"mpirun", "-np", "4", "python3", "t.py"}, "mpirun"},
+      {{"/opt/openmpi/bin/mpiexec", "-n", "2", "t"}, "mpirun"},
+      // Not launchers: a trainer, a trainer named like one in its arguments, other modules.
+      {{"/usr/bin/python3", "train.py", "--launcher", "torchrun"}, ""},
+      {{"python3", "-m", "torch.utils.bottleneck", "t.py"}, ""},
+      {{"python3", "-c", "import torch.distributed.run"}, ""},
+      {{"accelerate", "config"}, ""},
+      {{"bash", "run_torchrun.sh"}, ""},
+      {{"pythonista", "torchrun"}, ""},
+      {{}, ""},
+  };
+  for (const auto& c : cases) {
+    const auto got = RecognizeLauncher(c.argv);
+    std::string line;
+    for (const auto& a : c.argv) line += a + " ";
+    EXPECT_EQ(got ? got->name : "", c.launcher) << line;
+    if (got) {
+      EXPECT_FALSE(got->evidence.empty()) << line;
+    }
+  }
+}
+
+TEST(RecognizeLauncher, EvidenceSaysWhatInTheArgvDecided) {
+  EXPECT_EQ(RecognizeLauncher({"torchrun", "t.py"})->evidence, "argv[0] is torchrun");
+  EXPECT_EQ(RecognizeLauncher({"python3", "-m", "torch.distributed.run"})->evidence,
+            "python3 -m torch.distributed.run");
+  EXPECT_EQ(RecognizeLauncher({"/usr/bin/python3.11", "/usr/bin/torchrun"})->evidence, "python3.11 runs torchrun");
+}
+
+// What Finalize makes of signals.target: auto, and what --print-config says of it.
+TEST(SignalTargetAuto, WorkersForALauncherGroupOtherwiseAndSaysWhy) {
+  auto job = config::DefaultConfig("/tmp");
+  EXPECT_EQ(job.signals.target, config::SignalTarget::kAuto);
+  job.job.command = {"/usr/bin/env", "torchrun", "--nproc_per_node=2", "train.py"};
+  ASSERT_TRUE(config::Finalize(job));
+  EXPECT_EQ(job.signals.Recipients(), config::SignalTarget::kWorkers);
+  EXPECT_EQ(job.signals.target_why, "auto: torchrun is a launcher (argv[1] is torchrun)");
+  EXPECT_NE(config::ToYaml(job).find("target: auto  # signals go to: workers (auto: torchrun is a launcher"),
+            std::string::npos)
+      << config::ToYaml(job);
+
+  auto plain = config::DefaultConfig("/tmp");
+  plain.job.command = {"/bin/true"};
+  ASSERT_TRUE(config::Finalize(plain));
+  EXPECT_EQ(plain.signals.Recipients(), config::SignalTarget::kGroup);
+  EXPECT_NE(plain.signals.target_why.find("starts no launcher"), std::string::npos);
+
+  auto chosen = config::DefaultConfig("/tmp");
+  chosen.job.command = {"/usr/bin/env", "torchrun"};
+  chosen.signals.target = config::SignalTarget::kGroup;  // the user's word wins
+  ASSERT_TRUE(config::Finalize(chosen));
+  EXPECT_EQ(chosen.signals.Recipients(), config::SignalTarget::kGroup);
+  EXPECT_EQ(chosen.signals.target_why, "signals.target is group");
+}
+
+}  // namespace
+}  // namespace spotvisor::process
