@@ -25,6 +25,19 @@ const char* ReasonName(StopReason r) {
   return "none";
 }
 
+// Which of two stops that came before the trainer started wins: a signal (exit 75), the
+// budget (exit 3), a notice (drain), a hang (nothing to stop yet).
+int Precedence(StopReason r) {
+  switch (r) {
+    case StopReason::kSignal: return 4;
+    case StopReason::kBudget: return 3;
+    case StopReason::kNotice: return 2;
+    case StopReason::kHang: return 1;
+    case StopReason::kNone: break;
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::string Describe(const ExitStatus& status) {
@@ -77,7 +90,11 @@ std::vector<Action> Fsm::OnResumeSelected(const ResumeSelectedEvent& e, TimePoin
   if (pending_stop_ == StopReason::kSignal) {
     return Finish(75, "stopped on request before the trainer started; the job is resumable");
   }
+  if (pending_stop_ == StopReason::kBudget) {
+    return Finish(3, "the cost budget is exhausted; the trainer was not started again");
+  }
   if (pending_stop_ == StopReason::kNotice) {
+    pending_stop_ = StopReason::kNone;  // consumed: a later clear resumes, and that start is not drained again
     phase_ = Phase::kDrained;
     return {Note(LogLevel::kWarning, "event=drained reason=notice detail=\"notice arrived before the trainer started; not starting it\"")};
   }
@@ -223,7 +240,7 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
   switch (phase_) {
     case Phase::kIdle:
     case Phase::kSelecting:
-      if (pending_stop_ != StopReason::kSignal) pending_stop_ = e.reason;
+      if (Precedence(e.reason) > Precedence(pending_stop_)) pending_stop_ = e.reason;
       return {Note(LogLevel::kInfo, std::string("event=stop_requested reason=") + ReasonName(e.reason) +
                                        " detail=\"" + e.detail + "\" phase=selecting")};
     case Phase::kBackoff:
@@ -244,6 +261,18 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
       if (by_signal) return Finish(75, "stopped on request after a preemption notice; the job is resumable");
       return {};
     case Phase::kStopping:
+      if (e.reason == StopReason::kNotice && stop_reason_ == StopReason::kHang) {
+        // The machine is going away: the hung trainer's end is a drain, not a restart, and
+        // the notice's deadline may be nearer than the hang stop's grace.
+        stop_reason_ = StopReason::kNotice;
+        std::vector<Action> actions{Note(LogLevel::kWarning, "event=stop_reason_changed from=hang to=notice detail=\"" +
+                                                                 e.detail + "\"")};
+        if (e.grace_cap && now + *e.grace_cap < grace_at_) {
+          grace_at_ = now + std::max(milliseconds(0), *e.grace_cap);
+          actions.push_back(ArmTimerAction{TimerKind::kGrace, grace_at_});
+        }
+        return actions;
+      }
       if (by_signal) {
         stop_requests_ += 1;
         // A second SIGINT/SIGTERM means "now": no more grace.
@@ -277,7 +306,8 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
   if (launchers_held_) actions.push_back(HoldLaunchersAction{});
   actions.push_back(SignalAction{job_.signals.on_notice, to});
   if (launchers_held_) actions.push_back(WatchWorkersAction{});
-  actions.push_back(ArmTimerAction{TimerKind::kGrace, now + grace});
+  grace_at_ = now + grace;
+  actions.push_back(ArmTimerAction{TimerKind::kGrace, grace_at_});
   return actions;
 }
 

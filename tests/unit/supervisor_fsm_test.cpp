@@ -328,6 +328,38 @@ TEST_F(FsmTest, BudgetStopExits3) {
         {kExit0, 9, {"ended:budget", "exit:3"}}});
 }
 
+// Three holes a review found (issue 12.7), one row each.
+TEST_F(FsmTest, NoticeDuringSelectionThatClearsResumesAndIsNotDrainedAgain) {
+  const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "gcp preempted"};
+  auto fsm = Play({{StartEvent{}, 0, {"select"}},
+                   {notice, 1, {}},
+                   {At(5), 2, {}},                       // drained before the start
+                   {NoticeClearedEvent{}, 9000, {"select"}},
+                   {At(5), 9001, {"spawn"}}});           // resumed, not drained a second time
+  EXPECT_EQ(fsm->phase(), Phase::kRunning);
+}
+
+TEST_F(FsmTest, BudgetStopDuringSelectionExits3WithoutStartingTheTrainer) {
+  const StopRequestedEvent budget{StopReason::kBudget, std::nullopt, "cost budget"};
+  const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws terminate"};
+  Play({{StartEvent{}, 0, {"select"}}, {budget, 1, {}}, {notice, 2, {}}, {At(5), 3, {"exit:3"}}});
+  Play({{StartEvent{}, 0, {"select"}}, {notice, 1, {}}, {budget, 2, {}}, {At(5), 3, {"exit:3"}}});
+  Play({{StartEvent{}, 0, {"select"}}, {budget, 1, {}}, {kSigterm, 2, {}}, {At(5), 3, {"exit:75"}}});
+}
+
+TEST_F(FsmTest, NoticeDuringAHangStopDrainsInsteadOfRestarting) {
+  const StopRequestedEvent hang{StopReason::kHang, std::nullopt, "no heartbeat for 10m"};
+  const StopRequestedEvent notice{StopReason::kNotice, milliseconds(2000), "aws terminate"};
+  auto fsm = Play({{StartEvent{}, 0, {"select"}},
+                   {At(5), 1, {"spawn"}},
+                   {hang, 100, {"signal:SIGTERM/group", "arm:0"}},   // grace until 10100
+                   {notice, 200, {"arm:0"}},                       // the deadline is nearer: 2200
+                   {kKilled, 2300, {"ended:preempted"}}});
+  EXPECT_EQ(fsm->phase(), Phase::kDrained);
+  EXPECT_EQ(fsm->counters().hangs, 0);
+  EXPECT_EQ(fsm->counters().preemptions, 1);
+}
+
 TEST_F(FsmTest, SpawnFailureCountsAsAFailure) {
   job_.restart.max_restarts = 0;
   Play({{StartEvent{}, 0, {"select"}}, {At(std::nullopt), 1, {"spawn"}},

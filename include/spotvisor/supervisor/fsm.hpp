@@ -169,6 +169,7 @@ class Fsm {
   TimePoint started_at_{};                 // when the current child started
   int stop_requests_ = 0;                  // SIGINT/SIGTERM count during this stop
   bool launchers_held_ = false;            // HoldLaunchersAction issued, not yet released
+  TimePoint grace_at_{};                   // when the grace of the current stop ends
   std::mt19937_64 rng_;                    // jitter
 };
 
