@@ -19,6 +19,7 @@
 #include "spotvisor/checkpoint/crc32.hpp"
 #include "spotvisor/checkpoint/hash_pool.hpp"
 #include "spotvisor/checkpoint/safetensors_check.hpp"
+#include "spotvisor/checkpoint/validator.hpp"
 
 namespace spotvisor::checkpoint {
 namespace {
@@ -193,7 +194,7 @@ Status VerifyManifest(const Manifest& manifest, const fs::path& checkpoint, bool
     std::set<std::string> listed;
     for (const auto& f : manifest.files) listed.insert(f.path);
     for (const auto& rel : *present) {
-      if (rel != kManifestName && !listed.count(rel)) return Fail(origin, "extra file '" + rel + "' is not in the manifest");
+      if (rel != kManifestName && !listed.count(rel) && !check.allow_unlisted) return Fail(origin, "extra file '" + rel + "' is not in the manifest");
     }
   }
   for (const auto& f : manifest.files) {
@@ -229,6 +230,17 @@ Result<fs::path> SealCheckpoint(const fs::path& checkpoint, HashPool* pool) {
   if (ec || !fs::exists(status)) return Error{"cannot seal " + checkpoint.string() + ": it does not exist"};
   const bool is_dir = fs::is_directory(status);
   if (!is_dir && !fs::is_regular_file(status)) return Error{"cannot seal " + checkpoint.string() + ": not a file or directory"};
+  // A manifest certifies every byte it covers, so a checkpoint that is already bad (a
+  // flipped byte a ZIP CRC-32 catches, a truncated safetensors) is never sealed. Fully
+  // validated, any format (sealing is how an unknown format becomes checkable).
+  ValidatorOptions full;
+  full.level = config::ValidateLevel::kFull;
+  full.format = "any";
+  full.pool = pool;
+  full.for_seal = true;
+  if (const Verdict verdict = ValidateCheckpoint(checkpoint, full); !verdict.good) {
+    return Error{"refusing to seal " + checkpoint.string() + ": it is not a good checkpoint: " + verdict.reason};
+  }
   Manifest m;
   if (is_dir) {
     auto files = ListFiles(checkpoint);

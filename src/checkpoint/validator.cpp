@@ -114,7 +114,7 @@ Status CheckManifest(const fs::path& path, bool is_dir, const ValidatorOptions& 
   if (!in) return Error{mpath.string() + ": cannot read the manifest"};
   auto manifest = ParseManifest(text, mpath.string());
   if (!manifest) return manifest.error();
-  return VerifyManifest(*manifest, path, is_dir, {o.level == ValidateLevel::kFull}, o.pool);
+  return VerifyManifest(*manifest, path, is_dir, {o.level == ValidateLevel::kFull, o.for_seal}, o.pool);
 }
 
 // The commit rule of the framework whose files are present; empty when none applies.
@@ -192,7 +192,7 @@ Verdict ValidateDirectory(const fs::path& dir, const ValidatorOptions& o) {
   int payload = 0;
   for (const auto& i : *items) {
     if (Base(i.rel) == kManifestName && Parent(i.rel).empty()) continue;
-    FileCheckOptions fo{o.level, !has_manifest, "", o.pool};
+    FileCheckOptions fo{o.level, !has_manifest || o.for_seal, "", o.pool};
     const FileCheck fc = CheckFile(i.path, fo);
     if (!fc.status) return Bad(fc.status.error().message, std::string(FormatName(fc.format)));
     ++counts[std::string(FormatName(fc.format))];
@@ -236,7 +236,7 @@ Verdict ValidateFile(const fs::path& file, const ValidatorOptions& o) {
   bool has_manifest = false;
   if (auto st = CheckManifest(file, false, o, has_manifest); !st) return Bad(st.error().message, "manifest");
   const std::string forced = (o.format == "torch" || o.format == "safetensors") ? o.format : "";
-  const FileCheck fc = CheckFile(file, {o.level, !has_manifest, forced, o.pool});
+  const FileCheck fc = CheckFile(file, {o.level, !has_manifest || o.for_seal, forced, o.pool});
   const std::string format(FormatName(fc.format));
   if (!fc.status) return Bad(fc.status.error().message, format);
   if (fc.format == FileFormat::kUnknown && !has_manifest && o.format != "any") {

@@ -76,12 +76,12 @@ class CrossValidateTest(unittest.TestCase):
     def test_helper_reads_manifests_written_by_spotvisor_seal(self):
         target = self.root / "sealed"
         (target / "sub").mkdir(parents=True)
-        (target / "a.bin").write_bytes(b"abc")
-        (target / "sub" / "b.bin").write_bytes(b"defg")
+        (target / "a.dat").write_bytes(b"abc")   # no known format: the manifest is its check
+        (target / "sub" / "b.dat").write_bytes(b"defg")
         subprocess.run([str(SPOTVISOR), "seal", str(target)], check=True, capture_output=True, timeout=60)
         manifest = verify_manifest(target)
         self.assertEqual(manifest.algorithm, "xxh3-128")
-        self.assertEqual([(f.path, f.size) for f in manifest.files], [("a.bin", 3), ("sub/b.bin", 4)])
+        self.assertEqual([(f.path, f.size) for f in manifest.files], [("a.dat", 3), ("sub/b.dat", 4)])
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 #include "spotvisor/checkpoint/crc32.hpp"
 #include "spotvisor/checkpoint/hash_pool.hpp"
 #include "spotvisor/checkpoint/manifest.hpp"
+#include "checkpoint_test_files.hpp"
 #include "support/test_support.hpp"
 
 namespace spotvisor::checkpoint {
@@ -59,8 +60,8 @@ class ManifestFiles : public ::testing::Test {
   void SetUp() override {
     ckpt_ = tmp_ / "checkpoint-10";
     fs::create_directories(ckpt_ / "sub");
-    WriteFile(ckpt_ / "model.pt", std::string(100000, 'm'));
-    WriteFile(ckpt_ / "sub" / "opt.pt", "optimizer");
+    WriteFile(ckpt_ / "model.raw", std::string(100000, 'm'));
+    WriteFile(ckpt_ / "sub" / "opt.raw", "optimizer");
   }
   std::string Verify(bool hashes = true) {
     std::ifstream in(ManifestPathFor(ckpt_, true));
@@ -83,27 +84,58 @@ TEST_F(ManifestFiles, SealThenVerifyDetectsChangedMissingAndExtraFiles) {
   WriteFile(ckpt_ / "extra.bin", "x");
   EXPECT_NE(Verify().find("extra file 'extra.bin' is not in the manifest"), std::string::npos);
   fs::remove(ckpt_ / "extra.bin");
-  WriteFile(ckpt_ / "model.pt", std::string(99999, 'm') + "M");
+  WriteFile(ckpt_ / "model.raw", std::string(99999, 'm') + "M");
   EXPECT_EQ(Verify(/*hashes=*/false), "");
-  EXPECT_NE(Verify().find("file 'model.pt' has xxh3-128"), std::string::npos);
+  EXPECT_NE(Verify().find("file 'model.raw' has xxh3-128"), std::string::npos);
   EXPECT_NE(Verify().find("(contents changed)"), std::string::npos);
-  WriteFile(ckpt_ / "model.pt", "short");
+  WriteFile(ckpt_ / "model.raw", "short");
   EXPECT_NE(Verify(false).find("is 5 bytes, the manifest says 100000 (truncated)"), std::string::npos);
-  WriteFile(ckpt_ / "model.pt", std::string(100000, 'm'));
-  fs::remove(ckpt_ / "sub" / "opt.pt");
-  EXPECT_NE(Verify(false).find("'sub/opt.pt' listed in the manifest is missing"), std::string::npos);
+  WriteFile(ckpt_ / "model.raw", std::string(100000, 'm'));
+  fs::remove(ckpt_ / "sub" / "opt.raw");
+  EXPECT_NE(Verify(false).find("'sub/opt.raw' listed in the manifest is missing"), std::string::npos);
+}
+
+// Issue 12.3: sealing used to certify corruption; a manifest now never covers a bad file.
+TEST_F(ManifestFiles, SealRefusesACheckpointThatIsAlreadyCorrupt) {
+  std::string zip = testfiles::Zip(testfiles::TorchEntries("step_1"));
+  const fs::path good = tmp_ / "step_1.pt";
+  WriteFile(good, zip);
+  ASSERT_TRUE(SealCheckpoint(good, &pool_));
+  zip[zip.find("tensor-bytes")] ^= 0x01;
+  const fs::path bad = tmp_ / "step_2.pt";
+  WriteFile(bad, zip);
+  auto sealed = SealCheckpoint(bad, &pool_);
+  ASSERT_FALSE(sealed);
+  EXPECT_NE(sealed.error().message.find("refusing to seal " + bad.string() + ": it is not a good checkpoint"),
+            std::string::npos)
+      << sealed.error().message;
+  EXPECT_NE(sealed.error().message.find("CRC-32 mismatch"), std::string::npos) << sealed.error().message;
+  EXPECT_FALSE(fs::exists(ManifestPathFor(bad, false)));
+  // A directory with the bad file in it is refused the same way.
+  fs::create_directories(tmp_ / "checkpoint-2");
+  WriteFile(tmp_ / "checkpoint-2" / "model.pt", zip);
+  EXPECT_FALSE(SealCheckpoint(tmp_ / "checkpoint-2", &pool_));
+  EXPECT_FALSE(fs::exists(tmp_ / "checkpoint-2" / "spotvisor.manifest.json"));
+  // Re-sealing: a file the old manifest does not list yet is fine; one it lists must match.
+  ASSERT_TRUE(SealCheckpoint(ckpt_, &pool_));
+  WriteFile(ckpt_ / "extra.raw", "added later");
+  ASSERT_TRUE(SealCheckpoint(ckpt_, &pool_));
+  WriteFile(ckpt_ / "model.raw", std::string(99999, 'm') + "M");  // a flipped byte no format can see
+  auto resealed = SealCheckpoint(ckpt_, &pool_);
+  ASSERT_FALSE(resealed);
+  EXPECT_NE(resealed.error().message.find("(contents changed)"), std::string::npos) << resealed.error().message;
 }
 
 TEST_F(ManifestFiles, SingleFileSidecarAndCrc32Manifests) {
-  const fs::path file = ckpt_ / "model.pt";
+  const fs::path file = ckpt_ / "model.raw";
   auto sealed = SealCheckpoint(file, nullptr);
   ASSERT_TRUE(sealed);
-  EXPECT_EQ(sealed->filename(), "model.pt.spotvisor.manifest.json");
+  EXPECT_EQ(sealed->filename(), "model.raw.spotvisor.manifest.json");
   // What the stdlib Python helper writes: zlib.crc32 as 8 hex digits.
   const std::string content(100000, 'm');
   char crc[9];
   std::snprintf(crc, sizeof crc, "%08x", Crc32(0, content.data(), content.size()));
-  auto m = ParseManifest(Doc(R"({"path":"model.pt","size":100000,"hash":")" + std::string(crc) + R"("})", "crc32"), "m");
+  auto m = ParseManifest(Doc(R"({"path":"model.raw","size":100000,"hash":")" + std::string(crc) + R"("})", "crc32"), "m");
   ASSERT_TRUE(m) << m.error().message;
   EXPECT_TRUE(VerifyManifest(*m, file, false, {true}, nullptr));
   m->files[0].hash = "00000000";

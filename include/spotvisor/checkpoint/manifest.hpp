@@ -47,6 +47,7 @@ Result<std::string> HashFile(const std::filesystem::path& file, std::string_view
 
 struct ManifestCheck {
   bool hashes = true;      // false: sizes and presence only
+  bool allow_unlisted = false;  // a directory may hold files the manifest does not list (re-sealing)
 };
 
 // Checks `checkpoint` against `manifest`: every listed file present with its size (and

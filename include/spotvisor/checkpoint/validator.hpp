@@ -27,6 +27,9 @@ struct ValidatorOptions {
   // Symlinks must resolve inside this directory (checkpoints.dir); empty = no check.
   std::filesystem::path root;
   HashPool* pool = nullptr;
+  // Sealing: every file is checked by its own format too, and files an older manifest does
+  // not list yet are allowed (the new one will); what it lists must still match it.
+  bool for_seal = false;
 };
 
 Verdict ValidateCheckpoint(const std::filesystem::path& path, const ValidatorOptions& options);
