@@ -183,7 +183,8 @@ json EstimateToJson(const Estimate& e) {
     components.push_back(item);
   }
   return json{{"configured", e.configured}, {"currency", e.currency}, {"components", components},
-              {"total_low", e.low}, {"total_high", e.high}, {"unknown", e.unknown},
+              {"total_low", e.low}, {"total_high", e.Upper() ? json(*e.Upper()) : json(nullptr)},
+              {"known_high", e.high}, {"unknown", e.unknown},
               {"total_text", FormatTotal(e)}};
 }
 

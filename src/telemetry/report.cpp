@@ -132,7 +132,8 @@ Result<json> BuildReport(const std::filesystem::path& state_dir, std::int64_t no
                {"goodput", s.goodput ? json(Round(*s.goodput, 4)) : json(nullptr)}};
   json cost = cost::EstimateToJson(s.cost);
   cost["per_1000_steps"] = s.cost_per_1000_steps
-                               ? json{{"low", s.cost_per_1000_steps->first}, {"high", s.cost_per_1000_steps->second}}
+                               ? json{{"low", s.cost_per_1000_steps->first},
+                                      {"high", s.cost.Upper() ? json(s.cost_per_1000_steps->second) : json(nullptr)}}
                                : json(nullptr);
   cost["budget"] = l.cost.budget > 0 ? json(l.cost.budget) : json(nullptr);
   cost["budget_warned"] = Iso(l.budget_warned_ms.value_or(0));

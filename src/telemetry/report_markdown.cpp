@@ -38,6 +38,7 @@ std::string Bytes(const json& v) {
 
 std::string Range(const json& low, const json& high) {
   if (low.is_null()) return "unknown";
+  if (high.is_null()) return "at least " + cost::FormatMoney(low.get<double>());
   const double lo = low.get<double>(), hi = high.get<double>();
   return lo == hi ? cost::FormatMoney(lo) : cost::FormatMoney(lo) + "-" + cost::FormatMoney(hi);
 }
@@ -153,14 +154,15 @@ json CompareReports(const json& run, const json& baseline) {
     if (a.is_number() && b.is_number() && b.get<double>() != 0) item["ratio"] = a.get<double>() / b.get<double>();
     return item;
   };
-  const auto per1000 = [](const json& r) {
+  const auto per1000 = [](const json& r, const char* bound) {
     const json& p = r.at("cost").at("per_1000_steps");
-    return p.is_null() ? json(nullptr) : p.at("high");
+    return p.is_null() ? json(nullptr) : p.at(bound);
   };
   json rows = json::array({
       row("steps_per_second", run.at("work").at("steps_per_second"), baseline.at("work").at("steps_per_second")),
       row("goodput", run.at("work").at("goodput"), baseline.at("work").at("goodput")),
-      row("cost_per_1000_steps_high", per1000(run), per1000(baseline)),
+      row("cost_per_1000_steps_low", per1000(run, "low"), per1000(baseline, "low")),
+      row("cost_per_1000_steps_high", per1000(run, "high"), per1000(baseline, "high")),
       row("steps_lost_measured", run.at("work").at("steps_lost_measured"), baseline.at("work").at("steps_lost_measured")),
       row("steps_lost_estimated", run.at("work").at("steps_lost_estimated"), baseline.at("work").at("steps_lost_estimated")),
       row("steps_done", run.at("work").at("steps_done"), baseline.at("work").at("steps_done")),

@@ -4,6 +4,7 @@
 #include "spotvisor/telemetry/run_metrics.hpp"
 
 #include <cctype>
+#include <limits>
 
 #include "spotvisor/telemetry/metrics_text.hpp"
 
@@ -71,9 +72,11 @@ std::string RenderRunMetrics(const LiveView& v) {
   m.Sample(s.steps_per_second.value_or(-1));
   m.Family("spotvisor_billed_seconds_total", "counter", "machine time billed so far (estimate)");
   m.Sample(s.billed_hours * 3600);
-  m.Family("spotvisor_cost_estimate", "gauge", "cost so far: low and high end of the known components");
+  m.Family("spotvisor_cost_estimate", "gauge",
+           "cost so far: low end of the known components, high end of all (+Inf while a component is unknown)");
   m.Sample(s.cost.low, {{"bound", "low"}, {"currency", s.cost.currency}});
-  m.Sample(s.cost.high, {{"bound", "high"}, {"currency", s.cost.currency}});
+  m.Sample(s.cost.Upper().value_or(std::numeric_limits<double>::infinity()),
+           {{"bound", "high"}, {"currency", s.cost.currency}});
   m.Family("spotvisor_cost_unknown_components", "gauge", "cost components without a price (never counted as 0)");
   m.Sample(static_cast<double>(s.cost.configured ? s.cost.unknown.size() : 1));
   m.Family("spotvisor_cost_budget", "gauge", "the cost budget (0: none)");

@@ -135,6 +135,8 @@ TEST_F(MetricsRun, WrongOrMissingTokenGets401WithNoDetail) {
         "spotvisor_gpu_telemetry_available"}) {
     EXPECT_NE(ok.find(std::string("\n# TYPE ") + family + " "), std::string::npos) << family;
   }
+  // Egress, support, ... have no price: the high end is unknown, +Inf, never 0 (issue 12.4).
+  EXPECT_NE(ok.find("spotvisor_cost_estimate{bound=\"high\",currency=\"USD\"} +Inf\n"), std::string::npos) << ok;
   EXPECT_NE(ok.find("spotvisor_attempts_total 1"), std::string::npos);
   EXPECT_NE(ok.find("spotvisor_phase{phase=\"running\"} 1"), std::string::npos);
   EXPECT_NE(ok.find("spotvisor_gpu_telemetry_available 0"), std::string::npos);  // no GPU here

@@ -59,7 +59,10 @@ TEST(CostModel, DefaultsAreUnknownAndNoSectionMeansNotConfigured) {
   c.configured = true;
   const auto e = EstimateCost(c, Usage{1, 1});
   EXPECT_EQ(e.unknown.size(), 6u);  // compute, disk, snapshots, egress, public_ip, support
-  EXPECT_EQ(e.high, 0);
+  EXPECT_EQ(e.high, 0);             // what the known components add up to: nothing
+  EXPECT_FALSE(e.Upper());          // the upper bound is unknown, not 0 (issue 12.4)
+  EXPECT_TRUE(EstimateToJson(e)["total_high"].is_null());
+  EXPECT_FALSE(EstimateCost(config::CostSection{}, Usage{1, 1}).Upper());  // no cost section
 }
 
 TEST(CostModel, NodeHourAndBillingMinimum) {

@@ -35,9 +35,14 @@ struct Estimate {
   std::string currency = "USD";
   std::vector<Component> components;   // every configured or expected component
   double low = 0;                      // sum of the known components' low ends
-  double high = 0;                     // sum of the known components' high ends
+  double high = 0;                     // sum of the known components' high ends (not an upper bound: see Upper)
   std::vector<std::string> unknown;    // names of the components with no number
   bool exact() const { return unknown.empty() && low == high; }
+  // The upper bound of the whole cost: unknown (nullopt) while any component is unknown or
+  // no cost section was given. Never 0 for "we do not know".
+  std::optional<double> Upper() const {
+    return configured && unknown.empty() ? std::optional<double>(high) : std::nullopt;
+  }
 };
 
 // Billed hours of machine sessions lasting `session_seconds`, each at least `minimum`.
