@@ -3,6 +3,7 @@
 
 #include "spotvisor/checkpoint/name_pattern.hpp"
 #include "spotvisor/config/loader.hpp"
+#include "spotvisor/preemption/provider_detect.hpp"
 
 namespace spotvisor::cli {
 namespace {
@@ -113,17 +114,23 @@ void AddJobOptions(CLI::App& app, JobOptions& o, bool with_command) {
   app.add_option("--grace", o.grace, "signals.grace, e.g. 90s");
   app.add_option("--on-notice", o.on_notice, "signals.on_notice, e.g. SIGTERM");
   app.add_option("--checkpoint-signal", o.checkpoint_signal, "signals.checkpoint, e.g. SIGUSR1");
-  app.add_option("--signal-target", o.target, "signals.target: auto | group | main | workers");
-  app.add_option("--provider", o.provider, "provider.kind: auto | aws | gcp | azure | alibaba | file | none");
+  app.add_option("--signal-target", o.target, "signals.target: auto | group | main | workers")
+      ->check(CLI::IsMember({"auto", "group", "main", "workers"}));
+  app.add_option("--provider", o.provider, "provider.kind: auto | aws | gcp | azure | alibaba | file | none")
+      ->check(CLI::IsMember({"auto", "aws", "gcp", "azure", "alibaba", "file", "none"}));
   app.add_option("--endpoint", o.endpoint, "provider.endpoint, e.g. http://127.0.0.1:1338");
   app.add_option("--poll-interval", o.poll_interval, "provider.poll_interval, e.g. 1s");
-  app.add_option("--validate", o.validate, "checkpoints.validate: structure | format | full");
+  app.add_option("--validate", o.validate, "checkpoints.validate: structure | format | full")
+      ->check(CLI::IsMember({"structure", "format", "full"}));
   app.add_option("--keep", o.keep, "checkpoints.keep");
   app.add_option("--max-restarts", o.max_restarts, "restart.max_restarts");
   app.add_option("--heartbeat-file", o.heartbeat_file, "health.heartbeat_file");
   app.add_option("--hang-timeout", o.hang_timeout, "health.hang_timeout, e.g. 10m");
-  app.add_option("--log-format", o.log_format, "telemetry.log_format: text | json");
-  app.add_option("--log-level", o.log_level, "telemetry.log_level: debug | info | warning | error | critical");
+  // Enumerated values are checked while parsing (a usage error, exit 64, naming the flag and
+  // what it accepts): an unknown --log-level would otherwise turn logging off.
+  app.add_option("--log-format", o.log_format, "telemetry.log_format: text | json")->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--log-level", o.log_level, "telemetry.log_level: debug | info | warning | error | critical")
+      ->check(CLI::IsMember({"debug", "info", "warning", "error", "critical"}));
   app.add_option("--metrics-listen", o.metrics_listen, "telemetry.metrics.listen, e.g. 127.0.0.1:9187");
   if (with_command) app.add_option("command", o.command, "The training command, after --")->allow_extra_args();
 }
@@ -134,7 +141,11 @@ Result<config::JobConfig> LoadJob(const JobOptions& o, bool require_command) {
   if (!job) return job.error();
   if (Status s = ApplyOverrides(o, *job); !s) return s.error();
   if (!require_command && job->job.command.empty()) job->job.command = {"true"};
-  if (Status s = config::Finalize(*job); !s) return s.error();
+  if (Status s = config::Finalize(*job, /*need_command=*/require_command); !s) return s.error();
+  if (job->provider.kind == config::ProviderKind::kAuto) {
+    const auto found = preemption::DetectProvider(job->provider.dmi_root);
+    job->provider.auto_found = std::string(config::ToString(found.kind)) + " (" + found.evidence + ")";
+  }
   return job;
 }
 

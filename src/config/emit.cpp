@@ -155,8 +155,8 @@ std::string ToYaml(const JobConfig& c) {
 
   const auto& p = c.provider;
   y << YAML::Key << "provider" << YAML::Value << YAML::BeginMap;
-  y << YAML::Key << "kind" << YAML::Value
-    << ToString(p.kind);
+  y << YAML::Key << "kind" << YAML::Value << ToString(p.kind);
+  if (p.kind == ProviderKind::kAuto && !p.auto_found.empty()) y << YAML::Comment("found: " + p.auto_found);
   y << YAML::Key << "endpoint" << YAML::Value;
   OrNull(y, p.endpoint);
   y << YAML::Key << "poll_interval" << YAML::Value << FormatDuration(p.poll_interval);

@@ -57,7 +57,7 @@ void ChooseSignalTarget(const std::vector<std::string>& command, SignalsSection&
 
 }  // namespace
 
-Status Finalize(JobConfig& job) {
+Status Finalize(JobConfig& job, bool need_command) {
   if (job.job.command.empty()) {
     return Error{Where(job, "job.command") +
                  "no command to run (set job.command: [\"/usr/bin/python3\", \"train.py\"] or pass it after --)"};
@@ -74,7 +74,7 @@ Status Finalize(JobConfig& job) {
   }
 
   const std::string& program = job.job.command.front();
-  if (program.find('{') == std::string::npos) {
+  if (need_command && program.find('{') == std::string::npos) {
     if (auto exe = process::ResolveExecutable(program, job.job.workdir); !exe) {
       return Error{Where(job, "job.command") + exe.error().message};
     }

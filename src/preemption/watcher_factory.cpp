@@ -32,9 +32,12 @@ Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io,
     const Detection found = DetectProvider(provider.dmi_root);
     kind = found.kind;
     if (kind == ProviderKind::kNone) {
-      spdlog::warn(
-          "event=provider_detected kind=none evidence=\"{}\" "
-          "message=\"no known cloud: no preemption notices will be watched\"",
+      // Info, not a warning: a workstation or an on-premises box is no cloud, and the default
+      // (provider.kind: auto) must not cry wolf there. One line says what was read.
+      spdlog::info(
+          "event=provider_detected provider=none kind=none evidence=\"{}\" "
+          "detail=\"no known cloud in DMI: no metadata endpoint is watched (SIGTERM still stops the trainer); "
+          "set provider.kind to watch one\"",
           OneLine(found.evidence));
     } else {
       spdlog::info("event=provider_detected kind={} evidence=\"{}\"", config::ToString(kind),

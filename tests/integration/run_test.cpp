@@ -9,6 +9,8 @@
 #include <chrono>
 #include <ctime>
 #include <fstream>
+#include <tuple>
+#include <vector>
 
 #include "spotvisor/util/units.hpp"
 #include "support/test_support.hpp"
@@ -371,9 +373,69 @@ TEST(Run, ConfigErrorsExit78WithFileLineAndKey) {
   EXPECT_NE(out.find("job.command: cannot run '/nonexistent/trainer'"), std::string::npos) << out;
 }
 
+// The headline command line on a spot VM watches the notice: provider.kind defaults to
+// auto (DMI, no network probe); --print-config says what it found, a run says it once.
+TEST(Run, ProviderAutoIsTheDefaultAndSaysWhatItFound) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "dmi");
+  { std::ofstream(dir / "dmi" / "sys_vendor") << "Amazon EC2\n"; }
+  const auto job = (dir / "job.yaml").string();
+  { std::ofstream(job) << "job:\n  command: [\"/bin/true\"]\nprovider:\n  dmi_root: ./dmi\n"; }
+  std::string out;
+  EXPECT_EQ(RunSpotvisor({"run", "--config", job, "--print-config"}, &out), 0) << out;
+  EXPECT_NE(out.find("kind: auto  # found: aws (sys_vendor='Amazon EC2')"), std::string::npos) << out;
+
+  // No cloud: one info line (not a warning) that says provider=none and why, then the job runs.
+  EXPECT_EQ(RunSpotvisor({"run", "--state-dir", (dir / "state").string(), "--", "/bin/true"}, &out), 0) << out;
+  const auto at = out.find("event=provider_detected provider=none");
+  ASSERT_NE(at, std::string::npos) << out;
+  const auto begin = out.rfind('\n', at) + 1;
+  const std::string line = out.substr(begin, out.find('\n', at) - begin);
+  EXPECT_NE(line.find(" info "), std::string::npos) << line;
+  EXPECT_NE(line.find("no known cloud in DMI"), std::string::npos) << line;
+}
+
+// A restore script on a fresh VM asks `latest` before the trainer is installed: only run and
+// drill need job.command[0].
+TEST(Run, ReadOnlyCommandsDoNotNeedTheTrainerInstalled) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "ckpt");
+  { std::ofstream(dir / "ckpt" / "ckpt_step5") << "weights"; }
+  const auto job = (dir / "job.yaml").string();
+  {
+    std::ofstream out(job);
+    out << "job:\n  name: restore\n  command: [\"/opt/not-installed/train.py\"]\n"
+           "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n  format: any\n"
+           "telemetry:\n  state_dir: ./state\n";
+  }
+  std::string out;
+  EXPECT_EQ(RunSpotvisor({"latest", "--config", job}, &out), 0) << out;
+  EXPECT_NE(out.find("ckpt_step5"), std::string::npos) << out;
+  EXPECT_EQ(RunSpotvisor({"checkpoints", "--config", job}, &out), 0) << out;
+  EXPECT_EQ(RunSpotvisor({"validate", "--config", job, (dir / "ckpt" / "ckpt_step5").string()}, &out), 0) << out;
+  EXPECT_EQ(RunSpotvisor({"report", "--config", job}, &out), 1) << out;  // no run recorded yet
+  EXPECT_EQ(out.find("configuration error"), std::string::npos) << out;
+  EXPECT_NE(RunSpotvisor({"preflight", "--config", job, "--no-endpoint", "--write-size", "1MiB"}, &out), 78) << out;
+  EXPECT_EQ(out.find("configuration error"), std::string::npos) << out;
+  for (const char* command : {"run", "drill"}) {
+    EXPECT_EQ(RunSpotvisor({command, "--config", job}, &out), 78) << command;
+    EXPECT_NE(out.find("job.command"), std::string::npos) << out;
+  }
+}
+
 TEST(Run, UsageErrorsExit64) {
   std::string out;
   EXPECT_EQ(RunSpotvisor({"run", "--no-such-flag"}, &out), 64) << out;
+  // An enumerated flag's value is checked like its YAML key (spdlog would read WARNING as "off").
+  for (const auto& [flag, value, accepted] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"--log-level", "WARNING", "{debug,info,warning,error,critical}"},
+           {"--log-format", "xml", "{text,json}"},
+           {"--provider", "ec2", "{auto,aws,gcp,azure,alibaba,file,none}"},
+           {"--validate", "deep", "{structure,format,full}"}}) {
+    EXPECT_EQ(RunSpotvisor({"run", flag, value, "--", "/bin/true"}, &out), 64) << flag;
+    EXPECT_NE(out.find(flag + ": " + value + " not in " + accepted), std::string::npos) << out;
+  }
   EXPECT_EQ(RunSpotvisor({"frobnicate"}, &out), 64) << out;
   EXPECT_EQ(RunSpotvisor({"--help"}, &out), 0);
   EXPECT_NE(out.find("run"), std::string::npos);
@@ -404,8 +466,8 @@ TEST(Run, PrintConfigSaysWhatTheSignalTargetAutoChose) {
                          &out),
             0);
   EXPECT_NE(out.find("target: workers  # signals go to: workers (signals.target is workers)"), std::string::npos) << out;
-  EXPECT_EQ(RunSpotvisor({"run", "--signal-target", "launcher", "--print-config", "--", "/bin/true"}, &out), 78);
-  EXPECT_NE(out.find("--signal-target: expected auto, group, main or workers"), std::string::npos) << out;
+  EXPECT_EQ(RunSpotvisor({"run", "--signal-target", "launcher", "--print-config", "--", "/bin/true"}, &out), 64);
+  EXPECT_NE(out.find("--signal-target: launcher not in {auto,group,main,workers}"), std::string::npos) << out;
 }
 
 }  // namespace

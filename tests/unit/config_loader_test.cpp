@@ -101,7 +101,7 @@ TEST(ConfigLoader, DefaultsWhenOnlyACommandIsGiven) {
   auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\n");
   ASSERT_TRUE(job) << job.error().message;
   EXPECT_EQ(job->job.name, "job");  // the file's stem
-  EXPECT_EQ(job->provider.kind, ProviderKind::kNone);
+  EXPECT_EQ(job->provider.kind, ProviderKind::kAuto);  // DMI decides: a spot VM is watched by default
   EXPECT_EQ(job->signals.grace, std::chrono::seconds(90));
   EXPECT_EQ(job->restart.max_restarts, 50);
   EXPECT_EQ(job->checkpoints.validate, ValidateLevel::kFull);

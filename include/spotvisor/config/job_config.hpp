@@ -32,7 +32,8 @@ const char* ToString(ProviderKind kind);
 enum class RebalanceAction { kIgnore, kCheckpoint, kStop };
 
 struct ProviderSection {
-  ProviderKind kind = ProviderKind::kNone;
+  ProviderKind kind = ProviderKind::kAuto;      // auto: from DMI, no network probe
+  std::string auto_found;                        // what auto found here, "aws (sys_vendor=...)" (set on load)
   std::string endpoint;                          // scheme://host:port; empty = provider's own
   Duration poll_interval = std::chrono::seconds(1);
   Duration request_timeout = std::chrono::seconds(2);   // deadline of one metadata request

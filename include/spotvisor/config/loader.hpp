@@ -24,7 +24,9 @@ Result<JobConfig> LoadJobText(const std::string& yaml, const std::filesystem::pa
 
 // Checks what only the whole config can tell (a command exists, templates are used where
 // they are allowed, paths resolve) and makes every path absolute. Run after overrides.
-Status Finalize(JobConfig& job);
+// `need_command` false (commands that only read: latest, checkpoints, validate, report,
+// preflight) skips looking for job.command[0]: a restore script on a fresh VM has no trainer.
+Status Finalize(JobConfig& job, bool need_command = true);
 
 // The effective configuration as YAML, secrets redacted.
 std::string ToYaml(const JobConfig& job);
