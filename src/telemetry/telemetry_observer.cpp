@@ -29,6 +29,8 @@
 namespace spotvisor::telemetry {
 namespace {
 
+constexpr auto kStopMargin = std::chrono::seconds(30);  // after the group is gone: report, hooks, exit
+
 namespace asio = boost::asio;
 using std::chrono::steady_clock;
 using supervisor::Phase;
@@ -147,6 +149,14 @@ class TelemetryObserver final : public supervisor::RunObserver {
   void OnPhase(Phase phase) override {
     phase_ = phase;
     UpdateStatus();
+    // A stop may take the whole grace: systemd must not SIGKILL the trainer mid-save at the
+    // unit's TimeoutStopSec. EXTEND_TIMEOUT_USEC (systemd >= 236) moves that deadline out to
+    // the grace + kill timeout + a margin for the report, counted from now.
+    if (phase == Phase::kStopping) {
+      const auto stop = job_.signals.grace + job_.signals.kill_timeout + kStopMargin;
+      Notify("EXTEND_TIMEOUT_USEC=" +
+             std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(stop).count()));
+    }
   }
 
   void OnExit(int code, const std::string& message) override {

@@ -56,6 +56,8 @@ TEST(SdNotifyRun, ReadyStatusWatchdogAndStopping) {
   kill(sv.pid, SIGTERM);
   EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
   for (int i = 0; i < 50 && !saw("STOPPING=1"); ++i) got.push_back(systemd.Receive(200ms));
+  // The stop extends systemd's stop timeout to the grace (2s) + kill timeout (10s) + 30s.
+  EXPECT_TRUE(saw("EXTEND_TIMEOUT_USEC=42000000")) << ::testing::PrintToString(got);
   EXPECT_TRUE(saw("STOPPING=1")) << ::testing::PrintToString(got);
   EXPECT_TRUE(saw("STATUS=exit 75")) << ::testing::PrintToString(got);
 }

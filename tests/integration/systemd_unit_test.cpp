@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include "spotvisor/config/loader.hpp"
+#include "spotvisor/util/units.hpp"
 #include "support/test_support.hpp"
 
 namespace spotvisor {
@@ -15,13 +17,34 @@ TEST(SystemdUnit, SettingsTheExitCodesRelyOn) {
   const std::string unit = Unit();
   for (const char* line : {"Type=notify\n", "KillMode=mixed\n", "Restart=on-failure\n", "RestartPreventExitStatus=1 3 64 73 78\n",
                            "StateDirectory=spotvisor/%i\n", "After=network-online.target remote-fs.target",
-                           "ExecStart=/usr/local/bin/spotvisor run --config /etc/spotvisor/%i.yaml", "TimeoutStopSec=150s\n",
+                           "ExecStart=/usr/local/bin/spotvisor run --config /etc/spotvisor/%i.yaml", "TimeoutStopSec=300s\n",
                            "WatchdogSec="}) {
     EXPECT_NE(unit.find(line), std::string::npos) << line;
   }
   for (const char* gpu_breaker : {"\nPrivateDevices=yes", "\nDevicePolicy=closed", "\nMemoryDenyWriteExecute=yes"}) {
     EXPECT_EQ(unit.find(gpu_breaker), std::string::npos) << gpu_breaker;
   }
+}
+
+// Issue 12.9: the unit cut config/alibaba.yaml's 240 s grace at 150 s, and passed a
+// --state-dir the example configs did not name (report --config read another directory).
+TEST(SystemdUnit, EveryShippedConfigFitsTheStopTimeoutAndNamesTheStateDir) {
+  const std::string unit = Unit();
+  const auto at = unit.find("\nTimeoutStopSec=");
+  ASSERT_NE(at, std::string::npos);
+  const auto timeout = ParseDuration(unit.substr(at + 16, unit.find('\n', at + 1) - at - 16));
+  ASSERT_TRUE(timeout);
+  EXPECT_EQ(unit.find("--state-dir"), std::string::npos) << "the job file's telemetry.state_dir is the one";
+  int count = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(SPOTVISOR_SOURCE_DIR) / "config")) {
+    if (e.path().extension() != ".yaml") continue;
+    ++count;
+    auto job = config::LoadJobFile(e.path());
+    ASSERT_TRUE(job) << job.error().message;
+    EXPECT_LE(job->signals.grace + job->signals.kill_timeout + std::chrono::seconds(30), *timeout) << e.path();
+    EXPECT_EQ(job->telemetry.state_dir, "/var/lib/spotvisor/" + job->job.name) << e.path();
+  }
+  EXPECT_GE(count, 5);
 }
 
 TEST(SystemdUnit, SystemdAnalyzeVerifyAcceptsIt) {
