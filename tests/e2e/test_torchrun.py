@@ -13,6 +13,7 @@ signals.target is left at its default, auto, which picks the workers for torchru
                                             restarts it, spotvisor sees one attempt
   (f) TorchrunRestarts.test_notice_with_... --max_restarts=3 and a notice: the workers save and
                                             exit 143, torchrun does not restart them, drained
+                                            (spelled `python3 -m torch.distributed.run`)
 (g), the exact resume under plain torchrun, is test_exact_resume.Torchrun.
 
 Run: SPOTVISOR_BINARY=build/spotvisor /usr/bin/python3 -m unittest -v tests.e2e.test_torchrun
@@ -27,16 +28,18 @@ import unittest
 from pathlib import Path
 from typing import Dict, List
 
-from tests.e2e.support import (DIST_WORKER, E2ECase, NeedsTorchrun, TORCH_TRAINER, TORCHRUN, deadline, events,
-                               pid_alive, read_attempts, read_state, write_job)
+from tests.e2e.support import (DIST_WORKER, E2ECase, NeedsTorchrun, PYTHON, TORCH_TRAINER, TORCHRUN, deadline,
+                               events, pid_alive, read_attempts, read_state, write_job)
 
 
 class TorchrunCase(NeedsTorchrun, E2ECase):
     """torchrun with two workers as the supervised command."""
 
-    def worker_job(self, *worker_args: str, torchrun_args=(), **kw) -> Path:
-        """A job running tests/e2e/dist_worker.py under torchrun."""
-        command = [*TORCHRUN, *torchrun_args, str(DIST_WORKER), "--ckpt-dir", "{checkpoint_dir}",
+    def worker_job(self, *worker_args: str, torchrun_args=(), module: bool = False, **kw) -> Path:
+        """A job running tests/e2e/dist_worker.py under torchrun (`module`: as
+        `python3 -m torch.distributed.run`, the other spelling users type)."""
+        launcher = [PYTHON, "-m", "torch.distributed.run", *TORCHRUN[1:]] if module else TORCHRUN
+        command = [*launcher, *torchrun_args, str(DIST_WORKER), "--ckpt-dir", "{checkpoint_dir}",
                    "--pid-dir", str(self.dir / "pids"), *worker_args]
         return write_job(self.dir / "job.yaml", name=f"e2e-{self._testMethodName}", command=command,
                          resume_args=[], pattern="ckpt_step{step}", result_file=None, **kw)
@@ -53,10 +56,10 @@ class TorchrunCase(NeedsTorchrun, E2ECase):
             time.sleep(0.1)
         return self.worker_pids()
 
-    def assert_started_with_workers_target(self, sv) -> Dict[str, str]:
+    def assert_started_with_workers_target(self, sv, why: str = "torchrun is a launcher") -> Dict[str, str]:
         started = sv.wait_event("trainer_started", 60)
         self.assertEqual(started["signal_target"], "workers", started)
-        self.assertIn("torchrun is a launcher", started["signal_target_why"], started)
+        self.assertIn(why, started["signal_target_why"], started)
         return started
 
     def good_checkpoints(self) -> List[str]:
@@ -198,10 +201,11 @@ class TorchrunRestarts(TorchrunCase):
     def test_notice_with_max_restarts_drains_and_torchrun_restarts_nothing(self):
         # (f) Workers exit 143 after their save: torchrun would restart them (3 left) if it could.
         mock = self.mock("aws")
-        job = self.worker_job("--stop-exit", "143", torchrun_args=["--max_restarts=3"], provider="aws",
+        # Spelled `python3 -m torch.distributed.run`: the same launcher to auto.
+        job = self.worker_job("--stop-exit", "143", torchrun_args=["--max_restarts=3"], module=True, provider="aws",
                               endpoint=mock.url, poll_interval="200ms")
         sv = self.supervise(job, "run")
-        self.assert_started_with_workers_target(sv)
+        self.assert_started_with_workers_target(sv, "auto: torchrun is a launcher (python3 -m torch.distributed.run)")
         self.wait_workers(2)
         sv.wait_for(r"\[worker\] start step=0 .*rank=1", 120)
         mock.preempt()
