@@ -27,7 +27,7 @@ void AddDrillCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<DrillFlags>();
   CLI::App* cmd = app.add_subcommand(
       "drill", "Run the job uninterrupted and with injected interruptions; prove exact resume");
-  cmd->footer("Exit: 0 identical, 1 differ (or a run failed), 64 usage, 78 configuration error.");
+  cmd->footer("Exit: 0 identical, 1 differ or inconclusive (or a run failed), 64 usage, 78 configuration error.");
   cmd->add_option("-c,--config", flags->job.config_file, "The job file (YAML)")->required();
   cmd->add_option("--interruptions", flags->interruptions, "How many interruptions to inject")
       ->check(CLI::Range(1, 100));
@@ -70,7 +70,7 @@ void AddDrillCommand(CLI::App& app, int& exit_code) {
       return;
     }
     std::fputs(drill::FormatReport(*report).c_str(), stdout);
-    exit_code = report->identical ? exit_code::kDone : exit_code::kFailed;
+    exit_code = report->identical && report->conclusive() ? exit_code::kDone : exit_code::kFailed;
   });
 }
 

@@ -84,6 +84,8 @@ Status ApplyOverrides(const JobOptions& o, config::JobConfig& job) {
   }
   if (o.log_level) job.telemetry.log_level = *o.log_level;
   if (o.metrics_listen) job.telemetry.metrics.listen = *o.metrics_listen;
+  if (o.no_mirror) job.checkpoints.mirror = config::MirrorSection{};
+  if (o.no_hooks) job.hooks = config::HooksSection{};
   if (o.heartbeat_file) job.health.heartbeat_file = FromCwd(*o.heartbeat_file);
   if (o.hang_timeout) {
     auto d = ParseDuration(*o.hang_timeout);
@@ -132,6 +134,8 @@ void AddJobOptions(CLI::App& app, JobOptions& o, bool with_command) {
   app.add_option("--log-level", o.log_level, "telemetry.log_level: debug | info | warning | error | critical")
       ->check(CLI::IsMember({"debug", "info", "warning", "error", "critical"}));
   app.add_option("--metrics-listen", o.metrics_listen, "telemetry.metrics.listen, e.g. 127.0.0.1:9187");
+  app.add_flag("--no-mirror", o.no_mirror, "checkpoints.mirror off: no restore from it, no upload (rehearsals)");
+  app.add_flag("--no-hooks", o.no_hooks, "hooks off: none of them runs (rehearsals)");
   if (with_command) app.add_option("command", o.command, "The training command, after --")->allow_extra_args();
 }
 

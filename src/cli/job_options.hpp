@@ -19,6 +19,7 @@ struct JobOptions {
   std::optional<std::string> provider, endpoint, poll_interval, validate;
   std::optional<std::string> log_format, log_level, metrics_listen, heartbeat_file, hang_timeout;
   std::optional<int> max_restarts, keep;
+  bool no_mirror = false, no_hooks = false;      // rehearsals (drill): leave the mirror and hooks alone
   std::vector<std::string> resume_args, env;     // repeatable
   std::vector<std::string> command;              // after --
 };

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -38,7 +39,10 @@ struct Lane {
 pid_t StartSupervisor(const DrillOptions& o, const Lane& lane, const std::vector<std::string>& extra) {
   std::vector<std::string> args{o.spotvisor.string(), "run"};
   args.insert(args.end(), o.run_args.begin(), o.run_args.end());
-  args.insert(args.end(), {"--checkpoint-dir", lane.ckpt().string(), "--state-dir", lane.state().string()});
+  // A rehearsal: its own dirs, and neither the job's mirror (a restore would resume from the
+  // real run, an upload would overwrite it) nor its hooks (an on_finish may power off).
+  args.insert(args.end(), {"--checkpoint-dir", lane.ckpt().string(), "--state-dir", lane.state().string(),
+                           "--no-mirror", "--no-hooks"});
   if (o.has_result_file) args.insert(args.end(), {"--result-file", lane.result().string()});
   args.insert(args.end(), extra.begin(), extra.end());
   std::vector<char*> argv;
@@ -57,11 +61,14 @@ pid_t StartSupervisor(const DrillOptions& o, const Lane& lane, const std::vector
   return pid;
 }
 
-// The supervisor's exit code once it has exited, nullopt while it runs.
+// The supervisor's exit code once it has exited, nullopt while it runs. Remembered: a
+// supervisor is reaped once, but asked again (a job that ended before an interruption).
 std::optional<int> Exited(pid_t pid) {
+  static std::map<pid_t, int> reaped;  // the drill's own thread only
+  if (auto it = reaped.find(pid); it != reaped.end()) return it->second;
   int status = 0;
   if (waitpid(pid, &status, WNOHANG) != pid) return std::nullopt;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return reaped[pid] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 std::optional<int> WaitExited(pid_t pid, std::chrono::milliseconds timeout) {
@@ -171,7 +178,11 @@ Result<DrillReport> RunDrill(const DrillOptions& o) {
     Injected inj{attempt, state::UnixMillisNow(), ""};
     if (o.kind == InterruptionKind::kKill) {
       const auto child = ReadState(interrupted).child;
-      if (child) kill(child->pid, SIGKILL);
+      if (child) {
+        kill(child->pid, SIGKILL);
+      } else {
+        inj.note = "no trainer ran to kill";
+      }
       std::printf("drill: SIGKILL to the trainer (attempt %d)\n", attempt);
     } else {
       if (o.kind == InterruptionKind::kNotice) {
@@ -209,6 +220,9 @@ Result<DrillReport> RunDrill(const DrillOptions& o) {
   }
   report.interrupted_seconds = Seconds(Clock::now() - run_start);
 
+  report.asked = o.interruptions;
+  for (const auto& inj : injected) report.landed += inj.attempt > 0 && inj.note.empty() ? 1 : 0;
+
   // 3. What each interruption cost, from the journal.
   auto journal = state::Journal::Open(interrupted.state());
   const auto attempts = journal ? journal->ReadAttempts() : std::vector<state::AttemptRecord>{};
@@ -243,7 +257,7 @@ Result<DrillReport> RunDrill(const DrillOptions& o) {
                                      : CompareNewestCheckpoints(reference.ckpt(), interrupted.ckpt(), o.pattern);
   report.identical = cmp.identical;
   report.comparison = cmp.explanation;
-  if (report.identical && !o.keep_scratch && !o.scratch) {
+  if (report.identical && report.conclusive() && !o.keep_scratch && !o.scratch) {
     std::error_code ec;
     std::filesystem::remove_all(report.scratch, ec);
   }
@@ -252,7 +266,10 @@ Result<DrillReport> RunDrill(const DrillOptions& o) {
 
 std::string FormatReport(const DrillReport& r) {
   auto opt = [](const auto& v) { return v ? std::to_string(*v) : std::string("?"); };
-  std::string out = "\n| # | interruption | step reached (≈) | resumed from step | steps lost (≈) | time to resume |\n"
+  std::string out =
+      "\nscratch runs: their own checkpoint dir, state dir and result file; the job's mirror is not used (no restore, "
+      "no upload) and no hook runs\n"
+      "\n| # | interruption | step reached (≈) | resumed from step | steps lost (≈) | time to resume |\n"
                     "|---|---|---|---|---|---|\n";
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
     const auto& row = r.rows[i];
@@ -268,6 +285,12 @@ std::string FormatReport(const DrillReport& r) {
   out += times;
   out += r.comparison + "\n";
   if (!r.identical || std::filesystem::exists(r.scratch)) out += "scratch: " + r.scratch.string() + "\n";
+  if (!r.conclusive()) {
+    out += std::to_string(r.landed) + " of " + std::to_string(r.asked) +
+           " interruptions landed: the comparison proves nothing about resuming (fewer --interruptions, or a "
+           "longer job)\ninconclusive\n";
+    return out;
+  }
   out += r.identical ? "identical\n" : "differ\n";
   return out;
 }

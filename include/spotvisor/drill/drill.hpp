@@ -43,6 +43,9 @@ struct InterruptionRow {
 struct DrillReport {
   std::vector<InterruptionRow> rows;
   bool identical = false;
+  int landed = 0;           // interruptions that really interrupted a running trainer
+  int asked = 0;            // interruptions asked for
+  bool conclusive() const { return landed == asked; }  // else the comparison proves nothing
   std::string comparison;   // what was compared, and where they differ
   double reference_seconds = 0;
   double interrupted_seconds = 0;
@@ -53,7 +56,9 @@ struct DrillReport {
 // Runs both jobs. An Error when a run itself failed (it names the run and its log).
 Result<DrillReport> RunDrill(const DrillOptions& options);
 
-// The verdict table for people; its last line is `identical` or `differ`.
+// The verdict table for people; its last line is `identical`, `differ` or `inconclusive`
+// (an interruption did not land). The scratch runs never touch the job's mirror, never run
+// its hooks (`run --no-mirror --no-hooks`), and the table says so.
 std::string FormatReport(const DrillReport& report);
 
 }  // namespace spotvisor::drill
