@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "child_environment.hpp"
+#include "journal_counters.hpp"
 #include "trainer_signals.hpp"
 #include "spotvisor/cli/app.hpp"
 #include "spotvisor/config/loader.hpp"
@@ -89,7 +90,9 @@ class Driver::Impl final : public RunControl {
     // collector): a write must fail with EPIPE, not kill the supervisor and so the trainer.
     // Not a handler, only a disposition; the child starts with SIG_DFL for every signal.
     std::signal(SIGPIPE, SIG_IGN);
-    fsm_.emplace(job_, RestoreCounters(journal_->state()), static_cast<std::uint64_t>(getpid()) * 7919u);
+    fsm_.emplace(job_,
+                 RestoreCounters(journal_->state(), journal_->ReadAttempts(), state::UnixMillisNow(), steady_clock::now()),
+                 static_cast<std::uint64_t>(getpid()) * 7919u);
     Log(LogLevel::kInfo, "event=supervisor_started pid=" + std::to_string(getpid()) +
                              " state_dir=" + Quote(job_.telemetry.state_dir.string()) +
                              " attempts_so_far=" + std::to_string(fsm_->counters().attempts));
@@ -126,31 +129,6 @@ class Driver::Impl final : public RunControl {
 
  private:
   // ---- start-up ----
-  Counters RestoreCounters(const state::PersistedState& s) {
-    Counters c;
-    c.attempts = s.attempts;
-    c.failures = s.failures;
-    c.hangs = s.hangs;
-    c.preemptions = s.preemptions;
-    c.consecutive_failures = s.consecutive_failures;
-    c.no_progress_streak = s.no_progress_streak;
-    c.last_resume_step = s.last_resume_step;
-    const auto now_ms = state::UnixMillisNow();
-    const auto now = steady_clock::now();
-    for (auto ms : s.recent_failures_ms) c.recent_failures.push_back(now - std::chrono::milliseconds(now_ms - ms));
-    // state.json is replaced atomically at every change but fsynced only at exit;
-    // attempts.jsonl is fsynced line by line. After a power cut the journal may know
-    // attempts the state file lost: they count, so a crash never hands a budget back.
-    for (const auto& r : journal_->ReadAttempts()) {
-      if (r.attempt <= s.attempts) continue;
-      c.attempts = std::max(c.attempts, r.attempt);
-      if (r.outcome == "failed" || r.outcome == "spawn-failed") ++c.failures, ++c.consecutive_failures;
-      if (r.outcome == "hang") ++c.hangs;
-      if (r.outcome == "preempted") ++c.preemptions;
-    }
-    return c;
-  }
-
   // A child of a SIGKILLed supervisor died with it (PDEATHSIG), but its group may live on.
   bool StopLeftovers() {
     const auto& child = journal_->state().child;
@@ -522,24 +500,11 @@ class Driver::Impl final : public RunControl {
 
   void SaveState(bool force = false) {
     if (!journal_ || !fsm_) return;
-    const Counters& c = fsm_->counters();
     state::PersistedState s = persisted_;
     s.job = job_.job.name;
-    s.attempts = c.attempts;
-    s.failures = c.failures;
-    s.hangs = c.hangs;
-    s.preemptions = c.preemptions;
-    s.consecutive_failures = c.consecutive_failures;
-    s.no_progress_streak = c.no_progress_streak;
-    s.last_resume_step = c.last_resume_step;
-    const auto now_ms = state::UnixMillisNow();
-    const auto now = steady_clock::now();
-    s.recent_failures_ms.clear();
-    for (auto t : c.recent_failures) {
-      s.recent_failures_ms.push_back(now_ms - std::chrono::duration_cast<std::chrono::milliseconds>(now - t).count());
-    }
+    StoreCounters(fsm_->counters(), state::UnixMillisNow(), steady_clock::now(), s);
     s.phase = PhaseName(fsm_->phase());
-    if (!force && SameAs(s, journal_->state())) return;
+    if (!force && SameForTheJournal(s, journal_->state())) return;
     // Mid-run saves are atomic but not fsynced (attempts.jsonl is the durable record and a
     // power cut leaves no process to find); the last one is durable.
     const std::size_t held = journal_->unwritten_attempts();
@@ -552,22 +517,6 @@ class Driver::Impl final : public RunControl {
       Log(LogLevel::kInfo, "event=state_writable_again dir=" + Quote(job_.telemetry.state_dir.string()) +
                                " attempts_appended=" + std::to_string(held));
     }
-  }
-
-  static bool SameAs(const state::PersistedState& a, const state::PersistedState& b) {
-    const auto child_key = [](const state::PersistedState& s) {
-      return s.child ? std::to_string(s.child->pid) + ":" + std::to_string(s.child->start_ticks) : std::string();
-    };
-    return a.attempts == b.attempts && a.failures == b.failures && a.hangs == b.hangs &&
-           a.preemptions == b.preemptions && a.consecutive_failures == b.consecutive_failures &&
-           a.no_progress_streak == b.no_progress_streak && a.last_resume_step == b.last_resume_step &&
-           (a.phase == b.phase || !Persistent(a.phase)) && child_key(a) == child_key(b) &&
-           a.last_exit_message == b.last_exit_message;
-  }
-
-  // Phases worth a write of their own: a restarted supervisor (or a drill) reads them.
-  static bool Persistent(const std::string& phase) {
-    return phase == "running" || phase == "drained" || phase == "finished";
   }
 
   // Said once per change of condition; supervision goes on without a journal.

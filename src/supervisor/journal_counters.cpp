@@ -1,0 +1,61 @@
+// The Fsm's counters to and from the journal; see journal_counters.hpp.
+#include "journal_counters.hpp"
+
+#include <algorithm>
+
+namespace spotvisor::supervisor {
+namespace {
+
+// Phases worth a write of their own: a restarted supervisor (or a drill) reads them.
+bool Persistent(const std::string& phase) { return phase == "running" || phase == "drained" || phase == "finished"; }
+
+std::string ChildKey(const state::PersistedState& s) {
+  return s.child ? std::to_string(s.child->pid) + ":" + std::to_string(s.child->start_ticks) : std::string();
+}
+
+}  // namespace
+
+Counters RestoreCounters(const state::PersistedState& s, const std::vector<state::AttemptRecord>& attempts,
+                         std::int64_t now_ms, TimePoint now) {
+  Counters c;
+  c.attempts = s.attempts;
+  c.failures = s.failures;
+  c.hangs = s.hangs;
+  c.preemptions = s.preemptions;
+  c.consecutive_failures = s.consecutive_failures;
+  c.no_progress_streak = s.no_progress_streak;
+  c.last_resume_step = s.last_resume_step;
+  for (auto ms : s.recent_failures_ms) c.recent_failures.push_back(now - std::chrono::milliseconds(now_ms - ms));
+  for (const auto& r : attempts) {
+    if (r.attempt <= s.attempts) continue;
+    c.attempts = std::max(c.attempts, r.attempt);
+    if (r.outcome == "failed" || r.outcome == "spawn-failed") ++c.failures, ++c.consecutive_failures;
+    if (r.outcome == "hang") ++c.hangs;
+    if (r.outcome == "preempted") ++c.preemptions;
+  }
+  return c;
+}
+
+void StoreCounters(const Counters& c, std::int64_t now_ms, TimePoint now, state::PersistedState& s) {
+  s.attempts = c.attempts;
+  s.failures = c.failures;
+  s.hangs = c.hangs;
+  s.preemptions = c.preemptions;
+  s.consecutive_failures = c.consecutive_failures;
+  s.no_progress_streak = c.no_progress_streak;
+  s.last_resume_step = c.last_resume_step;
+  s.recent_failures_ms.clear();
+  for (auto t : c.recent_failures) {
+    s.recent_failures_ms.push_back(now_ms - std::chrono::duration_cast<std::chrono::milliseconds>(now - t).count());
+  }
+}
+
+bool SameForTheJournal(const state::PersistedState& a, const state::PersistedState& b) {
+  return a.attempts == b.attempts && a.failures == b.failures && a.hangs == b.hangs &&
+         a.preemptions == b.preemptions && a.consecutive_failures == b.consecutive_failures &&
+         a.no_progress_streak == b.no_progress_streak && a.last_resume_step == b.last_resume_step &&
+         (a.phase == b.phase || !Persistent(a.phase)) && ChildKey(a) == ChildKey(b) &&
+         a.last_exit_message == b.last_exit_message;
+}
+
+}  // namespace spotvisor::supervisor
