@@ -120,13 +120,14 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1:
-        dist.init_process_group("gloo")
-    rank = dist.get_rank() if world > 1 else 0
-
-    torch.manual_seed(args.seed)            # the same initial weights on every rank
-    model = make_model(nn)
-    train_model = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    # gloo's threads start here; shielded, they never take a signal meant for this thread.
+    with signals.shielded():
+        if world > 1:
+            dist.init_process_group("gloo")
+        rank = dist.get_rank() if world > 1 else 0
+        torch.manual_seed(args.seed)            # the same initial weights on every rank
+        model = make_model(nn)
+        train_model = nn.parallel.DistributedDataParallel(model) if world > 1 else model
     # Per-rank streams for dropout, noise and loss scaling.
     torch.manual_seed(args.seed + 1 + rank)
     np.random.seed(args.seed + 1 + rank)

@@ -185,12 +185,40 @@ class SignalFlags:
         for signum in (self.notice_signal, self.checkpoint_signal):
             if signum is not None and signum not in self._previous:
                 self._previous[signum] = signal.signal(signum, self._handle)
+                # The handler only sets a flag: restart system calls it interrupts. The
+                # kernel may run it on any thread, and a gloo/NCCL I/O thread whose read()
+                # fails with EINTR in the middle of a collective can leave the ranks hung.
+                signal.siginterrupt(signum, False)
         return self
 
     def uninstall(self) -> None:
         for signum, previous in self._previous.items():
             signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
         self._previous.clear()
+
+    def shielded(self):
+        """Context manager: the signals are blocked in this thread meanwhile, and threads
+        started inside (gloo's and NCCL's I/O threads, from `init_process_group` and the DDP
+        constructor) keep them blocked for good; on leaving, a signal that came meanwhile is
+        handled. A signal that lands on such a thread interrupts its socket calls (EINTR),
+        which fails or hangs the collective, so wrap the process-group set-up:
+
+            with signals.shielded():
+                dist.init_process_group("gloo")
+                model = DistributedDataParallel(model)
+        """
+        import contextlib
+
+        mask = {s for s in (self.notice_signal, self.checkpoint_signal) if s is not None}
+
+        @contextlib.contextmanager
+        def block():
+            previous = signal.pthread_sigmask(signal.SIG_BLOCK, mask)
+            try:
+                yield self
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        return block()
 
     def __enter__(self) -> "SignalFlags":
         return self

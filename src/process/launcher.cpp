@@ -89,6 +89,17 @@ std::optional<Launcher> RecognizeLauncher(const std::vector<std::string>& argv) 
   return std::nullopt;
 }
 
+bool CatchesSignal(pid_t pid, int signo) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("SigCgt:", 0) != 0) continue;
+    const unsigned long long mask = std::stoull(line.substr(7), nullptr, 16);
+    return signo >= 1 && signo <= 64 && ((mask >> (signo - 1)) & 1ULL) != 0;
+  }
+  return false;
+}
+
 std::vector<std::string> CommandLine(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
   const std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -402,13 +402,16 @@ class Driver::Impl final : public RunControl {
 
   void Perform(const SignalAction& a) {
     if (!trainer_signals_) return;
-    const std::size_t reached = trainer_signals_->Send(a.signo, a.to);
+    const std::size_t reached = trainer_signals_->Send(a.signo, a.to, a.only_to_handlers);
     const char* none = a.to == config::SignalTarget::kWorkers ? " result=\"the launcher has no worker now\""
                                                               : " result=\"no such process\"";
     Log(reached > 0 ? LogLevel::kInfo : LogLevel::kWarning,
         "event=signal_sent signal=" + config::SignalName(a.signo) + " target=" + config::ToString(a.to) +
             " pid=" + std::to_string(child_pid_) + " processes=" + std::to_string(reached) +
             (a.to == config::SignalTarget::kWorkers ? " workers=" + trainer_signals_->LastPids() : "") +
+            (trainer_signals_->LastSkipped() > 0
+                 ? " skipped=" + std::to_string(trainer_signals_->LastSkipped()) + " skipped_why=\"no handler for it yet (still starting)\""
+                 : "") +
             (reached > 0 ? "" : none));
     if (reached > 0) {
       for (auto& o : observers_) o->OnSignalSent(a.signo, a.to);

@@ -317,7 +317,7 @@ std::vector<Action> Fsm::OnCheckpointRequested(const CheckpointRequestedEvent& e
   }
   return {Note(LogLevel::kInfo, "event=checkpoint_requested detail=\"" + e.detail + "\" signal=" +
                                    config::SignalName(job_.signals.checkpoint)),
-          SignalAction{job_.signals.checkpoint, job_.signals.Recipients()}};
+          SignalAction{job_.signals.checkpoint, job_.signals.Recipients(), /*only_to_handlers=*/true}};
 }
 
 std::vector<Action> Fsm::OnNoticeCleared(TimePoint) {

@@ -8,15 +8,20 @@
 
 namespace spotvisor::supervisor {
 
-std::size_t TrainerSignals::Send(int signo, config::SignalTarget to) {
+std::size_t TrainerSignals::Send(int signo, config::SignalTarget to, bool only_to_handlers) {
   last_.clear();
+  skipped_ = 0;
   switch (to) {
     case config::SignalTarget::kMain:
       if (process::SignalProcess(leader_, signo)) last_.push_back(leader_);
       break;
     case config::SignalTarget::kWorkers:
       for (pid_t pid : process::FindWorkers(leader_).workers) {
-        if (process::SignalProcess(pid, signo)) last_.push_back(pid);
+        if (only_to_handlers && !process::CatchesSignal(pid, signo)) {
+          ++skipped_;
+        } else if (process::SignalProcess(pid, signo)) {
+          last_.push_back(pid);
+        }
       }
       break;
     case config::SignalTarget::kAuto:  // resolved by config::Finalize; the group is the safe reading

@@ -19,8 +19,9 @@ class TrainerSignals {
   // `leader`: the trainer's main pid, also its process group id.
   explicit TrainerSignals(pid_t leader) : leader_(leader) {}
 
-  // Sends `signo` to `to` (never kAuto); how many processes it reached.
-  std::size_t Send(int signo, config::SignalTarget to);
+  // Sends `signo` to `to` (never kAuto); how many processes it reached. With
+  // `only_to_handlers`, workers that do not catch `signo` yet are skipped.
+  std::size_t Send(int signo, config::SignalTarget to, bool only_to_handlers = false);
   // SIGKILL to the whole group; how many processes were in it.
   std::size_t KillGroup();
   // SIGSTOP to the launcher and the launchers under it; how many were paused.
@@ -31,11 +32,14 @@ class TrainerSignals {
   bool WorkersGone() const;
   // The pids the last Send reached, "123,124" (for the log).
   std::string LastPids() const;
+  // Workers the last Send left out because they had no handler for the signal yet.
+  std::size_t LastSkipped() const { return skipped_; }
 
  private:
   pid_t leader_;               // main pid and pgid
   std::vector<pid_t> held_;    // launchers paused by HoldLaunchers
   std::vector<pid_t> last_;    // reached by the last Send
+  std::size_t skipped_ = 0;    // workers the last Send left out (no handler yet)
 };
 
 }  // namespace spotvisor::supervisor

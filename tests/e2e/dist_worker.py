@@ -43,7 +43,8 @@ def main() -> int:
     import torch
     import torch.distributed as dist
 
-    dist.init_process_group("gloo")
+    with signals.shielded():                    # gloo's threads never take our signals
+        dist.init_process_group("gloo")
     rank = dist.get_rank()
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     pid_dir = Path(args.pid_dir)

@@ -33,6 +33,10 @@ struct LauncherTree {
 // compiler) are not listed: the worker owns them. Empty when `root` is gone.
 LauncherTree FindWorkers(pid_t root);
 
+// True when `pid` has a handler for `signo` (/proc/<pid>/status SigCgt): a worker that is
+// still starting (Python not yet past its imports) would die of a "checkpoint now".
+bool CatchesSignal(pid_t pid, int signo);
+
 // The command line of `pid` (/proc/<pid>/cmdline), empty when it is gone or a kernel thread.
 std::vector<std::string> CommandLine(pid_t pid);
 

@@ -83,6 +83,7 @@ struct SpawnAction {
 struct SignalAction {
   int signo = 0;
   config::SignalTarget to = config::SignalTarget::kGroup;  // kGroup, kMain or kWorkers (never kAuto)
+  bool only_to_handlers = false;  // "checkpoint now": never to a worker without a handler (it would die)
 };
 // Pause (SIGSTOP) the launcher and the launchers under it while its workers stop: a paused
 // launcher can neither restart them (torchrun --max_restarts) nor kill them on its own
