@@ -54,6 +54,26 @@ std::optional<std::uint64_t> StartTicks(pid_t pid) {
   return s->start_ticks;
 }
 
+namespace {
+std::string FirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+}  // namespace
+
+std::string DescribeProcess(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid);
+  const auto stat = ReadProcStat(pid);
+  if (!stat) return std::to_string(pid) + " gone";
+  std::string out = std::to_string(pid) + " " + FirstLine(dir + "/comm") + " " + stat->state;
+  // wchan reads "0" where the kernel hides it, and nothing for a running process.
+  const std::string wchan = FirstLine(dir + "/wchan");
+  if (!wchan.empty() && wchan != "0") out += " " + wchan;
+  return out;
+}
+
 std::string BootId() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   std::string id;

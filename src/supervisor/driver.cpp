@@ -448,8 +448,10 @@ class Driver::Impl final : public RunControl {
   void Perform(const KillGroupAction&) {
     if (!trainer_signals_) return;
     const std::size_t n = trainer_signals_->KillGroup();
+    // What each process was doing when it would not stop: the first clue to a hung save.
     Log(LogLevel::kWarning, "event=signal_sent signal=SIGKILL target=group pid=" + std::to_string(child_pid_) +
-                                " processes=" + std::to_string(n));
+                                " processes=" + std::to_string(n) +
+                                (n > 0 ? " states=" + Quote(trainer_signals_->KilledStates()) : ""));
   }
 
   void Perform(const ArmTimerAction& a) {

@@ -36,6 +36,8 @@ std::size_t TrainerSignals::Send(int signo, config::SignalTarget to, bool only_t
 
 std::size_t TrainerSignals::KillGroup() {
   const auto members = process::GroupMembers(leader_);
+  killed_.clear();
+  for (pid_t pid : members) killed_ += (killed_.empty() ? "" : ", ") + process::DescribeProcess(pid);
   process::SignalGroup(leader_, SIGKILL);
   held_.clear();
   return members.size();

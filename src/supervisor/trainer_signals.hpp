@@ -22,8 +22,11 @@ class TrainerSignals {
   // Sends `signo` to `to` (never kAuto); how many processes it reached. With
   // `only_to_handlers`, workers that do not catch `signo` yet are skipped.
   std::size_t Send(int signo, config::SignalTarget to, bool only_to_handlers = false);
-  // SIGKILL to the whole group; how many processes were in it.
+  // SIGKILL to the whole group; how many processes were in it. What each was doing just
+  // before is in KilledStates().
   std::size_t KillGroup();
+  // "1234 python S futex_wait_queue, 1240 torchrun T do_signal_stop" (for the log).
+  const std::string& KilledStates() const { return killed_; }
   // SIGSTOP to the launcher and the launchers under it; how many were paused.
   std::size_t HoldLaunchers();
   // `signo`, then SIGCONT, to every launcher held; how many there were.
@@ -40,6 +43,7 @@ class TrainerSignals {
   std::vector<pid_t> held_;    // launchers paused by HoldLaunchers
   std::vector<pid_t> last_;    // reached by the last Send
   std::size_t skipped_ = 0;    // workers the last Send left out (no handler yet)
+  std::string killed_;         // the group's members as KillGroup found them
 };
 
 }  // namespace spotvisor::supervisor

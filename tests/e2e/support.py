@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -130,7 +131,8 @@ def write_job(path: Path, *, name: str, command: Sequence[str], resume_args: Seq
         f"  command: {j(list(map(str, command)))}",
         f"  resume_args: {j(list(resume_args))}",
         "  workdir: .",
-        f"  env: {j({'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1'})}",
+        # faulthandler: a worker sent SIGABRT prints every thread's stack (see worker_stacks).
+        f"  env: {j({'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1', 'PYTHONFAULTHANDLER': '1'})}",
         "  success_exit_codes: [0]",
     ]
     if result_file:
@@ -259,6 +261,22 @@ class Supervisor:
 
     def tail(self, lines: int = 60) -> str:
         return "\n".join(self.text().splitlines()[-lines:])
+
+    def worker_stacks(self) -> str:
+        """Where the workers of the last `target=workers` signal are: each is sent SIGABRT,
+        on which faulthandler (on in every job) prints all its threads' Python stacks to
+        its stderr, which is the log. Returns the log's tail after; for a failure message
+        about a save that never came."""
+        sent = [e for e in events(self.text(), "signal_sent") if e.get("target") == "workers" and e.get("workers")]
+        if not sent:
+            return self.tail()
+        for pid in sent[-1]["workers"].split(","):
+            try:
+                os.kill(int(pid), signal.SIGABRT)
+            except (ProcessLookupError, ValueError):
+                pass
+        time.sleep(3)
+        return self.tail(200)
 
     def wait_for(self, pattern: str, timeout: float = 120, *, after: int = 0,
                  flags: int = re.MULTILINE) -> "re.Match[str]":

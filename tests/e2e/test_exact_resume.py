@@ -280,12 +280,17 @@ class Torchrun(NeedsTorchrun, ExampleCase):
 
     def test_torchrun_preempted_and_resumed(self):
         mock = self.mock("aws")
-        job = self.job(torchrun=True, provider="aws", endpoint=mock.url, poll_interval="200ms")
+        # A grace window longer than the wait below: workers that never save are still alive
+        # when it runs out, to say where they are.
+        job = self.job(torchrun=True, provider="aws", endpoint=mock.url, poll_interval="200ms", grace="100s")
         sv = self.supervise(job, "run1")
         sv.wait_for(r"\[trainer\] saved step=10 reason=periodic", 240)
         sv.wait_for(r"(?:^|:)step=1[3-9] ", 60)
         mock.preempt()
-        saved = sv.wait_for(r"\[trainer\] saved step=(\d+) reason=stop path=(\S+)", 90)
+        try:
+            saved = sv.wait_for(r"\[trainer\] saved step=(\d+) reason=stop path=(\S+)", 90)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n\nthe workers' stacks:\n{sv.worker_stacks()}") from None
         step, path = int(saved.group(1)), saved.group(2)
         self.assertLess(step, 40)
         self.assertRegex(sv.wait_for(r"\[trainer\] stopping step=\d+(.*)$", 30).group(1), r"notice=\S+ provider=aws")

@@ -51,6 +51,14 @@ TEST(LauncherTree, NestedLaunchersAreWalkedThroughAndWorkersChildrenLeftOut) {
 
   // A stopped launcher is still walked; its exited workers (zombies, unreaped) are gone.
   ASSERT_EQ(kill(tree.launchers.back(), SIGSTOP), 0);
+  // What a process is doing, as the log says it when a group would not stop: "pid comm T ...".
+  const std::string held_prefix = std::to_string(tree.launchers.back()) + " bash T";
+  std::string held;
+  for (int i = 0; i < 500 && held.rfind(held_prefix, 0) != 0; ++i) {
+    held = DescribeProcess(tree.launchers.back());
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(held.rfind(held_prefix, 0), 0u) << held;
   for (pid_t p : tree.workers) {
     if (CommandLine(p).at(0) == "sleep" && CommandLine(p).at(1) == "61") kill(p, SIGKILL);
   }
@@ -68,6 +76,7 @@ TEST(LauncherTree, NestedLaunchersAreWalkedThroughAndWorkersChildrenLeftOut) {
   waitpid(root, nullptr, 0);
   EXPECT_TRUE(FindWorkers(root).workers.empty());
   EXPECT_TRUE(FindWorkers(root).launchers.empty());
+  EXPECT_EQ(DescribeProcess(root), std::to_string(root) + " gone");
 }
 
 }  // namespace

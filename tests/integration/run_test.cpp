@@ -155,7 +155,13 @@ TEST(Run, IgnoredSigtermIsFollowedBySigkillAfterGrace) {
   EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
   EXPECT_GE(std::chrono::steady_clock::now() - start, 290ms);
   EXPECT_FALSE(ProcessAlive(child));
-  EXPECT_NE(ReadFile(dir / "out.txt").find("event=grace_expired"), std::string::npos);
+  const std::string out = ReadFile(dir / "out.txt");
+  EXPECT_NE(out.find("event=grace_expired"), std::string::npos) << out;
+  // The SIGKILL line says what the trainer was doing: pid, command name, state (sleeping).
+  EXPECT_NE(out.find("signal=SIGKILL target=group pid=" + std::to_string(child) + " processes=1 states=\"" +
+                     std::to_string(child) + " spotvisor_child S"),
+            std::string::npos)
+      << out;
 }
 
 // A notice (here from `provider.kind: file`, a real watcher polling a real file) caps the

@@ -43,6 +43,10 @@ bool GroupExists(pid_t pgid);
 // The live (non-zombie) processes of the group, from /proc.
 std::vector<pid_t> GroupMembers(pid_t pgid);
 
+// What `pid` is doing, for a log line: "1234 python S futex_wait_queue" (pid, command
+// name, state, and the kernel function it waits in where /proc shows it); "1234 gone".
+std::string DescribeProcess(pid_t pid);
+
 // The start time of `pid` in clock ticks since boot; nullopt when it does not exist.
 std::optional<std::uint64_t> StartTicks(pid_t pid);
 
