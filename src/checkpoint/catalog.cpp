@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "framework_layout.hpp"
 #include "spotvisor/checkpoint/atomic_link.hpp"
 #include "spotvisor/util/atomic_file.hpp"
 #include "spotvisor/checkpoint/hash_pool.hpp"
@@ -46,6 +47,12 @@ Result<CacheKey> KeyOf(const fs::path& path, bool& is_directory) {
     if (S_ISREG(sub.st_mode)) key.size += static_cast<std::uint64_t>(sub.st_size);
   }
   if (ec) return Error{path.string() + ": cannot list (" + ec.message() + ")"};
+  // A framework's commit marker beside the directory (DeepSpeed's `latest`) is part of
+  // its verdict: a rewrite after the directory's files changes the key.
+  for (const char* marker : kMarkersBeside) {
+    struct stat m {};
+    if (::stat((path.parent_path() / marker).c_str(), &m) == 0) key.mtime_ns = std::max(key.mtime_ns, MtimeNs(m));
+  }
   return key;
 }
 

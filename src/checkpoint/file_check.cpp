@@ -11,6 +11,7 @@
 
 #include "spotvisor/checkpoint/byte_source.hpp"
 #include "spotvisor/checkpoint/safetensors_check.hpp"
+#include "spotvisor/checkpoint/torch_pickles.hpp"
 #include "spotvisor/checkpoint/zip_archive.hpp"
 
 namespace spotvisor::checkpoint {
@@ -178,9 +179,9 @@ FileCheck CheckFile(const fs::path& file, const FileCheckOptions& o) {
       out.note = "safetensors has no checksum: data bits are not verified";
       break;
     }
-    case FileFormat::kTorchLegacy:  // the magic matched; nothing else can be checked
-      if (full_bytes) out.status = ReadEverything(*src, o.pool);
-      out.note = "legacy torch pickle: structure only (no index or checksum)";
+    case FileFormat::kTorchLegacy:
+      out.status = CheckTorchLegacy(*src, full_bytes, o.pool);
+      out.note = "legacy torch pickle has no checksum: data bits are not verified";
       break;
     case FileFormat::kJson: out.status = CheckJson(*src); break;
     case FileFormat::kPickle:

@@ -1,19 +1,16 @@
 // Checkpoint verdicts; see validator.hpp. Order matters for the reason users read: the
-// commit (marker, .metadata, commit_success.txt) first, then the manifest, then each file.
+// marker, the manifest, the framework layout (framework_layout.hpp), then each file.
 #include "spotvisor/checkpoint/validator.hpp"
 
 #include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "framework_layout.hpp"
 #include "spotvisor/checkpoint/file_check.hpp"
 #include "spotvisor/checkpoint/manifest.hpp"
-#include "spotvisor/checkpoint/safetensors_check.hpp"
 
 namespace spotvisor::checkpoint {
 namespace {
@@ -25,10 +22,7 @@ constexpr std::size_t kMaxFiles = 1'000'000;
 
 Verdict Bad(std::string reason, std::string format = "") { return {false, std::move(reason), std::move(format)}; }
 
-struct Item {
-  std::string rel;   // '/'-separated, relative to the checkpoint
-  fs::path path;     // what to open (a symlink's target when it stays inside)
-};
+using Item = CheckpointFile;
 
 bool Inside(const fs::path& canonical_target, const fs::path& canonical_root) {
   auto rel = canonical_target.lexically_relative(canonical_root);
@@ -89,19 +83,6 @@ std::string Base(const std::string& rel) {
   return slash == std::string::npos ? rel : rel.substr(slash + 1);
 }
 
-std::optional<nlohmann::json> ReadJson(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  if (text.size() > (64u << 20) || JsonNestingDepth(text) > 256) return std::nullopt;
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception&) {
-    return std::nullopt;
-  }
-}
-
 Status CheckManifest(const fs::path& path, bool is_dir, const ValidatorOptions& o, bool& present) {
   const fs::path mpath = ManifestPathFor(path, is_dir);
   std::error_code ec;
@@ -117,65 +98,6 @@ Status CheckManifest(const fs::path& path, bool is_dir, const ValidatorOptions& 
   return VerifyManifest(*manifest, path, is_dir, {o.level == ValidateLevel::kFull, o.for_seal}, o.pool);
 }
 
-// The commit rule of the framework whose files are present; empty when none applies.
-struct Commit {
-  std::string by;      // what commits it: ".metadata", "commit_success.txt", ...
-  std::string kind;    // "dcp", "orbax", "hf", ""
-};
-
-Result<Commit> CheckFrameworkCommit(const fs::path& dir, const std::vector<Item>& items, const ValidatorOptions& o) {
-  std::set<std::string> names;
-  std::set<std::string> shard_dirs;
-  for (const auto& i : items) {
-    names.insert(i.rel);
-    if (i.rel.size() > 7 && i.rel.ends_with(".distcp")) shard_dirs.insert(Parent(i.rel));
-  }
-  if (o.format == "dcp") shard_dirs.insert("");
-  Commit c;
-  for (const auto& d : shard_dirs) {
-    const std::string meta = d.empty() ? ".metadata" : d + "/.metadata";
-    if (!names.count(meta)) {
-      return Error{dir.string() + ": missing DCP commit marker '" + meta + "'" +
-                   (names.count(meta + ".tmp") ? " (only .metadata.tmp: the save did not finish)" : "")};
-    }
-    if (d.empty()) c = {".metadata", "dcp"};
-  }
-  const bool orbax = names.count("_CHECKPOINT_METADATA") || names.count("commit_success.txt") || o.format == "orbax";
-  if (orbax) {
-    bool committed = names.count("commit_success.txt") > 0;
-    if (!committed && names.count("_CHECKPOINT_METADATA")) {
-      auto meta = ReadJson(dir / "_CHECKPOINT_METADATA");
-      committed = meta && meta->is_object() && meta->contains("commit_timestamp_nsecs") &&
-                  !(*meta)["commit_timestamp_nsecs"].is_null();
-    }
-    if (!committed) return Error{dir.string() + ": missing Orbax commit marker 'commit_success.txt'"};
-    c = {"commit_success.txt", "orbax"};
-  }
-  if (names.count("trainer_state.json") || o.format == "hf") {
-    if (!names.count("trainer_state.json")) {
-      return Error{dir.string() + ": missing trainer_state.json (the Hugging Face Trainer writes it last)"};
-    }
-    auto state = ReadJson(dir / "trainer_state.json");
-    if (!state || !state->is_object()) return Error{(dir / "trainer_state.json").string() + ": not a JSON object"};
-    if (c.kind.empty()) c.kind = "hf";
-  }
-  for (const auto& i : items) {  // sharded safetensors: every shard named in the index exists
-    if (!i.rel.ends_with(".safetensors.index.json")) continue;
-    auto index = ReadJson(i.path);
-    if (!index || !index->is_object() || !index->contains("weight_map") || !(*index)["weight_map"].is_object()) {
-      return Error{i.path.string() + ": safetensors index has no weight_map object"};
-    }
-    for (const auto& [tensor, shard] : (*index)["weight_map"].items()) {
-      if (!shard.is_string()) return Error{i.path.string() + ": tensor '" + tensor + "' has no shard file name"};
-      const std::string file = shard.get<std::string>();
-      if (!names.count(Parent(i.rel).empty() ? file : Parent(i.rel) + "/" + file)) {
-        return Error{i.path.string() + ": tensor '" + tensor + "' is in shard '" + file + "', which is missing"};
-      }
-    }
-  }
-  return c;
-}
-
 Verdict ValidateDirectory(const fs::path& dir, const ValidatorOptions& o) {
   auto items = Walk(dir, o.root);
   if (!items) return Bad(items.error().message);
@@ -183,15 +105,20 @@ Verdict ValidateDirectory(const fs::path& dir, const ValidatorOptions& o) {
   if (!o.marker.empty() && !fs::exists(dir / o.marker)) {
     return Bad(dir.string() + ": missing commit marker '" + o.marker + "'");
   }
-  auto commit = CheckFrameworkCommit(dir, *items, o);
-  if (!commit) return Bad(commit.error().message);
   bool has_manifest = false;
   if (auto st = CheckManifest(dir, true, o, has_manifest); !st) return Bad(st.error().message, "manifest");
+  auto commit = CheckLayout(dir, *items, o, has_manifest);
+  if (!commit) return Bad(commit.error().message);
   std::map<std::string, int> counts;
   std::set<std::string> notes;
   int payload = 0;
   for (const auto& i : *items) {
     if (Base(i.rel) == kManifestName && Parent(i.rel).empty()) continue;
+    if (commit->checked.count(i.rel)) {  // a DCP shard, checked item by item against .metadata
+      ++counts[i.rel.ends_with(".distcp") ? "dcp shard" : "dcp metadata"];
+      if (i.rel.ends_with(".distcp")) ++payload;
+      continue;
+    }
     FileCheckOptions fo{o.level, !has_manifest || o.for_seal, "", o.pool};
     const FileCheck fc = CheckFile(i.path, fo);
     if (!fc.status) return Bad(fc.status.error().message, std::string(FormatName(fc.format)));
@@ -222,7 +149,7 @@ Verdict ValidateDirectory(const fs::path& dir, const ValidatorOptions& o) {
 }
 
 Verdict ValidateFile(const fs::path& file, const ValidatorOptions& o) {
-  if (o.format == "dcp" || o.format == "hf" || o.format == "orbax") {
+  if (o.format == "dcp" || o.format == "hf" || o.format == "orbax" || o.format == "deepspeed" || o.format == "megatron") {
     return Bad(file.string() + ": checkpoints.format " + o.format + " expects a directory, this is a file");
   }
   std::error_code ec;

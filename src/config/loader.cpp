@@ -273,7 +273,8 @@ class Reader {
          }},
         {"format", [&](const YAML::Node& n, const std::string& k) {
            v.format = Enum<std::string>(n, k, {{"auto", "auto"}, {"torch", "torch"}, {"safetensors", "safetensors"},
-               {"dcp", "dcp"}, {"hf", "hf"}, {"orbax", "orbax"}, {"any", "any"}});
+               {"dcp", "dcp"}, {"hf", "hf"}, {"deepspeed", "deepspeed"},
+               {"megatron", "megatron"}, {"orbax", "orbax"}, {"any", "any"}});
          }},
         {"marker", [&](const YAML::Node& n, const std::string& k) { v.marker = String(n, k); }},
         {"keep", [&](const YAML::Node& n, const std::string& k) { v.keep = Int(n, k, 0, 1000000); }},

@@ -25,10 +25,14 @@ using spotvisor::testing::TempDir;
 using spotvisor::testing::WriteFile;
 
 // Writes fixtures with real torch: two torch.save files of a model + Adam state, a legacy
-// (pre-1.6 format) file, and torch.save archives written to a stream, concatenated as DCP
-// does (`archive/` prefix), with a pickled .metadata.
+// (pre-1.6 format) file, and a DCP checkpoint torch's own writer made (one file: its
+// BYTE_IO item, then one torch.save archive per tensor; .metadata).
 constexpr const char* kFixtureScript = R"PY(
-import io, os, pickle, sys, torch
+import os, sys
+sys.path.insert(0, os.path.join(sys.argv[2], "tests", "python"))
+import dcp_shim
+import torch
+from torch.distributed._shard.checkpoint import FileSystemWriter, save_state_dict
 out = sys.argv[1]
 torch.manual_seed(0)
 m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
@@ -38,12 +42,8 @@ state = {"model": m.state_dict(), "optimizer": opt.state_dict(), "step": 7}
 torch.save(state, os.path.join(out, "model.pt"))
 torch.save(opt.state_dict(), os.path.join(out, "optimizer.pt"))
 torch.save(state, os.path.join(out, "legacy.pt"), _use_new_zipfile_serialization=False)
-shard = io.BytesIO()
-shard.write(b"byte-io-item")
-for t in (torch.randn(32, 32), torch.arange(100)):
-    torch.save(t, shard)
-open(os.path.join(out, "__0_0.distcp"), "wb").write(shard.getvalue())
-open(os.path.join(out, ".metadata"), "wb").write(pickle.dumps({"storage_data": {"w": ("__0_0.distcp", 12)}}, protocol=2))
+save_state_dict({"w": torch.randn(32, 32), "ids": torch.arange(100), "step": 7},
+                FileSystemWriter(os.path.join(out, "dcp"), single_file_per_rank=True), no_dist=True)
 )PY";
 
 class CheckpointCatalog : public ::testing::Test {
@@ -52,7 +52,8 @@ class CheckpointCatalog : public ::testing::Test {
     if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) return;
     fixtures_ = new TempDir();
     WriteFile(*fixtures_ / "make.py", kFixtureScript);
-    const std::string cmd = "/usr/bin/python3 " + (*fixtures_ / "make.py").string() + " " + fixtures_->path().string();
+    const std::string cmd = "/usr/bin/python3 " + (*fixtures_ / "make.py").string() + " " + fixtures_->path().string() +
+                            " " + SPOTVISOR_SOURCE_DIR;
     ASSERT_EQ(std::system(cmd.c_str()), 0) << "fixture script failed";
   }
   static void TearDownTestSuite() {
@@ -98,14 +99,15 @@ class CheckpointCatalog : public ::testing::Test {
     fs::copy_file(Fixture("optimizer.pt"), d / "optimizer.pt");
     fs::copy_file(Fixture("optimizer.pt"), d / "rng_state.pth");
     WriteFile(d / "config.json", R"({"model_type": "test"})");
-    WriteFile(d / "trainer_state.json", R"({"global_step": 10, "log_history": []})");
+    const std::string step = name.substr(name.rfind('-') + 1);  // checkpoint-N holds the state of step N
+    WriteFile(d / "trainer_state.json", R"({"global_step": )" + step + R"(, "log_history": []})");
     return d;
   }
   fs::path MakeDcp(const std::string& name) {
     const fs::path d = dir_ / name;
     fs::create_directories(d);
-    fs::copy_file(Fixture("__0_0.distcp"), d / "__0_0.distcp");
-    fs::copy_file(Fixture(".metadata"), d / ".metadata");
+    fs::copy_file(Fixture("dcp/__0_0.distcp"), d / "__0_0.distcp");
+    fs::copy_file(Fixture("dcp/.metadata"), d / ".metadata");
     return d;
   }
   Result<Catalog> MakeCatalog(const std::string& pattern, bool quarantine = true, int keep = 0) {
@@ -140,7 +142,7 @@ TEST_F(CheckpointCatalog, RealTorchFilesAreGood) {
   fs::copy_file(Fixture("legacy.pt"), dir_ / "step_2.pt");
   const Verdict legacy = Validate(dir_ / "step_2.pt");
   EXPECT_TRUE(legacy.good) << legacy.reason;
-  EXPECT_NE(legacy.reason.find("structure only"), std::string::npos) << legacy.reason;
+  EXPECT_NE(legacy.reason.find("legacy torch pickle has no checksum"), std::string::npos) << legacy.reason;
 }
 
 TEST_F(CheckpointCatalog, TruncatedAtSeveralOffsets) {
@@ -219,18 +221,21 @@ TEST_F(CheckpointCatalog, HuggingFaceAndDcpDirectories) {
   WriteFile(hf / "trainer_state.json", "{\"global_step\": 1");
   EXPECT_BAD(Validate(hf), "trainer_state.json: not a JSON object");
   fs::remove(hf / "trainer_state.json");
-  EXPECT_BAD(Validate(hf, "hf"), "missing trainer_state.json");
+  EXPECT_BAD(Validate(hf, "hf"), "Hugging Face Trainer checkpoint without trainer_state.json");
   const auto dcp = MakeDcp("checkpoint-11");
   const Verdict d = Validate(dcp);
   EXPECT_TRUE(d.good) << d.reason;
   EXPECT_EQ(d.format, "dcp");
-  std::string shard = ReadFile(dcp / "__0_0.distcp");
-  shard[200] ^= 0x01;  // inside the first tensor archive's data
-  WriteFile(dcp / "__0_0.distcp", shard);
-  EXPECT_BAD(Validate(dcp), "__0_0.distcp: entry 'archive/");
-  EXPECT_BAD(Validate(dcp), "CRC-32 mismatch");
-  WriteFile(dcp / "__0_0.distcp", ReadFile(Fixture("__0_0.distcp")).substr(0, 3000));
-  EXPECT_BAD(Validate(dcp), "a DCP shard must end with a complete torch.save archive");
+  const std::string good_shard = ReadFile(Fixture("dcp/__0_0.distcp"));
+  for (std::size_t at : {std::size_t{200}, std::size_t{1500}}) {  // in the BYTE_IO item's archive; in w's data
+    std::string shard = good_shard;
+    shard[at] ^= 0x01;
+    WriteFile(dcp / "__0_0.distcp", shard);
+    EXPECT_BAD(Validate(dcp), "__0_0.distcp: entry 'archive/");
+    if (at == 1500) EXPECT_BAD(Validate(dcp), "CRC-32 mismatch");
+  }
+  WriteFile(dcp / "__0_0.distcp", good_shard.substr(0, 3000));
+  EXPECT_BAD(Validate(dcp), "as .metadata records it) runs past the end of the shard at 3000 (truncated)");
 }
 
 TEST_F(CheckpointCatalog, ManifestMismatchAndTraversal) {

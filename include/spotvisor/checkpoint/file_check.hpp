@@ -1,5 +1,5 @@
 // One file of a checkpoint, checked by its own format: torch.save ZIP (local headers,
-// central directory, CRC-32 of every entry), legacy torch pickle (structure only), safetensors
+// central directory, CRC-32 of every entry), legacy torch pickle (every pickle and every storage it names), safetensors
 // header, DCP shard (ZIP archives back to back), JSON, pickle. Formats are detected from
 // the name and the first bytes, or forced. Pure over the file; any thread.
 #pragma once
