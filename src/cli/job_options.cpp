@@ -84,6 +84,8 @@ Status ApplyOverrides(const JobOptions& o, config::JobConfig& job) {
   }
   if (o.log_level) job.telemetry.log_level = *o.log_level;
   if (o.metrics_listen) job.telemetry.metrics.listen = *o.metrics_listen;
+  if (o.no_metrics) job.telemetry.metrics.listen.clear();
+  if (o.report_path) job.telemetry.report_path = FromCwd(*o.report_path);
   if (o.no_mirror) job.checkpoints.mirror = config::MirrorSection{};
   if (o.no_hooks) job.hooks = config::HooksSection{};
   if (o.heartbeat_file) job.health.heartbeat_file = FromCwd(*o.heartbeat_file);
@@ -134,8 +136,10 @@ void AddJobOptions(CLI::App& app, JobOptions& o, bool with_command) {
   app.add_option("--log-level", o.log_level, "telemetry.log_level: debug | info | warning | error | critical")
       ->check(CLI::IsMember({"debug", "info", "warning", "error", "critical"}));
   app.add_option("--metrics-listen", o.metrics_listen, "telemetry.metrics.listen, e.g. 127.0.0.1:9187");
+  app.add_option("--report-path", o.report_path, "telemetry.report_path, e.g. ./report.md");
   app.add_flag("--no-mirror", o.no_mirror, "checkpoints.mirror off: no restore from it, no upload (rehearsals)");
   app.add_flag("--no-hooks", o.no_hooks, "hooks off: none of them runs (rehearsals)");
+  app.add_flag("--no-metrics", o.no_metrics, "telemetry.metrics off: no port is opened (rehearsals)");
   if (with_command) app.add_option("command", o.command, "The training command, after --")->allow_extra_args();
 }
 

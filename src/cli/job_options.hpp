@@ -17,9 +17,9 @@ struct JobOptions {
   std::optional<std::string> name, workdir, checkpoint_dir, pattern, state_dir, result_file;
   std::optional<std::string> grace, on_notice, checkpoint_signal, target;
   std::optional<std::string> provider, endpoint, poll_interval, validate;
-  std::optional<std::string> log_format, log_level, metrics_listen, heartbeat_file, hang_timeout;
+  std::optional<std::string> log_format, log_level, metrics_listen, report_path, heartbeat_file, hang_timeout;
   std::optional<int> max_restarts, keep;
-  bool no_mirror = false, no_hooks = false;      // rehearsals (drill): leave the mirror and hooks alone
+  bool no_mirror = false, no_hooks = false, no_metrics = false;  // rehearsals (drill): leave the mirror, hooks, port alone
   std::vector<std::string> resume_args, env;     // repeatable
   std::vector<std::string> command;              // after --
 };

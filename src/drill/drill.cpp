@@ -16,7 +16,7 @@
 #include <random>
 #include <thread>
 
-#include "drill_compare.hpp"
+#include "spotvisor/drill/drill_compare.hpp"
 #include "spotvisor/checkpoint/name_pattern.hpp"
 #include "spotvisor/mock/mock_server_thread.hpp"
 #include "spotvisor/state/journal.hpp"
@@ -39,10 +39,12 @@ struct Lane {
 pid_t StartSupervisor(const DrillOptions& o, const Lane& lane, const std::vector<std::string>& extra) {
   std::vector<std::string> args{o.spotvisor.string(), "run"};
   args.insert(args.end(), o.run_args.begin(), o.run_args.end());
-  // A rehearsal: its own dirs, and neither the job's mirror (a restore would resume from the
-  // real run, an upload would overwrite it) nor its hooks (an on_finish may power off).
+  // A rehearsal: its own dirs and report, and neither the job's mirror (a restore would
+  // resume from the real run, an upload would overwrite it), its hooks (an on_finish may
+  // power off) nor its metrics port (the real run, or the other lane, holds it).
   args.insert(args.end(), {"--checkpoint-dir", lane.ckpt().string(), "--state-dir", lane.state().string(),
-                           "--no-mirror", "--no-hooks"});
+                           "--report-path", (lane.root / "report.md").string(), "--no-metrics", "--no-mirror",
+                           "--no-hooks"});
   if (o.has_result_file) args.insert(args.end(), {"--result-file", lane.result().string()});
   args.insert(args.end(), extra.begin(), extra.end());
   std::vector<char*> argv;
@@ -267,8 +269,8 @@ Result<DrillReport> RunDrill(const DrillOptions& o) {
 std::string FormatReport(const DrillReport& r) {
   auto opt = [](const auto& v) { return v ? std::to_string(*v) : std::string("?"); };
   std::string out =
-      "\nscratch runs: their own checkpoint dir, state dir and result file; the job's mirror is not used (no restore, "
-      "no upload) and no hook runs\n"
+      "\nscratch runs: their own checkpoint dir, state dir, report and result file; the job's mirror is not used (no "
+      "restore, no upload), no hook runs, and no metrics port is opened\n"
       "\n| # | interruption | step reached (≈) | resumed from step | steps lost (≈) | time to resume |\n"
                     "|---|---|---|---|---|---|\n";
   for (std::size_t i = 0; i < r.rows.size(); ++i) {

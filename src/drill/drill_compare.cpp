@@ -1,9 +1,11 @@
 // Result and checkpoint comparison for drills; see drill_compare.hpp.
-#include "drill_compare.hpp"
+#include "spotvisor/drill/drill_compare.hpp"
 
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -38,45 +40,84 @@ std::optional<std::filesystem::path> Newest(const std::filesystem::path& dir, co
   return best->second;
 }
 
-// Tensor payloads of one checkpoint file, by a stable name: torch.save `<p>/data/<n>`
-// entries (prefix dropped), or a safetensors data section. Empty when not a tensor file.
-std::map<std::string, std::string> Payloads(const std::filesystem::path& file, const std::string& rel) {
-  std::map<std::string, std::string> out;
+// Where one tensor payload lies: a torch.save `<p>/data/<n>` entry, a safetensors data
+// section, a DCP shard's leading BYTE_IO bytes.
+struct Payload {
+  std::filesystem::path file;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+};
+using Payloads = std::map<std::string, Payload>;
+
+void AddZipEntries(const checkpoint::ZipArchive& zip, const std::filesystem::path& file, const std::string& name,
+                   Payloads& out) {
+  for (const auto& e : zip.entries) {
+    const auto at = e.name.find("/data/");
+    if (at != std::string::npos) out[name + ":" + e.name.substr(at + 1)] = {file, e.data_offset, e.size};
+  }
+}
+
+// The payloads of one checkpoint file, by a stable name; none when not a tensor file. A DCP
+// shard holds one archive per tensor back to back: each is walked, named by its place.
+void AddPayloads(const std::filesystem::path& file, const std::string& rel, Payloads& out) {
   auto src = checkpoint::FileSource::Open(file);
-  if (!src) return out;
-  auto read = [&](std::uint64_t off, std::uint64_t len) {
-    std::string bytes(len, '\0');
-    if (!src->ReadAt(off, std::span<std::byte>(reinterpret_cast<std::byte*>(bytes.data()), len))) bytes.clear();
-    return bytes;
-  };
-  if (auto zip = checkpoint::ReadZipIndex(*src, src->size(), true)) {
-    if (checkpoint::CheckZipLayout(*src, *zip)) {
-      for (const auto& e : zip->entries) {
-        const auto at = e.name.find("/data/");
-        if (at != std::string::npos) out[rel + ":" + e.name.substr(at + 1)] = read(e.data_offset, e.size);
-      }
+  if (!src) return;
+  if (file.extension() == ".distcp") {
+    std::vector<checkpoint::ZipArchive> archives;
+    std::uint64_t end = src->size();
+    while (end > 0) {
+      auto zip = checkpoint::ReadZipIndex(*src, end, false);
+      if (!zip || !checkpoint::CheckZipLayout(*src, *zip) || zip->start >= end) break;
+      end = zip->start;
+      archives.push_back(std::move(*zip));
     }
-    return out;
+    std::reverse(archives.begin(), archives.end());
+    for (std::size_t i = 0; i < archives.size(); ++i) AddZipEntries(archives[i], file, rel + ":" + std::to_string(i), out);
+    if (end > 0) out[rel + ":bytes"] = {file, 0, end};
+    return;
+  }
+  if (auto zip = checkpoint::ReadZipIndex(*src, src->size(), true)) {
+    if (checkpoint::CheckZipLayout(*src, *zip)) AddZipEntries(*zip, file, rel, out);
+    return;
   }
   if (file.extension() == ".safetensors" && src->size() >= 8) {
-    const std::string head = read(0, 8);
+    std::array<std::byte, 8> head{};
+    if (!src->ReadAt(0, head)) return;
     std::uint64_t n = 0;
-    for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(head[i]);
-    if (8 + n <= src->size()) out[rel + ":data"] = read(8 + n, src->size() - 8 - n);
+    for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<std::uint64_t>(head[static_cast<std::size_t>(i)]);
+    if (n <= src->size() - 8) out[rel + ":data"] = {file, 8 + n, src->size() - 8 - n};
+  }
+}
+
+Payloads CheckpointPayloads(const std::filesystem::path& ckpt) {
+  Payloads out;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(ckpt, ec)) {
+    AddPayloads(ckpt, ckpt.filename().string(), out);
+    return out;
+  }
+  for (const auto& e : std::filesystem::recursive_directory_iterator(ckpt, ec)) {
+    if (e.is_regular_file()) AddPayloads(e.path(), std::filesystem::relative(e.path(), ckpt).string(), out);
   }
   return out;
 }
 
-std::map<std::string, std::string> CheckpointPayloads(const std::filesystem::path& ckpt) {
-  std::map<std::string, std::string> out;
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(ckpt, ec)) return Payloads(ckpt, ckpt.filename().string());
-  for (const auto& e : std::filesystem::recursive_directory_iterator(ckpt, ec)) {
-    if (!e.is_regular_file()) continue;
-    auto part = Payloads(e.path(), std::filesystem::relative(e.path(), ckpt).string());
-    out.insert(part.begin(), part.end());
+// Whether two payloads hold the same bytes, read 1 MiB at a time from each.
+bool SameBytes(const Payload& a, const Payload& b) {
+  if (a.length != b.length) return false;
+  auto fa = checkpoint::FileSource::Open(a.file);
+  auto fb = checkpoint::FileSource::Open(b.file);
+  if (!fa || !fb) return false;
+  constexpr std::uint64_t kBlock = 1 << 20;
+  std::vector<std::byte> x(static_cast<std::size_t>(std::min(kBlock, a.length)));
+  std::vector<std::byte> y(x.size());
+  for (std::uint64_t done = 0; done < a.length;) {
+    const auto n = static_cast<std::size_t>(std::min(kBlock, a.length - done));
+    if (!fa->ReadAt(a.offset + done, {x.data(), n}) || !fb->ReadAt(b.offset + done, {y.data(), n})) return false;
+    if (std::memcmp(x.data(), y.data(), n) != 0) return false;
+    done += n;
   }
-  return out;
+  return true;
 }
 
 }  // namespace
@@ -100,10 +141,10 @@ Comparison CompareNewestCheckpoints(const std::filesystem::path& dir_a, const st
   }
   const auto pa = CheckpointPayloads(*a), pb = CheckpointPayloads(*b);
   if (pa.empty()) return {false, "no tensor payloads found in " + a->string() + " (set job.result_file)"};
-  for (const auto& [name, bytes] : pa) {
+  for (const auto& [name, where] : pa) {
     const auto it = pb.find(name);
     if (it == pb.end()) return {false, "tensor payload " + name + " is missing from the interrupted run's " + b->string()};
-    if (it->second != bytes) return {false, "tensor payload " + name + " differs in " + b->filename().string()};
+    if (!SameBytes(where, it->second)) return {false, "tensor payload " + name + " differs in " + b->filename().string()};
   }
   if (pb.size() != pa.size()) return {false, "the interrupted run's checkpoint has extra tensor payloads"};
   return {true, "tensor payloads of " + a->filename().string() + " are identical (" + std::to_string(pa.size()) +

@@ -1,7 +1,8 @@
-// Private to src/drill/: how a drill decides "identical" — the job's result files byte for
-// byte, or, without one, the tensor payloads of the newest checkpoints (torch.save data
-// entries, safetensors data sections; pickled metadata may legitimately differ) — and the
-// pace figures of the verdict table. Pure reads of the scratch dirs.
+// How a drill decides "identical" — the job's result files byte for byte, or, without one,
+// the tensor payloads of the newest checkpoints (torch.save data entries, those of every
+// archive in a DCP shard, safetensors data sections; pickled metadata may legitimately
+// differ), compared a block at a time (memory stays flat whatever the checkpoint's size) —
+// and the pace figures of the verdict table. Pure reads of the scratch dirs.
 #pragma once
 
 #include <cstdint>
