@@ -54,12 +54,13 @@ bool LooksSecret(std::string name) {
 
 std::string OptPath(const std::optional<std::filesystem::path>& p) { return p ? p->string() : ""; }
 
-// Unset values print as null (`~`), which reads back as "not set".
-void OrNull(YAML::Emitter& y, const std::string& value) {
+// An optional value: the key and its value, or, when not set, a comment naming it (a key
+// with no value, `~`, is an error when read back: it never silently means the default).
+void Optional(YAML::Emitter& y, const char* key, const char* full_key, const std::string& value) {
   if (value.empty()) {
-    y << YAML::Null;
+    y << YAML::Newline << YAML::Comment(std::string(full_key) + ": not set");
   } else {
-    y << value;
+    y << YAML::Key << key << YAML::Value << value;
   }
 }
 
@@ -83,11 +84,11 @@ void CostOut(YAML::Emitter& y, const CostValue& v) {
 }
 
 void EmitCost(YAML::Emitter& y, const CostSection& c) {
-  y << YAML::Key << "cost" << YAML::Value;
-  if (!c.configured) {  // reads back as "no cost section"
-    y << YAML::Null;
+  if (!c.configured) {
+    y << YAML::Newline << YAML::Comment("cost: not set (no prices: costs are unknown)");
     return;
   }
+  y << YAML::Key << "cost" << YAML::Value;
   y.SetDoublePrecision(15);  // prices print as written (0.08, not 0.080000000000000002)
   y << YAML::BeginMap;
   y << YAML::Key << "currency" << YAML::Value << c.currency;
@@ -146,8 +147,7 @@ std::string ToYaml(const JobConfig& c) {
   for (const auto& [k, v] : c.job.env) y << YAML::Key << k << YAML::Value << (LooksSecret(k) ? "<redacted>" : v);
   y << YAML::EndMap;
   y << YAML::Key << "success_exit_codes" << YAML::Value << YAML::Flow << c.job.success_exit_codes;
-  y << YAML::Key << "result_file" << YAML::Value;
-  OrNull(y, OptPath(c.job.result_file));
+  Optional(y, "result_file", "job.result_file", OptPath(c.job.result_file));
   y << YAML::Key << "labels" << YAML::Value << YAML::BeginMap;
   for (const auto& [k, v] : c.job.labels) y << YAML::Key << k << YAML::Value << v;
   y << YAML::EndMap;
@@ -157,8 +157,7 @@ std::string ToYaml(const JobConfig& c) {
   y << YAML::Key << "provider" << YAML::Value << YAML::BeginMap;
   y << YAML::Key << "kind" << YAML::Value << ToString(p.kind);
   if (p.kind == ProviderKind::kAuto && !p.auto_found.empty()) y << YAML::Comment("found: " + p.auto_found);
-  y << YAML::Key << "endpoint" << YAML::Value;
-  OrNull(y, p.endpoint);
+  Optional(y, "endpoint", "provider.endpoint", p.endpoint);
   y << YAML::Key << "poll_interval" << YAML::Value << FormatDuration(p.poll_interval);
   y << YAML::Key << "request_timeout" << YAML::Value << FormatDuration(p.request_timeout);
   y << YAML::Key << "safety_margin" << YAML::Value << FormatDuration(p.safety_margin);
@@ -172,8 +171,7 @@ std::string ToYaml(const JobConfig& c) {
   y << YAML::Key << "azure_vm_name" << YAML::Value << p.azure_vm_name;
   y << YAML::Key << "azure_event_types" << YAML::Value << YAML::Flow << p.azure_event_types;
   y << YAML::Key << "azure_acknowledge" << YAML::Value << p.azure_acknowledge;
-  y << YAML::Key << "file" << YAML::Value;
-  OrNull(y, p.file.string());
+  Optional(y, "file", "provider.file", p.file.string());
   y << YAML::Key << "dmi_root" << YAML::Value << p.dmi_root.string();
   y << YAML::Key << "resume_after" << YAML::Value << FormatDuration(p.resume_after);
   y << YAML::EndMap;
@@ -192,8 +190,7 @@ std::string ToYaml(const JobConfig& c) {
 
   const auto& k = c.checkpoints;
   y << YAML::Key << "checkpoints" << YAML::Value << YAML::BeginMap;
-  y << YAML::Key << "dir" << YAML::Value;
-  OrNull(y, OptPath(k.dir));
+  Optional(y, "dir", "checkpoints.dir", OptPath(k.dir));
   y << YAML::Key << "pattern" << YAML::Value << k.pattern;
   y << YAML::Key << "validate" << YAML::Value
     << Name(k.validate, {{ValidateLevel::kStructure, "structure"}, {ValidateLevel::kFormat, "format"},
@@ -205,8 +202,7 @@ std::string ToYaml(const JobConfig& c) {
   y << YAML::Key << "latest_link" << YAML::Value << k.latest_link;
   y << YAML::Key << "rewrite_hints" << YAML::Value << k.rewrite_hints;
   y << YAML::Key << "mirror" << YAML::Value << YAML::BeginMap;
-  y << YAML::Key << "path" << YAML::Value;
-  OrNull(y, OptPath(k.mirror.path));
+  Optional(y, "path", "checkpoints.mirror.path", OptPath(k.mirror.path));
   y << YAML::Key << "command" << YAML::Value << YAML::Flow << k.mirror.command;
   y << YAML::Key << "keep" << YAML::Value << k.mirror.keep;
   y << YAML::Key << "restore_command" << YAML::Value << YAML::Flow << k.mirror.restore_command;
@@ -247,8 +243,7 @@ std::string ToYaml(const JobConfig& c) {
   y << YAML::EndMap;
 
   y << YAML::Key << "health" << YAML::Value << YAML::BeginMap;
-  y << YAML::Key << "heartbeat_file" << YAML::Value;
-  OrNull(y, OptPath(c.health.heartbeat_file));
+  Optional(y, "heartbeat_file", "health.heartbeat_file", OptPath(c.health.heartbeat_file));
   y << YAML::Key << "progress_pattern" << YAML::Value << c.health.progress_pattern;
   y << YAML::Key << "hang_timeout" << YAML::Value << FormatDuration(c.health.hang_timeout);
   y << YAML::EndMap;
@@ -258,13 +253,11 @@ std::string ToYaml(const JobConfig& c) {
   y << YAML::Key << "state_dir" << YAML::Value << t.state_dir.string();
   y << YAML::Key << "metrics" << YAML::Value << YAML::BeginMap;
   y << YAML::Key << "listen" << YAML::Value << t.metrics.listen;
-  y << YAML::Key << "token_file" << YAML::Value;
-  OrNull(y, OptPath(t.metrics.token_file));
+  Optional(y, "token_file", "telemetry.metrics.token_file", OptPath(t.metrics.token_file));
   y << YAML::EndMap;
   y << YAML::Key << "log_format" << YAML::Value << (t.log_format == LogFormat::kJson ? "json" : "text");
   y << YAML::Key << "log_level" << YAML::Value << t.log_level;
-  y << YAML::Key << "report_path" << YAML::Value;
-  OrNull(y, OptPath(t.report_path));
+  Optional(y, "report_path", "telemetry.report_path", OptPath(t.report_path));
   y << YAML::Key << "fingerprint_files" << YAML::Value << YAML::Flow << YAML::BeginSeq;
   for (const auto& f : t.fingerprint_files) y << f.string();
   y << YAML::EndSeq;

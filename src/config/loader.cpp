@@ -53,16 +53,20 @@ class Reader {
   [[noreturn]] void Fail(const YAML::Node& n, const std::string& key, const std::string& what) {
     std::string message = Where(n);
     if (!key.empty()) message.append(key).append(": ");
-    throw ConfigError(message.append(what));
+    // `key:` or `key: ~` never quietly means the default: say so.
+    if (n.IsNull()) message.append("has no value (nothing, or ~, after the colon); ").append(what).append(", or remove the line to keep the default");
+    else message.append(what);
+    throw ConfigError(message);
   }
   std::string Where(const YAML::Node& n) const {
-    const int line = n.Mark().line >= 0 ? n.Mark().line + 1 : 0;
+    const int line = n.IsNull() ? value_line_ : n.Mark().line >= 0 ? n.Mark().line + 1 : 0;
     std::string where = origin_;
     if (line > 0) where.append(":").append(std::to_string(line));
     return where.append(": ");
   }
 
   void Map(const YAML::Node& node, const std::string& path, const std::map<std::string, Field>& fields) {
+    if (node.IsNull()) return;  // `section:` with nothing under it: all defaults
     if (!node.IsMap()) Fail(node, path.empty() ? "document" : path, "expected a mapping of keys");
     for (const auto& kv : node) {
       const auto key = kv.first.as<std::string>();
@@ -72,7 +76,8 @@ class Reader {
         Fail(kv.first, "", "unknown key '" + full + "'" + Suggest(key, fields));
       }
       job_.key_lines[full] = kv.first.Mark().line + 1;
-      if (!kv.second.IsNull()) it->second(kv.second, full);
+      value_line_ = kv.first.Mark().line + 1;  // an empty value has no position of its own
+      it->second(kv.second, full);
     }
   }
 
@@ -421,6 +426,7 @@ class Reader {
 
   void ReadCost(const YAML::Node& node, const std::string& p) {
     auto& v = job_.cost;
+    if (node.IsNull()) return;  // `cost:` with nothing under it: no prices
     v.configured = true;
     Map(node, p, {
         {"currency", [&](const YAML::Node& n, const std::string& k) { v.currency = String(n, k); }},
@@ -496,6 +502,7 @@ class Reader {
 
   JobConfig& job_;      // what we fill
   std::string origin_;  // the file name as shown in messages
+  int value_line_ = 0;  // line of the key being read (for a value that has none)
 };
 
 }  // namespace

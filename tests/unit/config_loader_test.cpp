@@ -279,6 +279,44 @@ TEST(ConfigLoader, PrintedConfigRedactsSecretsAndReloads) {
   EXPECT_EQ(again->restart.backoff.multiplier, job->restart.backoff.multiplier);
 }
 
+// `key:` or `key: ~` is an error naming the key's line, never a quiet default; a section
+// with nothing under it is all defaults.
+TEST(ConfigLoader, AKeyWithoutAValueIsAnErrorNotTheDefault) {
+  TempDir dir;
+  for (const char* value : {"", " ~", " null"}) {
+    auto job = Load(dir, std::string("job:\n  command: [\"/bin/true\"]\nsignals:\n  grace:") + value +
+                             "\n  on_notice: SIGTERM\n");
+    ASSERT_FALSE(job) << "grace:" << value;
+    EXPECT_NE(job.error().message.find("job.yaml:4: signals.grace: has no value (nothing, or ~, after the colon); "
+                                       "expected a duration such as 90s, or remove the line to keep the default"),
+              std::string::npos)
+        << job.error().message;
+  }
+  auto dir_unset = Load(dir, "job:\n  command: [\"/bin/true\"]\ncheckpoints:\n  dir: ~\n");
+  ASSERT_FALSE(dir_unset);
+  EXPECT_NE(dir_unset.error().message.find("job.yaml:4: checkpoints.dir: has no value"), std::string::npos);
+  auto sections = Load(dir, "job:\n  command: [\"/bin/true\"]\ncost:\nhooks: ~\n");
+  ASSERT_TRUE(sections) << sections.error().message;
+  EXPECT_FALSE(sections->cost.configured);
+}
+
+// Unset optional values print as comments, so a printed config with all of them unset
+// reads back (it holds no `~`).
+TEST(ConfigLoader, PrintedDefaultsReloadWithUnsetValuesAsComments) {
+  TempDir dir;
+  auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\n");
+  ASSERT_TRUE(job) << job.error().message;
+  const std::string yaml = ToYaml(*job);
+  EXPECT_NE(yaml.find("# job.result_file: not set"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("# cost: not set"), std::string::npos) << yaml;
+  EXPECT_EQ(yaml.find("~"), std::string::npos) << yaml;
+  WriteFile(dir / "again.yaml", yaml);
+  auto again = LoadJobFile(dir / "again.yaml");
+  ASSERT_TRUE(again) << again.error().message << "\n" << yaml;
+  EXPECT_FALSE(again->job.result_file);
+  EXPECT_FALSE(again->cost.configured);
+}
+
 TEST(Units, Durations) {
   EXPECT_EQ(*ParseDuration("250ms"), std::chrono::milliseconds(250));
   EXPECT_EQ(*ParseDuration("90s"), std::chrono::seconds(90));
