@@ -36,6 +36,15 @@ HAS_NUMPY = has_module("numpy")
 HAS_YAML = has_module("yaml")
 
 
+def find_spotvisor() -> Optional[Path]:
+    """The built binary: $SPOTVISOR_BINARY, else <repo>/build/spotvisor; None when neither."""
+    explicit = os.environ.get("SPOTVISOR_BINARY")
+    if explicit:
+        return Path(explicit) if Path(explicit).is_file() else None
+    default = REPO / "build" / "spotvisor"
+    return default if os.access(default, os.X_OK) else None
+
+
 def child_env(extra: Optional[dict] = None) -> dict:
     """The environment for a child: the helper importable, no SPOTVISOR_* leaking in."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPOTVISOR_")}

@@ -3,7 +3,6 @@
 Runs only where a built `spotvisor` binary exists: $SPOTVISOR_BINARY, else
 <repo>/build/spotvisor (the default build directory)."""
 
-import os
 import shutil
 import subprocess
 import sys
@@ -15,15 +14,7 @@ import harness
 from spotvisor_helper import Checkpointer, ManifestError, verify_manifest
 
 
-def find_spotvisor():
-    explicit = os.environ.get("SPOTVISOR_BINARY")
-    if explicit:
-        return Path(explicit) if Path(explicit).is_file() else None
-    default = harness.REPO / "build" / "spotvisor"
-    return default if os.access(default, os.X_OK) else None
-
-
-SPOTVISOR = find_spotvisor()
+SPOTVISOR = harness.find_spotvisor()
 
 
 class Counter:

@@ -26,15 +26,7 @@ from pathlib import Path
 import harness
 
 
-def find_spotvisor():
-    explicit = os.environ.get("SPOTVISOR_BINARY")
-    if explicit:
-        return Path(explicit) if Path(explicit).is_file() else None
-    default = harness.REPO / "build" / "spotvisor"
-    return default if os.access(default, os.X_OK) else None
-
-
-SPOTVISOR = find_spotvisor()
+SPOTVISOR = harness.find_spotvisor()
 
 
 @dataclasses.dataclass
