@@ -3,6 +3,7 @@
 
 #include "spotvisor/checkpoint/name_pattern.hpp"
 #include "spotvisor/config/loader.hpp"
+#include "spotvisor/config/signals.hpp"
 #include "spotvisor/preemption/provider_detect.hpp"
 
 namespace spotvisor::cli {

@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "spotvisor/config/loader.hpp"
+#include "spotvisor/config/signals.hpp"
 
 namespace spotvisor::config {
 

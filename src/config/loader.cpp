@@ -2,6 +2,7 @@
 // keys are errors (a typo must never silently disable a safety feature). Internally a
 // ConfigError exception carries the message to the API boundary, where it becomes an Error.
 #include "spotvisor/config/loader.hpp"
+#include "spotvisor/config/signals.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -21,10 +22,6 @@
 
 namespace spotvisor::config {
 namespace {
-
-// What a hook's argv may use (see hooks/hook_runner.hpp for their values).
-const std::set<std::string> kHookTemplates{"job", "attempt", "checkpoint_dir", "result_file", "checkpoint", "step",
-                                           "state_dir", "report", "exit_code", "hook", "provider", "notice_kind"};
 
 // Reads one YAML document into a JobConfig, remembering where each key was.
 class Reader {

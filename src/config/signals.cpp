@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "spotvisor/config/loader.hpp"
+#include "spotvisor/config/signals.hpp"
 
 namespace spotvisor::config {
 namespace {

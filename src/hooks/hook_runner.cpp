@@ -18,7 +18,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "spotvisor/config/loader.hpp"
+#include "spotvisor/config/signals.hpp"
 #include "spotvisor/process/spawn.hpp"
 #include "spotvisor/telemetry/log.hpp"
 

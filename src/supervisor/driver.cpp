@@ -22,8 +22,7 @@
 #include "child_environment.hpp"
 #include "journal_counters.hpp"
 #include "trainer_signals.hpp"
-#include "spotvisor/cli/app.hpp"
-#include "spotvisor/config/loader.hpp"
+#include "spotvisor/config/signals.hpp"
 #include "spotvisor/process/output_relay.hpp"
 #include "spotvisor/process/process_group.hpp"
 #include "spotvisor/process/spawn.hpp"
@@ -75,16 +74,16 @@ class Driver::Impl final : public RunControl {
     auto lock = state::JobLock::Acquire(job_.telemetry.state_dir, &holder);
     if (!lock) {
       Log(LogLevel::kError, "event=refused reason=" + Quote(lock.error().message));
-      return holder != 0 ? cli::exit_code::kLocked : cli::exit_code::kFailed;
+      return holder != 0 ? Code(ExitCode::kLocked) : Code(ExitCode::kFailed);
     }
     lock_.emplace(std::move(*lock));
     auto journal = state::Journal::Open(job_.telemetry.state_dir);
     if (!journal) {
       Log(LogLevel::kCritical, "event=cannot_start reason=" + Quote(journal.error().message));
-      return cli::exit_code::kFailed;
+      return Code(ExitCode::kFailed);
     }
     journal_.emplace(std::move(*journal));
-    if (!StopLeftovers()) return cli::exit_code::kFailed;
+    if (!StopLeftovers()) return Code(ExitCode::kFailed);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     // Our stdout/stderr may be a pipe whose reader goes away (`| head`, a dead log
     // collector): a write must fail with EPIPE, not kill the supervisor and so the trainer.
@@ -99,7 +98,7 @@ class Driver::Impl final : public RunControl {
     auto watcher = preemption::MakeWatcher(io_, job_.provider);
     if (!watcher) {
       Log(LogLevel::kCritical, "event=cannot_start reason=" + Quote(watcher.error().message));
-      return cli::exit_code::kConfig;
+      return Code(ExitCode::kConfig);
     }
     watcher_ = std::move(*watcher);
     if (watcher_) {
@@ -213,7 +212,7 @@ class Driver::Impl final : public RunControl {
       return;
     }
     if (steady_clock::now() > group_deadline_) {
-      Shutdown(cli::exit_code::kFailed, "processes of the trainer's group " + std::to_string(child_pid_) +
+      Shutdown(Code(ExitCode::kFailed), "processes of the trainer's group " + std::to_string(child_pid_) +
                                             " survive SIGKILL; refusing to start a second trainer");
       return;
     }
@@ -346,7 +345,7 @@ class Driver::Impl final : public RunControl {
 
   void OnSelected(Result<checkpoint::Selection> selection) {
     if (!selection) {
-      Shutdown(cli::exit_code::kFailed, "cannot choose a checkpoint to resume from: " + selection.error().message +
+      Shutdown(Code(ExitCode::kFailed), "cannot choose a checkpoint to resume from: " + selection.error().message +
                                             " (not starting from scratch while checkpoints may exist)");
       return;
     }
@@ -471,10 +470,10 @@ class Driver::Impl final : public RunControl {
     } else {
       current_.exit_code = a.status.code;
     }
-    current_.outcome = a.outcome;
+    current_.outcome = std::string(ToString(a.outcome));
     current_.next = a.next;
-    Log(a.outcome == "done" ? LogLevel::kInfo : LogLevel::kWarning,
-        "event=attempt_ended attempt=" + std::to_string(current_.attempt) + " outcome=" + a.outcome +
+    Log(a.outcome == Outcome::kDone ? LogLevel::kInfo : LogLevel::kWarning,
+        "event=attempt_ended attempt=" + std::to_string(current_.attempt) + " outcome=" + current_.outcome +
             " status=" + Quote(Describe(a.status)) + " next=" + Quote(a.next));
     if (Status s = journal_->AppendAttempt(current_); !s) JournalTrouble(s.error().message);
     for (auto& o : observers_) o->OnAttemptEnded(current_);
@@ -482,14 +481,14 @@ class Driver::Impl final : public RunControl {
 
   void Perform(const LogAction& a) { Log(a.level, a.text); }
 
-  void Perform(const ExitAction& a) { Shutdown(a.code, a.message); }
+  void Perform(const ExitAction& a) { Shutdown(Code(a.code), a.message); }
 
   void Shutdown(int code, const std::string& message) {
     if (finished_) return;
     finished_ = true;
     exit_code_ = code;
     persisted_.last_exit_message = message;
-    const LogLevel level = code == 0 || code == cli::exit_code::kStopped ? LogLevel::kInfo : LogLevel::kError;
+    const LogLevel level = code == 0 || code == Code(ExitCode::kStopped) ? LogLevel::kInfo : LogLevel::kError;
     Log(level, "event=exit code=" + std::to_string(code) + " message=" + Quote(message));
     for (auto& [kind, timer] : timers_) timer.cancel();
     group_poll_.cancel();
@@ -559,7 +558,7 @@ class Driver::Impl final : public RunControl {
   steady_clock::time_point group_deadline_{};             // give up waiting then
   bool journal_trouble_ = false;                          // state dir not writable
   bool finished_ = false;                                 // Exit performed
-  int exit_code_ = cli::exit_code::kFailed;               // what Run returns
+  int exit_code_ = Code(ExitCode::kFailed);               // what Run returns
 };
 
 Driver::Driver(const config::JobConfig& job, std::unique_ptr<checkpoint::ResumeSelector> selector)

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "spotvisor/config/loader.hpp"
+#include "spotvisor/config/signals.hpp"
 
 namespace spotvisor::supervisor {
 namespace {
@@ -88,10 +88,10 @@ std::vector<Action> Fsm::OnStart(TimePoint) {
 std::vector<Action> Fsm::OnResumeSelected(const ResumeSelectedEvent& e, TimePoint now) {
   if (phase_ != Phase::kSelecting) return {};
   if (pending_stop_ == StopReason::kSignal) {
-    return Finish(75, "stopped on request before the trainer started; the job is resumable");
+    return Finish(ExitCode::kStopped, "stopped on request before the trainer started; the job is resumable");
   }
   if (pending_stop_ == StopReason::kBudget) {
-    return Finish(3, "the cost budget is exhausted; the trainer was not started again");
+    return Finish(ExitCode::kBudget, "the cost budget is exhausted; the trainer was not started again");
   }
   if (pending_stop_ == StopReason::kNotice) {
     pending_stop_ = StopReason::kNone;  // consumed: a later clear resumes, and that start is not drained again
@@ -105,7 +105,7 @@ std::vector<Action> Fsm::OnResumeSelected(const ResumeSelectedEvent& e, TimePoin
     counters_.no_progress_streak = advanced ? 0 : counters_.no_progress_streak + 1;
     if (counters_.no_progress_streak >= job_.restart.no_progress_limit) {
       const std::string at = step ? "step " + std::to_string(*step) : "no checkpoint";
-      return Finish(1, "giving up: " + std::to_string(counters_.no_progress_streak) +
+      return Finish(ExitCode::kFailed, "giving up: " + std::to_string(counters_.no_progress_streak) +
                            " restarts in a row without progress (each resumed from " + at +
                            "; restart.no_progress_limit = " +
                            std::to_string(job_.restart.no_progress_limit) + ")");
@@ -124,7 +124,7 @@ std::vector<Action> Fsm::OnResumeSelected(const ResumeSelectedEvent& e, TimePoin
 std::vector<Action> Fsm::OnSpawnFailed(const SpawnFailedEvent& e, TimePoint now) {
   if (phase_ != Phase::kRunning) return {};
   std::vector<Action> actions{Note(LogLevel::kError, "event=spawn_failed error=\"" + e.message + "\"")};
-  auto more = Fail(ExitStatus{127, 0}, "spawn-failed", now);
+  auto more = Fail(ExitStatus{127, 0}, Outcome::kSpawnFailed, now);
   actions.insert(actions.end(), more.begin(), more.end());
   return actions;
 }
@@ -145,43 +145,43 @@ std::vector<Action> Fsm::OnChildExited(const ChildExitedEvent& e, TimePoint now)
   switch (reason) {
     case StopReason::kNone:
       if (IsSuccess(st)) {
-        actions.push_back(AttemptEndedAction{st, "done", "exit 0"});
-        return Finish(0, "the job finished: the trainer exited with " + Describe(st), std::move(actions));
+        actions.push_back(AttemptEndedAction{st, Outcome::kDone, "exit 0"});
+        return Finish(ExitCode::kDone, "the job finished: the trainer exited with " + Describe(st), std::move(actions));
       }
       break;
     case StopReason::kSignal:
-      actions.push_back(AttemptEndedAction{st, "stopped", "exit 75"});
-      return Finish(75, "stopped on request; the trainer ended with " + Describe(st) + "; the job is resumable",
+      actions.push_back(AttemptEndedAction{st, Outcome::kStopped, "exit 75"});
+      return Finish(ExitCode::kStopped, "stopped on request; the trainer ended with " + Describe(st) + "; the job is resumable",
                     std::move(actions));
     case StopReason::kBudget:
-      actions.push_back(AttemptEndedAction{st, "budget", "exit 3"});
-      return Finish(3, "the cost budget is exhausted; the trainer was stopped (" + Describe(st) + ")",
+      actions.push_back(AttemptEndedAction{st, Outcome::kBudget, "exit 3"});
+      return Finish(ExitCode::kBudget, "the cost budget is exhausted; the trainer was stopped (" + Describe(st) + ")",
                     std::move(actions));
     case StopReason::kNotice:
       counters_.preemptions += 1;
       phase_ = Phase::kDrained;
-      actions.push_back(AttemptEndedAction{st, "preempted", "drained"});
+      actions.push_back(AttemptEndedAction{st, Outcome::kPreempted, "drained"});
       actions.push_back(Note(LogLevel::kWarning, "event=drained trainer=\"" + Describe(st) +
                                                     "\" detail=\"waiting for the machine to go away, or for the notice to clear\""));
       return actions;
     case StopReason::kHang: {
-      auto more = Fail(st, "hang", now);
+      auto more = Fail(st, Outcome::kHang, now);
       actions.insert(actions.end(), more.begin(), more.end());
       return actions;
     }
   }
-  auto more = Fail(st, "failed", now);
+  auto more = Fail(st, Outcome::kFailed, now);
   actions.insert(actions.end(), more.begin(), more.end());
   return actions;
 }
 
-std::vector<Action> Fsm::Fail(const ExitStatus& status, const std::string& outcome, TimePoint now) {
+std::vector<Action> Fsm::Fail(const ExitStatus& status, Outcome outcome, TimePoint now) {
   std::vector<Action> actions;
   const auto& r = job_.restart;
   if (now - started_at_ >= r.backoff.reset_after) counters_.consecutive_failures = 0;
   counters_.consecutive_failures += 1;
   std::string why;
-  if (outcome == "hang") {
+  if (outcome == Outcome::kHang) {
     counters_.hangs += 1;
     if (counters_.hangs > r.max_hangs) {
       why = "giving up: the trainer hung " + std::to_string(counters_.hangs) +
@@ -210,11 +210,11 @@ std::vector<Action> Fsm::Fail(const ExitStatus& status, const std::string& outco
   }
   if (!why.empty()) {
     actions.push_back(AttemptEndedAction{status, outcome, "give up"});
-    return Finish(1, why, std::move(actions));
+    return Finish(ExitCode::kFailed, why, std::move(actions));
   }
   const auto delay = NextBackoff();
   actions.push_back(AttemptEndedAction{status, outcome, "restart in " + FormatDuration(delay)});
-  actions.push_back(Note(LogLevel::kWarning, "event=restart_scheduled outcome=" + outcome + " status=\"" +
+  actions.push_back(Note(LogLevel::kWarning, "event=restart_scheduled outcome=" + std::string(ToString(outcome)) + " status=\"" +
                                                 Describe(status) + "\" delay=" + FormatDuration(delay) +
                                                 " failures=" + std::to_string(counters_.failures) +
                                                 " hangs=" + std::to_string(counters_.hangs)));
@@ -245,7 +245,7 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
                                        " detail=\"" + e.detail + "\" phase=selecting")};
     case Phase::kBackoff:
       if (by_signal) {
-        return Finish(75, "stopped on request while waiting to restart; the job is resumable",
+        return Finish(ExitCode::kStopped, "stopped on request while waiting to restart; the job is resumable",
                       {CancelTimerAction{TimerKind::kBackoff}});
       }
       if (e.reason == StopReason::kNotice) {
@@ -254,11 +254,11 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
                 Note(LogLevel::kWarning, "event=drained reason=notice detail=\"notice during backoff; no new trainer is started\"")};
       }
       if (e.reason == StopReason::kBudget) {
-        return Finish(3, "the cost budget is exhausted while waiting to restart", {CancelTimerAction{TimerKind::kBackoff}});
+        return Finish(ExitCode::kBudget, "the cost budget is exhausted while waiting to restart", {CancelTimerAction{TimerKind::kBackoff}});
       }
       return {};
     case Phase::kDrained:
-      if (by_signal) return Finish(75, "stopped on request after a preemption notice; the job is resumable");
+      if (by_signal) return Finish(ExitCode::kStopped, "stopped on request after a preemption notice; the job is resumable");
       return {};
     case Phase::kStopping:
       if (e.reason == StopReason::kNotice && stop_reason_ == StopReason::kHang) {
@@ -344,7 +344,7 @@ std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
     }
     case TimerKind::kKill:
       if (phase_ != Phase::kStopping && phase_ != Phase::kRunning) return {};
-      return Finish(1, "the trainer's process group survived SIGKILL for " +
+      return Finish(ExitCode::kFailed, "the trainer's process group survived SIGKILL for " +
                            FormatDuration(job_.signals.kill_timeout) +
                            " (a process stuck in the kernel?); giving up rather than starting a second trainer");
     case TimerKind::kBackoff:
@@ -362,7 +362,7 @@ std::vector<Action> Fsm::OnWorkersGone() {
           ReleaseLaunchersAction{SIGTERM}};
 }
 
-std::vector<Action> Fsm::Finish(int code, std::string message, std::vector<Action> actions) {
+std::vector<Action> Fsm::Finish(ExitCode code, std::string message, std::vector<Action> actions) {
   phase_ = Phase::kFinished;
   actions.push_back(ExitAction{code, std::move(message)});
   return actions;

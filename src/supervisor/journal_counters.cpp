@@ -29,9 +29,10 @@ Counters RestoreCounters(const state::PersistedState& s, const std::vector<state
   for (const auto& r : attempts) {
     if (r.attempt <= s.attempts) continue;
     c.attempts = std::max(c.attempts, r.attempt);
-    if (r.outcome == "failed" || r.outcome == "spawn-failed") ++c.failures, ++c.consecutive_failures;
-    if (r.outcome == "hang") ++c.hangs;
-    if (r.outcome == "preempted") ++c.preemptions;
+    const auto outcome = ParseOutcome(r.outcome);
+    if (outcome == Outcome::kFailed || outcome == Outcome::kSpawnFailed) ++c.failures, ++c.consecutive_failures;
+    if (outcome == Outcome::kHang) ++c.hangs;
+    if (outcome == Outcome::kPreempted) ++c.preemptions;
   }
   return c;
 }

@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "spotvisor/cli/app.hpp"
 #include "spotvisor/config/templates.hpp"
 #include "spotvisor/hooks/hook_runner.hpp"
 #include "spotvisor/preemption/instance_facts.hpp"
+#include "spotvisor/supervisor/outcome.hpp"
 #include "spotvisor/telemetry/checkpoint_tracker.hpp"
 #include "spotvisor/telemetry/log.hpp"
 #include "spotvisor/telemetry/metrics_server.hpp"
@@ -174,7 +174,7 @@ class TelemetryObserver final : public supervisor::RunObserver {
     if (tracker_) tracker_->Stop();
     facts_.reset();
     for (auto* t : {&heartbeat_, &budget_timer_, &gpu_timer_}) t->reset();
-    const bool finish = code == cli::exit_code::kDone || code == cli::exit_code::kFailed || code == cli::exit_code::kBudget;
+    const bool finish = code == supervisor::Code(supervisor::ExitCode::kDone) || code == supervisor::Code(supervisor::ExitCode::kFailed) || code == supervisor::Code(supervisor::ExitCode::kBudget);
     if (finish && !job_.hooks.on_finish.command.empty()) {
       RunHook("on_finish", job_.hooks.on_finish,
               {{"exit_code", std::to_string(code)}, {"report", report_path ? report_path->string() : ""}},
@@ -392,11 +392,14 @@ class TelemetryObserver final : public supervisor::RunObserver {
 
   void StartHook(hooks::HookRunner& runner, const std::string& name, const config::HookSpec& spec,
                  std::map<std::string, std::string> extra, std::function<void()> after) {
-    config::TemplateVars vars{{"job", job_.job.name}, {"attempt", std::to_string(last_attempt_)},
-                              {"checkpoint_dir", job_.checkpoints.dir ? job_.checkpoints.dir->string() : ""},
-                              {"result_file", job_.job.result_file ? job_.job.result_file->string() : ""},
-                              {"checkpoint", ""}, {"step", ""}, {"state_dir", job_.telemetry.state_dir.string()},
-                              {"report", ""}, {"exit_code", ""}, {"hook", name}, {"provider", ""}, {"notice_kind", ""}};
+    config::TemplateVars vars;
+    for (const auto& placeholder : config::kHookTemplates) vars[placeholder] = "";
+    vars["job"] = job_.job.name;
+    vars["attempt"] = std::to_string(last_attempt_);
+    vars["checkpoint_dir"] = job_.checkpoints.dir ? job_.checkpoints.dir->string() : "";
+    vars["result_file"] = job_.job.result_file ? job_.job.result_file->string() : "";
+    vars["state_dir"] = job_.telemetry.state_dir.string();
+    vars["hook"] = name;
     for (auto& [k, v] : extra) vars[k] = v;
     const auto started_ms = state::UnixMillisNow();
     auto done = [this, name, started_ms, after](const hooks::HookResult& r) {

@@ -6,6 +6,7 @@
 #include <csignal>
 
 #include "spotvisor/config/loader.hpp"
+#include "spotvisor/config/signals.hpp"
 #include "spotvisor/config/templates.hpp"
 #include "spotvisor/util/units.hpp"
 #include "support/test_support.hpp"

@@ -5,6 +5,7 @@
 #include <csignal>
 
 #include "spotvisor/config/loader.hpp"
+#include "spotvisor/config/signals.hpp"
 #include "spotvisor/supervisor/fsm.hpp"
 
 namespace spotvisor::supervisor {
@@ -27,9 +28,9 @@ std::string Kind(const Action& a) {
         if constexpr (std::is_same_v<T, KillGroupAction>) return "kill";
         if constexpr (std::is_same_v<T, ArmTimerAction>) return "arm:" + std::to_string(static_cast<int>(x.kind));
         if constexpr (std::is_same_v<T, CancelTimerAction>) return "cancel";
-        if constexpr (std::is_same_v<T, AttemptEndedAction>) return "ended:" + x.outcome;
+        if constexpr (std::is_same_v<T, AttemptEndedAction>) return "ended:" + std::string(ToString(x.outcome));
         if constexpr (std::is_same_v<T, LogAction>) return "log";
-        if constexpr (std::is_same_v<T, ExitAction>) return "exit:" + std::to_string(x.code);
+        if constexpr (std::is_same_v<T, ExitAction>) return "exit:" + std::to_string(Code(x.code));
       },
       a);
 }

@@ -2,18 +2,21 @@
 // calls Main and returns what it returns; nothing else runs before it.
 #pragma once
 
+#include "spotvisor/supervisor/outcome.hpp"
+
 namespace spotvisor::cli {
 
-// Exit codes of `spotvisor run` (MISSION.md; systemd unit and users' scripts rely on them)
-// and, for the other subcommands, 0 = yes, 1 = no, 64 = usage, 78 = config.
+// Exit codes, as the core defines them (supervisor/outcome.hpp); ints for main().
 namespace exit_code {
-inline constexpr int kDone = 0;
-inline constexpr int kFailed = 1;         // also "the answer is no"
-inline constexpr int kBudget = 3;
-inline constexpr int kUsage = 64;
-inline constexpr int kLocked = 73;
-inline constexpr int kStopped = 75;
-inline constexpr int kConfig = 78;
+using supervisor::Code;
+using supervisor::ExitCode;
+inline constexpr int kDone = Code(ExitCode::kDone);
+inline constexpr int kFailed = Code(ExitCode::kFailed);  // also "the answer is no"
+inline constexpr int kBudget = Code(ExitCode::kBudget);
+inline constexpr int kUsage = Code(ExitCode::kUsage);
+inline constexpr int kLocked = Code(ExitCode::kLocked);
+inline constexpr int kStopped = Code(ExitCode::kStopped);
+inline constexpr int kConfig = Code(ExitCode::kConfig);
 }  // namespace exit_code
 
 int Main(int argc, char** argv);

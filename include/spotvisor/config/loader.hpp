@@ -31,8 +31,4 @@ Status Finalize(JobConfig& job, bool need_command = true);
 // The effective configuration as YAML, secrets redacted.
 std::string ToYaml(const JobConfig& job);
 
-// "SIGTERM", "TERM", "15" -> 15. Error names the value.
-Result<int> ParseSignal(const std::string& text);
-std::string SignalName(int signo);
-
 }  // namespace spotvisor::config

@@ -14,6 +14,12 @@ namespace spotvisor::config {
 
 using TemplateVars = std::map<std::string, std::string>;
 
+// The placeholders a hook's argv may use (hooks/hook_runner.hpp says what each holds): the
+// loader refuses others, and a hook gets every one, empty where it has no value.
+inline const std::set<std::string> kHookTemplates{"job",   "attempt", "checkpoint_dir", "result_file",
+                                                  "checkpoint", "step", "state_dir", "report",
+                                                  "exit_code", "hook", "provider", "notice_kind"};
+
 // Every `{name}` in `text` must be in `vars`; the error names the placeholder.
 Result<std::string> ExpandTemplate(const std::string& text, const TemplateVars& vars);
 

@@ -18,6 +18,7 @@
 
 #include "spotvisor/checkpoint/resume_selector.hpp"
 #include "spotvisor/config/job_config.hpp"
+#include "spotvisor/supervisor/outcome.hpp"
 #include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::supervisor {
@@ -105,7 +106,7 @@ struct CancelTimerAction {
 // One attempt is over: what it was and what follows.
 struct AttemptEndedAction {
   ExitStatus status;
-  std::string outcome;  // done | failed | stopped | preempted | hang | budget | spawn-failed
+  Outcome outcome = Outcome::kFailed;
   std::string next;     // what we do about it, in words
 };
 using telemetry::LogLevel;
@@ -114,7 +115,7 @@ struct LogAction {
   std::string text;  // "event=... key=value ..."
 };
 struct ExitAction {
-  int code = 0;
+  ExitCode code = ExitCode::kDone;
   std::string message;  // one line for people
 };
 using Action = std::variant<SelectResumeAction, SpawnAction, SignalAction, HoldLaunchersAction,
@@ -158,8 +159,8 @@ class Fsm {
   std::vector<Action> OnWorkersGone();
 
   // A failure or hang: count it, then either give up or back off.
-  std::vector<Action> Fail(const ExitStatus& status, const std::string& outcome, TimePoint now);
-  std::vector<Action> Finish(int code, std::string message, std::vector<Action> actions = {});
+  std::vector<Action> Fail(const ExitStatus& status, Outcome outcome, TimePoint now);
+  std::vector<Action> Finish(ExitCode code, std::string message, std::vector<Action> actions = {});
   bool IsSuccess(const ExitStatus& status) const;
 
   const config::JobConfig& job_;  // not owned

@@ -1,0 +1,32 @@
+// Outcome words; see outcome.hpp.
+#include "spotvisor/supervisor/outcome.hpp"
+
+#include <array>
+#include <utility>
+
+namespace spotvisor::supervisor {
+namespace {
+
+constexpr std::array<std::pair<Outcome, std::string_view>, 7> kWords{{
+    {Outcome::kDone, "done"},       {Outcome::kFailed, "failed"}, {Outcome::kStopped, "stopped"},
+    {Outcome::kPreempted, "preempted"}, {Outcome::kHang, "hang"},  {Outcome::kBudget, "budget"},
+    {Outcome::kSpawnFailed, "spawn-failed"},
+}};
+
+}  // namespace
+
+std::string_view ToString(Outcome outcome) {
+  for (const auto& [o, word] : kWords) {
+    if (o == outcome) return word;
+  }
+  return "failed";
+}
+
+std::optional<Outcome> ParseOutcome(std::string_view text) {
+  for (const auto& [o, word] : kWords) {
+    if (word == text) return o;
+  }
+  return std::nullopt;
+}
+
+}  // namespace spotvisor::supervisor
