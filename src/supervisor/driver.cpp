@@ -29,6 +29,7 @@
 #include "spotvisor/state/job_lock.hpp"
 #include "spotvisor/state/journal.hpp"
 #include "spotvisor/supervisor/fsm.hpp"
+#include "spotvisor/supervisor/notice_grace.hpp"
 #include "spotvisor/preemption/watcher.hpp"
 #include "spotvisor/telemetry/log.hpp"
 #include "spotvisor/util/atomic_file.hpp"
@@ -252,19 +253,14 @@ class Driver::Impl final : public RunControl {
     resume_timer_.cancel();
     notice_ = n;
     WriteNoticeFile(n);
-    // The trainer gets the window up to the deadline less the safety margin, at most grace,
-    // and at least min_grace: a deadline already past (a skewed clock, a late poll) still
-    // gets a save attempt; an atomic save cut short leaves no checkpoint that counts.
-    const auto window = until_deadline.value_or(job_.provider.default_window);
-    auto cap = std::chrono::duration_cast<std::chrono::milliseconds>(window - job_.provider.safety_margin);
-    if (cap < job_.provider.min_grace) {
-      cap = std::chrono::duration_cast<std::chrono::milliseconds>(job_.provider.min_grace);
-      Log(LogLevel::kWarning, "event=notice_deadline_near warning_ms=" + std::to_string(window.count()) +
-                                  " grace_cap=" + FormatDuration(cap) +
-                                  " detail=\"the deadline " + (window.count() <= 0 ? "has already passed" : "is nearer than provider.safety_margin") +
+    const NoticeGrace grace = GraceForNotice(until_deadline, job_.provider);
+    if (grace.deadline_near) {
+      Log(LogLevel::kWarning, "event=notice_deadline_near warning_ms=" + std::to_string(grace.window.count()) +
+                                  " grace_cap=" + FormatDuration(grace.cap) +
+                                  " detail=\"the deadline " + (grace.window.count() <= 0 ? "has already passed" : "is nearer than provider.safety_margin") +
                                   " (clock skew or a late notice): the trainer still gets provider.min_grace\"");
     }
-    Dispatch(StopRequestedEvent{StopReason::kNotice, cap, n.provider + " " + n.kind});
+    Dispatch(StopRequestedEvent{StopReason::kNotice, grace.cap, n.provider + " " + n.kind});
   }
 
   void OnNoticeCleared() {
