@@ -16,21 +16,11 @@ using telemetry::Log;
 using telemetry::LogLevel;
 using telemetry::Quote;
 
+// A view (the driver quarantines at selection) that applies checkpoints.keep as each new
+// good checkpoint appears. Its cache is read-only here: the verdicts the driver's selection
+// saved spare a re-validation of the checkpoints that existed at start.
 checkpoint::CatalogOptions ViewOptions(const config::JobConfig& job) {
-  checkpoint::CatalogOptions o;
-  o.dir = std::filesystem::absolute(*job.checkpoints.dir);
-  o.pattern = job.checkpoints.pattern;
-  o.validator.level = job.checkpoints.validate;
-  o.validator.format = job.checkpoints.format;
-  o.validator.marker = job.checkpoints.marker;
-  o.quarantine = false;  // the driver quarantines at selection
-  o.keep = job.checkpoints.keep;  // retention as each new good checkpoint appears
-  // Read-only here: the verdicts the driver's selection saved spare a re-validation of
-  // the checkpoints that existed at start when retention first runs.
-  if (!job.telemetry.state_dir.empty()) {
-    o.cache_file = job.telemetry.state_dir / std::string(checkpoint::kCacheFileName);
-  }
-  return o;
+  return checkpoint::CatalogOptionsFor(job, /*acts=*/false);
 }
 
 }  // namespace

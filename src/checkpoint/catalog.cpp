@@ -74,21 +74,27 @@ Result<Catalog> Catalog::Create(CatalogOptions options) {
   return Catalog(std::move(options), std::move(*pattern));
 }
 
-Result<Catalog> Catalog::FromConfig(const config::JobConfig& job) {
+CatalogOptions CatalogOptionsFor(const config::JobConfig& job, bool acts) {
   const auto& c = job.checkpoints;
-  if (!c.dir) return Error{"checkpoints.dir is not set"};
   CatalogOptions o;
-  o.dir = fs::absolute(*c.dir);
+  if (c.dir) o.dir = fs::absolute(*c.dir);
   o.pattern = c.pattern;
   o.validator.level = c.validate;
   o.validator.format = c.format;
   o.validator.marker = c.marker;
   if (!job.telemetry.state_dir.empty()) o.cache_file = job.telemetry.state_dir / std::string(kCacheFileName);
-  o.quarantine = c.quarantine;
   o.keep = c.keep;
-  o.latest_link = c.latest_link;
-  o.rewrite_hints = c.rewrite_hints;
-  return Create(std::move(o));
+  o.quarantine = acts && c.quarantine;
+  if (acts) {
+    o.latest_link = c.latest_link;
+    o.rewrite_hints = c.rewrite_hints;
+  }
+  return o;
+}
+
+Result<Catalog> Catalog::FromConfig(const config::JobConfig& job) {
+  if (!job.checkpoints.dir) return Error{"checkpoints.dir is not set"};
+  return Create(CatalogOptionsFor(job));
 }
 
 Result<std::vector<CatalogEntry>> Catalog::Scan() const {

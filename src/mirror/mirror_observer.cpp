@@ -19,14 +19,7 @@ using telemetry::Quote;
 
 // The newest good checkpoint in checkpoints.dir, validated now, changing nothing.
 std::optional<checkpoint::ResumePoint> NewestLocal(const config::JobConfig& job) {
-  checkpoint::CatalogOptions o;
-  o.dir = std::filesystem::absolute(*job.checkpoints.dir);
-  o.pattern = job.checkpoints.pattern;
-  o.validator.level = job.checkpoints.validate;
-  o.validator.format = job.checkpoints.format;
-  o.validator.marker = job.checkpoints.marker;
-  o.quarantine = false;
-  auto catalog = checkpoint::Catalog::Create(std::move(o));
+  auto catalog = checkpoint::Catalog::Create(checkpoint::CatalogOptionsFor(job, /*acts=*/false));
   if (!catalog) return std::nullopt;
   auto selection = catalog->Select(/*act=*/false);
   if (!selection) return std::nullopt;

@@ -32,10 +32,11 @@ std::unique_ptr<MirrorStore> MakeMirrorStore(const config::JobConfig& job) {
 Result<RestoreResult> RestoreNewestFrom(const config::JobConfig& job, const fs::path& source_dir,
                                         std::optional<std::uint64_t> local_step,
                                         const std::function<Status(const fs::path&, const std::string&)>& transfer) {
-  checkpoint::CatalogOptions o;
+  // The mirror's names only: a view of another directory, no cache, no retention.
+  auto o = checkpoint::CatalogOptionsFor(job, /*acts=*/false);
   o.dir = fs::absolute(source_dir);
-  o.pattern = job.checkpoints.pattern;
-  o.quarantine = false;
+  o.cache_file.clear();
+  o.keep = 0;
   auto catalog = checkpoint::Catalog::Create(std::move(o));
   if (!catalog) return catalog.error();
   auto entries = catalog->Scan();

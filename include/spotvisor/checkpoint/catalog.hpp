@@ -44,6 +44,11 @@ struct CatalogOptions {
   bool rewrite_hints = false;
 };
 
+// The job's catalog options (checkpoints.*, the cache in telemetry.state_dir); `dir` must be
+// set. A view (`acts` false) changes nothing at selection: no quarantine, no latest link,
+// no hint rewrite (checkpoints.keep still applies where its owner calls ApplyRetention).
+CatalogOptions CatalogOptionsFor(const config::JobConfig& job, bool acts = true);
+
 class Catalog {
  public:
   static Result<Catalog> Create(CatalogOptions options);
