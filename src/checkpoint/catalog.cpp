@@ -9,16 +9,20 @@
 #include <chrono>
 #include <cstring>
 
-#include <spdlog/spdlog.h>
-
 #include "framework_layout.hpp"
 #include "spotvisor/checkpoint/atomic_link.hpp"
 #include "spotvisor/util/atomic_file.hpp"
 #include "spotvisor/checkpoint/hash_pool.hpp"
 #include "spotvisor/checkpoint/hints.hpp"
 #include "spotvisor/checkpoint/manifest.hpp"
+#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::checkpoint {
+
+using telemetry::Log;
+using telemetry::LogLevel;
+using telemetry::Quote;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -188,12 +192,14 @@ Result<Selection> Catalog::Select(bool act) {
     auto cached = e.scan_error.empty() ? cache_.Find(e.name, e.key, options_.validator.level) : std::nullopt;
     const bool validate_now = !(cached && !cached->good);
     const auto started = std::chrono::steady_clock::now();
-    if (act && validate_now) spdlog::info("event=checkpoint_validating path={} step={}", e.path.string(), e.step);
+    if (act && validate_now) {
+      Log(LogLevel::kInfo, "event=checkpoint_validating path=" + Quote(e.path.string()) + " step=" + std::to_string(e.step));
+    }
     Verdict v = validate_now ? Validate(e) : *cached;
     if (act && validate_now) {
-      spdlog::info("event=checkpoint_validated path={} step={} verdict={} ms={}", e.path.string(), e.step,
-                   v.good ? "good" : "bad",
-                   std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count());
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+      Log(LogLevel::kInfo, "event=checkpoint_validated path=" + Quote(e.path.string()) + " step=" + std::to_string(e.step) +
+                               " verdict=" + (v.good ? "good" : "bad") + " ms=" + std::to_string(ms.count()));
     }
     if (e.scan_error.empty()) cache_.Put(e.name, e.key, options_.validator.level, v);
     e.verdict = v;
@@ -208,12 +214,14 @@ Result<Selection> Catalog::Select(bool act) {
         r.moved_to = *moved;
         cache_.Erase(e.name);
       } else {
-        spdlog::error("event=checkpoint_quarantine_failed path={} error=\"{}\"", e.path.string(), moved.error().message);
+        Log(LogLevel::kError, "event=checkpoint_quarantine_failed path=" + Quote(e.path.string()) +
+                                  " error=" + Quote(moved.error().message));
       }
     }
     if (act) {
-      spdlog::warn("event=checkpoint_rejected path={} step={} reason=\"{}\"{}", e.path.string(), e.step, v.reason,
-                   r.moved_to ? " quarantined_to=" + r.moved_to->string() : "");
+      Log(LogLevel::kWarning, "event=checkpoint_rejected path=" + Quote(e.path.string()) + " step=" + std::to_string(e.step) +
+                                  " reason=" + Quote(v.reason) +
+                                  (r.moved_to ? " quarantined_to=" + Quote(r.moved_to->string()) : ""));
     }
     selection.rejected.push_back(std::move(r));
   }
@@ -226,31 +234,34 @@ Result<Selection> Catalog::Select(bool act) {
       names += (i ? "," : "") + selection.temp_left[i].filename().string();
     }
     if (selection.temp_left.size() > 5) names += ",…";
-    spdlog::warn("event=checkpoint_temp_left dir={} count={} bytes={} names=\"{}\" note=\"half-written saves, never "
-                 "resumed from; safe to delete while no trainer runs\"",
-                 options_.dir.string(), selection.temp_left.size(), selection.temp_left_bytes, names);
+    Log(LogLevel::kWarning, "event=checkpoint_temp_left dir=" + Quote(options_.dir.string()) +
+                                " count=" + std::to_string(selection.temp_left.size()) +
+                                " bytes=" + std::to_string(selection.temp_left_bytes) + " names=" + Quote(names) +
+                                " note=\"half-written saves, never resumed from; safe to delete while no trainer runs\"");
   }
   if (!act) return selection;
   if (chosen != nullptr) {
     if (auto st = AfterChoice(*chosen, !selection.rejected.empty()); !st) {
-      spdlog::error("event=checkpoint_upkeep_failed error=\"{}\"", st.error().message);
+      Log(LogLevel::kError, "event=checkpoint_upkeep_failed error=" + Quote(st.error().message));
     }
   }
-  if (auto st = cache_.Save(); !st) spdlog::warn("event=checkpoint_cache_not_saved error=\"{}\"", st.error().message);
+  if (auto st = cache_.Save(); !st) Log(LogLevel::kWarning, "event=checkpoint_cache_not_saved error=" + Quote(st.error().message));
   return selection;
 }
 
 Status Catalog::AfterChoice(const CatalogEntry& chosen, bool fell_back) {
   for (const auto& hint : ReadHints(options_.dir)) {
     if (!hint.parses || (hint.value != chosen.name && hint.value != std::to_string(chosen.step))) {
-      spdlog::info("event=checkpoint_hint_disagrees file={} says=\"{}\" chosen={}", hint.file.string(), hint.value,
-                   chosen.name);
+      Log(LogLevel::kInfo, "event=checkpoint_hint_disagrees file=" + Quote(hint.file.string()) + " says=" + Quote(hint.value) +
+                               " chosen=" + Quote(chosen.name));
     }
   }
   if (fell_back && options_.rewrite_hints) {
     auto rewritten = RewriteHints(options_.dir, chosen.name, chosen.step);
     if (!rewritten) return rewritten.error();
-    for (const auto& f : *rewritten) spdlog::info("event=checkpoint_hint_rewritten file={} to={}", f.string(), chosen.name);
+    for (const auto& f : *rewritten) {
+      Log(LogLevel::kInfo, "event=checkpoint_hint_rewritten file=" + Quote(f.string()) + " to=" + Quote(chosen.name));
+    }
   }
   if (!options_.latest_link.empty()) {
     if (auto st = ReplaceSymlinkAtomically(options_.dir / options_.latest_link, chosen.name); !st) return st;
@@ -275,7 +286,8 @@ Result<std::vector<fs::path>> Catalog::ApplyRetention() {
     if (ec) return Error{"retention: cannot delete " + e.path.string() + ": " + ec.message()};
     if (!e.is_directory) fs::remove(ManifestPathFor(e.path, false), ec);
     cache_.Erase(e.name);
-    spdlog::info("event=checkpoint_deleted path={} step={} keep={}", e.path.string(), e.step, options_.keep);
+    Log(LogLevel::kInfo, "event=checkpoint_deleted path=" + Quote(e.path.string()) + " step=" + std::to_string(e.step) +
+                             " keep=" + std::to_string(options_.keep));
     deleted.push_back(e.path);
   }
   if (!deleted.empty()) {

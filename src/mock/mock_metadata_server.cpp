@@ -5,8 +5,6 @@
 // The only translation unit of the mock module that includes Asio and Beast.
 #include "spotvisor/mock/mock_metadata_server.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -21,8 +19,13 @@
 #include <optional>
 
 #include "mock_service.hpp"
+#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::mock {
+
+using telemetry::Log;
+using telemetry::LogLevel;
+using telemetry::Quote;
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -287,8 +290,9 @@ void ServerCore::Route(const std::shared_ptr<Session>& session, MockRequest requ
       return session->WriteRaw("SSH-2.0-OpenSSH_9.2\r\n\x01\x02\x03 not http\r\n\r\n");
   }
   MockReply reply = service->Handle(request);
-  spdlog::debug("event=mock_request provider={} method={} path={} status={}", ToString(provider),
-                request.method, request.path, reply.hold ? 0 : reply.status);
+  Log(LogLevel::kDebug, "event=mock_request provider=" + std::string(ToString(provider)) + " method=" +
+                            Quote(request.method) + " path=" + Quote(request.path) +
+                            " status=" + std::to_string(reply.hold ? 0 : reply.status));
   if (reply.hold) {
     // A flapping service does not hold a long-poll past its phase: the next one misbehaves.
     const auto left = FlapLeft();
@@ -352,13 +356,13 @@ const char* ToString(FlapPhase phase) {
 
 void ServerCore::DoPreempt(const PreemptSpec& spec) {
   service->Preempt(spec);
-  spdlog::info("event=mock_preempt provider={}", ToString(provider));
+  Log(LogLevel::kInfo, "event=mock_preempt provider=" + std::string(ToString(provider)));
   Flip();
 }
 
 void ServerCore::DoClear() {
   service->Clear();
-  spdlog::info("event=mock_clear provider={}", ToString(provider));
+  Log(LogLevel::kInfo, "event=mock_clear provider=" + std::string(ToString(provider)));
   Flip();
 }
 
@@ -413,8 +417,8 @@ Result<std::uint16_t> MockMetadataServer::Start() {
           if (!wait_ec && self && self->running) self->DoPreempt({});
         });
   }
-  spdlog::info("event=mock_listening provider={} url=http://{}:{}", ToString(impl.provider),
-               impl.options.listen_host, impl.bound_port);
+  Log(LogLevel::kInfo, "event=mock_listening provider=" + std::string(ToString(impl.provider)) + " url=" +
+                           Quote("http://" + impl.options.listen_host + ":" + std::to_string(impl.bound_port)));
   return impl.bound_port;
 }
 

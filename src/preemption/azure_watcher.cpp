@@ -3,12 +3,16 @@
 // every listed resource, so only an event naming this VM alone is acknowledged.
 #include "azure_watcher.hpp"
 
-#include <spdlog/spdlog.h>
+#include "spotvisor/telemetry/log.hpp"
 
 #include <algorithm>
 #include <cctype>
 
 namespace spotvisor::preemption {
+
+using telemetry::Log;
+using telemetry::LogLevel;
+using telemetry::Quote;
 namespace {
 
 constexpr const char* kEventsPath = "/metadata/scheduledevents?api-version=2020-07-01";
@@ -52,10 +56,10 @@ AzureWatcher::AzureWatcher(boost::asio::io_context& io, Endpoint endpoint,
       vm_name_(cfg.azure_vm_name) {}
 
 void AzureWatcher::OnStart() {
-  spdlog::info(
-      "event=watcher_start provider=azure endpoint={} poll_interval_ms={} backoff_max_ms={} vm_name={}",
-      client_.endpoint().url, interval_.count(), backoff_.max().count(),
-      vm_name_.empty() ? "(from instance metadata)" : vm_name_);
+  Log(LogLevel::kInfo, "event=watcher_start provider=azure endpoint=" + Quote(client_.endpoint().url) +
+                           " poll_interval_ms=" + std::to_string(interval_.count()) +
+                           " backoff_max_ms=" + std::to_string(backoff_.max().count()) +
+                           " vm_name=" + Quote(vm_name_.empty() ? "(from instance metadata)" : vm_name_));
   if (vm_name_.empty()) {
     FetchVmName();
   } else {
@@ -97,7 +101,7 @@ void AzureWatcher::FetchVmName() {
     name_condition_.Good();
     backoff_.Reset();
     vm_name_ = name;
-    spdlog::info("event=azure_vm_name name={}", vm_name_);
+    Log(LogLevel::kInfo, "event=azure_vm_name name=" + Quote(vm_name_));
     Poll();
   });
 }
@@ -173,8 +177,9 @@ Notice AzureWatcher::ToNotice(const AzureEvent& event) const {
   } else {
     // Empty once the event has started; unparsable is logged. Either way: the default window.
     if (!event.not_before_text.empty()) {
-      spdlog::warn("event=azure_bad_not_before id={} not_before=\"{}\" using_window_ms={}",
-                   event.id, OneLine(event.not_before_text), cfg_.default_window.count());
+      Log(LogLevel::kWarning, "event=azure_bad_not_before id=" + Quote(event.id) + " not_before=" +
+                                  Quote(OneLine(event.not_before_text)) +
+                                  " using_window_ms=" + std::to_string(cfg_.default_window.count()));
     }
     n.deadline = DeadlineIn(cfg_.default_window);
   }
@@ -189,10 +194,8 @@ void AzureWatcher::Acknowledge(const Notice& notice) {
   if (!cfg_.azure_acknowledge || notice.provider != "azure" || stopped()) return;
   const auto it = resources_.find(notice.id);
   if (it != resources_.end() && !(it->second.size() == 1 && SameText(it->second[0], vm_name_))) {
-    spdlog::warn(
-        "event=azure_ack_skipped id={} reason=\"the event also names other VMs; "
-        "acknowledging would release it for them too\"",
-        notice.id);
+    Log(LogLevel::kWarning, "event=azure_ack_skipped id=" + Quote(notice.id) +
+                                " reason=\"the event also names other VMs; acknowledging would release it for them too\"");
     return;
   }
   ack_queue_.push_back(notice.id);
@@ -212,9 +215,9 @@ void AzureWatcher::SendNextAck() {
   request.timeout = cfg_.request_timeout;
   ack_client_.Send(std::move(request), [this, id](HttpOutcome outcome) {
     if (outcome.ok() && outcome.response.status == 200) {
-      spdlog::info("event=azure_ack id={} status=200", id);
+      Log(LogLevel::kInfo, "event=azure_ack id=" + Quote(id) + " status=200");
     } else {
-      spdlog::warn("event=azure_ack_failed id={} message=\"{}\"", id, Describe(outcome));
+      Log(LogLevel::kWarning, "event=azure_ack_failed id=" + Quote(id) + " message=" + Quote(Describe(outcome)));
     }
     SendNextAck();
   });

@@ -3,14 +3,17 @@
 // create the file atomically (write elsewhere, rename) so the content is complete.
 #include "file_watcher.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <fstream>
 #include <system_error>
 
 #include "spotvisor/preemption/notice_parsers.hpp"
+#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::preemption {
+
+using telemetry::Log;
+using telemetry::LogLevel;
+using telemetry::Quote;
 namespace {
 
 constexpr std::size_t kMaxContent = 64 * 1024;
@@ -22,8 +25,8 @@ FileWatcher::FileWatcher(boost::asio::io_context& io, const config::ProviderSect
     : timer_(io), cfg_(cfg), condition_("file", cfg.file.string()) {}
 
 void FileWatcher::OnStart() {
-  spdlog::info("event=watcher_start provider=file path={} poll_interval_ms={}", cfg_.file.string(),
-               cfg_.poll_interval.count());
+  Log(LogLevel::kInfo, "event=watcher_start provider=file path=" + Quote(cfg_.file.string()) +
+                           " poll_interval_ms=" + std::to_string(cfg_.poll_interval.count()));
   Poll();
 }
 

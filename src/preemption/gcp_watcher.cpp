@@ -4,14 +4,17 @@
 // after 1 s as Google's sample does; other errors back off.
 #include "gcp_watcher.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <cctype>
 
 #include "spotvisor/preemption/notice_parsers.hpp"
+#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::preemption {
+
+using telemetry::Log;
+using telemetry::LogLevel;
+using telemetry::Quote;
 namespace {
 
 constexpr const char* kBase = "/computeMetadata/v1/";
@@ -66,10 +69,10 @@ GcpWatcher::GcpWatcher(boost::asio::io_context& io, Endpoint endpoint,
 }
 
 void GcpWatcher::OnStart() {
-  spdlog::info("event=watcher_start provider=gcp endpoint={} timeout_sec={} backoff_max_ms={} keys={},{}",
-               subs_[0]->client.endpoint().url, tuning_.long_poll_timeout.count(),
-               subs_[0]->backoff.max().count(), kPreempted,
-               kMaintenance);
+  Log(LogLevel::kInfo, "event=watcher_start provider=gcp endpoint=" + Quote(subs_[0]->client.endpoint().url) +
+                           " timeout_sec=" + std::to_string(tuning_.long_poll_timeout.count()) +
+                           " backoff_max_ms=" + std::to_string(subs_[0]->backoff.max().count()) +
+                           " keys=" + Quote(std::string(kPreempted) + "," + kMaintenance));
   for (auto& sub : subs_) Request(*sub);
 }
 

@@ -4,14 +4,17 @@
 // out is logged with the hop-limit explanation, because that is what it almost always is.
 #include "imds_watcher.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <cctype>
 
 #include "spotvisor/preemption/notice_parsers.hpp"
+#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::preemption {
+
+using telemetry::Log;
+using telemetry::LogLevel;
+using telemetry::Quote;
 namespace {
 
 constexpr std::chrono::seconds kMaxTokenTtl{21600};  // both services: 1 s .. 6 h
@@ -47,9 +50,10 @@ ImdsWatcher::ImdsWatcher(boost::asio::io_context& io, Endpoint endpoint,
 }
 
 void ImdsWatcher::OnStart() {
-  spdlog::info("event=watcher_start provider={} endpoint={} poll_interval_ms={} backoff_max_ms={} probes={}",
-               dialect_.provider, client_.endpoint().url, cfg_.poll_interval.count(), backoff_.max().count(),
-               dialect_.probes.size());
+  Log(LogLevel::kInfo, "event=watcher_start provider=" + Quote(dialect_.provider) + " endpoint=" +
+                           Quote(client_.endpoint().url) + " poll_interval_ms=" + std::to_string(cfg_.poll_interval.count()) +
+                           " backoff_max_ms=" + std::to_string(backoff_.max().count()) +
+                           " probes=" + std::to_string(dialect_.probes.size()));
   Poll();
 }
 

@@ -1,7 +1,5 @@
 // MakeWatcher: resolves `auto`, applies the default endpoint of each provider, refuses
 // configurations that cannot work, and builds the watcher.
-#include <spdlog/spdlog.h>
-
 #include "azure_watcher.hpp"
 #include "file_watcher.hpp"
 #include "gcp_watcher.hpp"
@@ -10,8 +8,13 @@
 #include "spotvisor/preemption/endpoint.hpp"
 #include "spotvisor/preemption/provider_detect.hpp"
 #include "spotvisor/preemption/watcher.hpp"
+#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::preemption {
+
+using telemetry::Log;
+using telemetry::LogLevel;
+using telemetry::Quote;
 namespace {
 
 using config::ProviderKind;
@@ -34,14 +37,12 @@ Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io,
     if (kind == ProviderKind::kNone) {
       // Info, not a warning: a workstation or an on-premises box is no cloud, and the default
       // (provider.kind: auto) must not cry wolf there. One line says what was read.
-      spdlog::info(
-          "event=provider_detected provider=none kind=none evidence=\"{}\" "
-          "detail=\"no known cloud in DMI: no metadata endpoint is watched (SIGTERM still stops the trainer); "
-          "set provider.kind to watch one\"",
-          OneLine(found.evidence));
+      Log(LogLevel::kInfo, "event=provider_detected provider=none kind=none evidence=" + Quote(OneLine(found.evidence)) +
+                               " detail=\"no known cloud in DMI: no metadata endpoint is watched (SIGTERM still stops the "
+                               "trainer); set provider.kind to watch one\"");
     } else {
-      spdlog::info("event=provider_detected kind={} evidence=\"{}\"", config::ToString(kind),
-                   OneLine(found.evidence));
+      Log(LogLevel::kInfo, "event=provider_detected kind=" + std::string(config::ToString(kind)) +
+                               " evidence=" + Quote(OneLine(found.evidence)));
     }
   }
   if (kind == ProviderKind::kNone) return std::unique_ptr<Watcher>();

@@ -2,21 +2,25 @@
 // fields; messages are quoted.
 #include "watcher_support.hpp"
 
-#include <spdlog/spdlog.h>
+#include "spotvisor/telemetry/log.hpp"
 
 #include <algorithm>
 #include <cctype>
 
 namespace spotvisor::preemption {
 
+using telemetry::Log;
+using telemetry::LogLevel;
+using telemetry::Quote;
+
 void ConditionLog::RollWindow() {
   const auto now = std::chrono::steady_clock::now();
   if (now - window_start_ < kWindow) return;
   if (unlogged_ > 0) {
-    spdlog::warn("event=endpoint_flapping provider={} subject={} changes={} window_s={} condition_now={}",
-                 provider_, subject_, logged_ + unlogged_,
-                 std::chrono::duration_cast<std::chrono::seconds>(kWindow).count(),
-                 current_.empty() ? "healthy" : current_);
+    Log(LogLevel::kWarning, "event=endpoint_flapping provider=" + Quote(provider_) + " subject=" + Quote(subject_) +
+                                " changes=" + std::to_string(logged_ + unlogged_) + " window_s=" +
+                                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kWindow).count()) +
+                                " condition_now=" + Quote(current_.empty() ? "healthy" : current_));
   }
   window_start_ = now;
   logged_ = 0;
@@ -29,9 +33,10 @@ bool ConditionLog::Admit() {
     return true;
   }
   if (unlogged_++ == 0) {
-    spdlog::warn("event=endpoint_flapping provider={} subject={} changes={} detail=\"the endpoint keeps changing; "
-                 "further changes are counted and summarized every {} s\"",
-                 provider_, subject_, logged_ + 1, std::chrono::duration_cast<std::chrono::seconds>(kWindow).count());
+    Log(LogLevel::kWarning, "event=endpoint_flapping provider=" + Quote(provider_) + " subject=" + Quote(subject_) +
+                                " changes=" + std::to_string(logged_ + 1) +
+                                " detail=\"the endpoint keeps changing; further changes are counted and summarized every " +
+                                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kWindow).count()) + " s\"");
   }
   return false;
 }
@@ -41,8 +46,8 @@ void ConditionLog::Bad(std::string_view key, std::string_view message) {
   if (current_ == key) return;
   current_ = std::string(key);
   if (!Admit()) return;
-  spdlog::warn("event=endpoint_condition provider={} subject={} condition={} message=\"{}\"",
-               provider_, subject_, key, OneLine(message));
+  Log(LogLevel::kWarning, "event=endpoint_condition provider=" + Quote(provider_) + " subject=" + Quote(subject_) +
+                              " condition=" + Quote(key) + " message=" + Quote(OneLine(message)));
 }
 
 void ConditionLog::Note(std::string_view key, std::string_view message) {
@@ -50,8 +55,8 @@ void ConditionLog::Note(std::string_view key, std::string_view message) {
   if (current_ == key) return;
   current_ = std::string(key);
   if (!Admit()) return;
-  spdlog::info("event=endpoint_condition provider={} subject={} condition={} message=\"{}\"",
-               provider_, subject_, key, OneLine(message));
+  Log(LogLevel::kInfo, "event=endpoint_condition provider=" + Quote(provider_) + " subject=" + Quote(subject_) +
+                           " condition=" + Quote(key) + " message=" + Quote(OneLine(message)));
 }
 
 void ConditionLog::Good() {
@@ -61,8 +66,8 @@ void ConditionLog::Good() {
     current_.clear();
     return;
   }
-  spdlog::info("event=endpoint_recovered provider={} subject={} after={}", provider_, subject_,
-               current_);
+  Log(LogLevel::kInfo, "event=endpoint_recovered provider=" + Quote(provider_) + " subject=" + Quote(subject_) +
+                           " after=" + Quote(current_));
   current_.clear();
 }
 
@@ -81,7 +86,7 @@ bool NoticeBook::Record(const std::string& slot, const Notice& notice) {
 bool NoticeBook::Remove(const std::string& slot) {
   const auto it = active_.find(slot);
   if (it == active_.end()) return false;
-  spdlog::info("event=notice_gone slot={} id={}", slot, it->second);
+  Log(LogLevel::kInfo, "event=notice_gone slot=" + Quote(slot) + " id=" + Quote(it->second));
   active_.erase(it);
   return active_.empty();
 }
@@ -165,7 +170,7 @@ bool WatcherBase::Emit(const std::string& slot, const Notice& notice) {
 bool WatcherBase::EmitAbsent(const std::string& slot) {
   if (stopped_) return false;
   if (!book_.Remove(slot)) return true;
-  spdlog::info("event=notice_cleared slot={}", slot);
+  Log(LogLevel::kInfo, "event=notice_cleared slot=" + Quote(slot));
   const auto alive = alive_;
   const ClearedHandler handler = on_cleared_;  // a copy: the callback may destroy *this
   if (handler) handler();

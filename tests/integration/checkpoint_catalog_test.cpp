@@ -13,6 +13,8 @@
 #include "spotvisor/checkpoint/hash_pool.hpp"
 #include "spotvisor/checkpoint/manifest.hpp"
 #include "spotvisor/checkpoint/zip_archive.hpp"
+#include "preemption_test_util.hpp"
+#include "spotvisor/telemetry/log.hpp"
 #include "support/test_support.hpp"
 
 namespace spotvisor::checkpoint {
@@ -263,6 +265,37 @@ TEST_F(CheckpointCatalog, SymlinksMustStayInsideAndLoopsAreReported) {
   fs::create_symlink(dir_ / "step_43.pt", dir_ / "step_42.pt");
   fs::create_symlink(dir_ / "step_42.pt", dir_ / "step_43.pt");
   EXPECT_BAD(Validate(dir_ / "step_42.pt"), "symlink loop");
+}
+
+// Log fields stay fields whatever a path or a reason holds: a checkpoint dir named with a
+// space and a quote reads back from every line the selection logs.
+TEST_F(CheckpointCatalog, LogFieldsSurviveQuotesAndSpacesInPaths) {
+  const fs::path odd = tmp_ / "my \"ckpts\" dir";
+  fs::create_directories(odd);
+  fs::copy_file(Fixture("model.pt"), odd / "step_1.pt");
+  WriteFile(odd / "step_2.pt", ReadFile(Fixture("model.pt")).substr(0, 300));
+  CatalogOptions o;
+  o.dir = odd;
+  o.pattern = "step_{step}.pt";
+  o.validator.pool = &pool_;
+  auto catalog = Catalog::Create(o);
+  ASSERT_TRUE(catalog) << catalog.error().message;
+  testing::LogCapture logs;
+  ASSERT_TRUE(catalog->Select(/*act=*/true));
+  int lines = 0;
+  for (const auto& line : logs.Lines()) {
+    const auto fields = telemetry::ParseFields(line.substr(line.find(' ') + 1));  // "<level> <message>"
+    const auto event = fields.count("event") ? fields.at("event") : "";
+    if (event == "checkpoint_validated" || event == "checkpoint_rejected") {
+      ++lines;
+      EXPECT_EQ(fields.at("path").rfind(odd.string(), 0), 0u) << line;
+    }
+    if (event == "checkpoint_rejected") {
+      EXPECT_NE(fields.at("reason").find("step_2.pt"), std::string::npos) << line;
+      EXPECT_EQ(fields.at("quarantined_to"), (odd / ".spotvisor-quarantine" / "step_2.pt").string()) << line;
+    }
+  }
+  EXPECT_GE(lines, 3) << logs.Joined();  // two validated, one rejected
 }
 
 TEST_F(CheckpointCatalog, SelectionQuarantinesFallsBackAndLeavesTempNamesAlone) {
