@@ -422,5 +422,131 @@ TEST_F(FsmTest, RestoredCountersContinue) {
   Play({{StartEvent{}, 0, {"select"}}, {At(4), 1, {"spawn"}}, {kExit1, 9, {"ended:failed", "exit:1"}}}, c);
 }
 
+// Every phase × every event: the table says what each phase decides (the phase after, the
+// actions). A new event (the peer events of multi-node) fails here until every phase has
+// its cell; a new phase until it has its row.
+TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
+  const std::vector<Event> events = {
+      StartEvent{},
+      ResumeSelectedEvent{},
+      SpawnFailedEvent{"exec failed"},
+      ChildExitedEvent{{1, 0}},
+      StopRequestedEvent{StopReason::kSignal, std::nullopt, "SIGTERM"},
+      CheckpointRequestedEvent{"SIGUSR1"},
+      NoticeClearedEvent{},
+      TimerFiredEvent{TimerKind::kGrace},
+      WorkersGoneEvent{},
+  };
+  ASSERT_EQ(events.size(), std::variant_size_v<Event>) << "an event without a column";
+  for (std::size_t i = 0; i < events.size(); ++i) ASSERT_EQ(events[i].index(), i);
+  const ChildExitedEvent exit0{{0, 0}}, exit1{{1, 0}};
+  const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws terminate"};
+  const StopRequestedEvent sigterm{StopReason::kSignal, std::nullopt, "SIGTERM"};
+  // The events that lead to each phase.
+  const std::map<Phase, std::vector<Event>> paths = {
+      {Phase::kIdle, {}},
+      {Phase::kSelecting, {StartEvent{}}},
+      {Phase::kRunning, {StartEvent{}, ResumeSelectedEvent{}}},
+      {Phase::kStopping, {StartEvent{}, ResumeSelectedEvent{}, sigterm}},
+      {Phase::kBackoff, {StartEvent{}, ResumeSelectedEvent{}, exit1}},
+      {Phase::kDrained, {StartEvent{}, ResumeSelectedEvent{}, notice, exit1}},
+      {Phase::kFinished, {StartEvent{}, ResumeSelectedEvent{}, exit0}},
+  };
+  struct Cell {
+    Phase after;
+    std::vector<std::string> actions;
+  };
+  using P = Phase;
+  using V = std::vector<std::string>;
+  // Columns: start, resume selected, spawn failed, child exited (1), stop (SIGTERM),
+  // checkpoint requested, notice cleared, grace timer, workers gone.
+  const std::map<Phase, std::vector<Cell>> table = {
+      {P::kIdle,
+       {{P::kSelecting, V{"select"}},
+        {P::kIdle, V{}},
+        {P::kIdle, V{}},
+        {P::kIdle, V{}},
+        {P::kIdle, V{}},
+        {P::kIdle, V{}},
+        {P::kIdle, V{}},
+        {P::kIdle, V{}},
+        {P::kIdle, V{}}}},
+      {P::kSelecting,
+       {{P::kSelecting, V{}},
+        {P::kRunning, V{"spawn"}},
+        {P::kSelecting, V{}},
+        {P::kSelecting, V{}},
+        {P::kSelecting, V{}},
+        {P::kSelecting, V{}},
+        {P::kSelecting, V{}},
+        {P::kSelecting, V{}},
+        {P::kSelecting, V{}}}},
+      {P::kRunning,
+       {{P::kRunning, V{}},
+        {P::kRunning, V{}},
+        {P::kBackoff, V{"ended:spawn-failed", "arm:2"}},
+        {P::kBackoff, V{"ended:failed", "arm:2"}},
+        {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}},
+        {P::kRunning, V{"signal:SIGUSR1/group"}},
+        {P::kRunning, V{}},
+        {P::kRunning, V{}},
+        {P::kRunning, V{}}}},
+      {P::kStopping,
+       {{P::kStopping, V{}},
+        {P::kStopping, V{}},
+        {P::kStopping, V{}},
+        {P::kFinished, V{"ended:stopped", "exit:75"}},
+        {P::kStopping, V{"kill", "arm:1"}},
+        {P::kStopping, V{}},
+        {P::kStopping, V{}},
+        {P::kStopping, V{"kill", "arm:1"}},
+        {P::kStopping, V{}}}},
+      {P::kBackoff,
+       {{P::kBackoff, V{}},
+        {P::kBackoff, V{}},
+        {P::kBackoff, V{}},
+        {P::kBackoff, V{}},
+        {P::kFinished, V{"exit:75"}},
+        {P::kBackoff, V{}},
+        {P::kBackoff, V{}},
+        {P::kBackoff, V{}},
+        {P::kBackoff, V{}}}},
+      {P::kDrained,
+       {{P::kDrained, V{}},
+        {P::kDrained, V{}},
+        {P::kDrained, V{}},
+        {P::kDrained, V{}},
+        {P::kFinished, V{"exit:75"}},
+        {P::kDrained, V{}},
+        {P::kSelecting, V{"select"}},
+        {P::kDrained, V{}},
+        {P::kDrained, V{}}}},
+      {P::kFinished,
+       {{P::kFinished, V{}},
+        {P::kFinished, V{}},
+        {P::kFinished, V{}},
+        {P::kFinished, V{}},
+        {P::kFinished, V{}},
+        {P::kFinished, V{}},
+        {P::kFinished, V{}},
+        {P::kFinished, V{}},
+        {P::kFinished, V{}}}},
+  };
+  ASSERT_EQ(table.size(), paths.size()) << "a phase without a row";
+  for (const auto& [phase, path] : paths) {
+    ASSERT_EQ(table.at(phase).size(), events.size()) << "phase " << static_cast<int>(phase);
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      Fsm fsm(job_, {}, 1);
+      long ms = 0;
+      for (const auto& e : path) fsm.Handle(e, t0_ + milliseconds(ms += 10));
+      ASSERT_EQ(fsm.phase(), phase) << "the path to phase " << static_cast<int>(phase);
+      const auto actions = fsm.Handle(events[i], t0_ + milliseconds(ms + 10));
+      const Cell& cell = table.at(phase)[i];
+      EXPECT_EQ(fsm.phase(), cell.after) << "phase " << static_cast<int>(phase) << ", event " << i;
+      EXPECT_EQ(Kinds(actions), cell.actions) << "phase " << static_cast<int>(phase) << ", event " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace spotvisor::supervisor
