@@ -1,5 +1,6 @@
-// The pickle reader; see pickle.hpp. Opcodes as CPython's Lib/pickle.py and
+// The pickle reader's opcodes; see pickle.hpp. As CPython's Lib/pickle.py and
 // Modules/_pickle.c define them (PEP 307 for protocol 2, PEP 3154 for 4, PEP 574 for 5).
+// The bytes come through pickle_cursor.hpp; lookups in the result are pickle_tree.cpp.
 #include "spotvisor/checkpoint/pickle.hpp"
 
 #include <algorithm>
@@ -11,79 +12,12 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "pickle_cursor.hpp"
+
 namespace spotvisor::checkpoint {
 
 using Kind = PickleTree::Kind;
 using Ref = PickleTree::Ref;
-
-// Reads forward through a ByteSource in blocks.
-class PickleCursor {
- public:
-  PickleCursor(const ByteSource& s, std::uint64_t offset, std::uint64_t limit)
-      : s_(s), pos_(offset), limit_(std::min(limit, s.size())) {}
-
-  std::uint64_t pos() const { return pos_; }
-
-  Status Read(std::span<std::byte> out) {
-    if (out.size() > limit_ - pos_) {
-      return Error{s_.name() + ": pickle ends at offset " + std::to_string(limit_) + " before its STOP opcode (truncated)"};
-    }
-    std::size_t done = 0;
-    while (done < out.size()) {
-      if (pos_ < block_start_ || pos_ >= block_start_ + block_.size()) {
-        if (auto st = Fill(); !st) return st;
-      }
-      const std::size_t at = static_cast<std::size_t>(pos_ - block_start_);
-      const std::size_t n = std::min(out.size() - done, block_.size() - at);
-      std::memcpy(out.data() + done, block_.data() + at, n);
-      done += n;
-      pos_ += n;
-    }
-    return Ok{};
-  }
-
-  Result<std::uint64_t> LittleEndian(std::size_t width) {
-    std::array<std::byte, 8> b{};
-    if (auto st = Read({b.data(), width}); !st) return st.error();
-    std::uint64_t v = 0;
-    for (std::size_t i = 0; i < width; ++i) v |= static_cast<std::uint64_t>(b[i]) << (8 * i);
-    return v;
-  }
-
-  Result<std::string> Bytes(std::uint64_t n) {
-    if (n > limit_ - pos_) {
-      return Error{s_.name() + ": pickle ends at offset " + std::to_string(limit_) + " before its STOP opcode (truncated)"};
-    }
-    std::string out(static_cast<std::size_t>(n), '\0');
-    if (auto st = Read({reinterpret_cast<std::byte*>(out.data()), out.size()}); !st) return st.error();
-    return out;
-  }
-
-  // A protocol-0 argument: up to the newline, which is dropped.
-  Result<std::string> Line() {
-    std::string out;
-    for (;;) {
-      std::array<std::byte, 1> c{};
-      if (auto st = Read(c); !st) return st.error();
-      if (c[0] == std::byte{'\n'}) return out;
-      if (out.size() > 4096) return Error{s_.name() + ": pickle text argument longer than 4 KiB at offset " + std::to_string(pos_)};
-      out.push_back(static_cast<char>(c[0]));
-    }
-  }
-
- private:
-  Status Fill() {
-    block_start_ = pos_;
-    block_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(64 * 1024, limit_ - pos_)));
-    return s_.ReadAt(pos_, block_);
-  }
-
-  const ByteSource& s_;
-  std::uint64_t pos_;
-  std::uint64_t limit_;
-  std::uint64_t block_start_ = 0;
-  std::vector<std::byte> block_;
-};
 
 class PickleMachine {
  public:
@@ -494,58 +428,6 @@ Result<PickleTree> ReadPickle(const ByteSource& source, std::uint64_t offset, st
                               const PickleLimits& limits) {
   PickleMachine machine(source, offset, limit, limits);
   return machine.Run(end);
-}
-
-std::optional<Ref> PickleTree::Get(Ref object, std::string_view key) const {
-  if (object >= nodes_.size()) return std::nullopt;
-  const Node& n = nodes_[object];
-  auto find = [&](const std::vector<Ref>& entries) -> std::optional<Ref> {
-    for (std::size_t i = 0; i + 1 < entries.size(); i += 2) {
-      const Node& k = nodes_[entries[i]];
-      if (k.kind == Kind::kText && k.text == key) return entries[i + 1];
-    }
-    return std::nullopt;
-  };
-  if (n.kind == Kind::kDict) return find(n.entries);
-  if (n.kind != Kind::kCall) return std::nullopt;
-  if (auto hit = find(n.entries)) return hit;
-  if (n.state == kNoRef) return std::nullopt;
-  const Node& st = nodes_[n.state];
-  if (st.kind == Kind::kDict) return find(st.entries);
-  if (st.kind == Kind::kTuple) {  // (dict or None, slots dict)
-    for (Ref part : st.items) {
-      if (nodes_[part].kind == Kind::kDict) {
-        if (auto hit = find(nodes_[part].entries)) return hit;
-      }
-    }
-  }
-  return std::nullopt;
-}
-
-std::optional<std::int64_t> PickleTree::Int(Ref r) const {
-  if (r >= nodes_.size() || nodes_[r].kind != Kind::kInt || nodes_[r].big) return std::nullopt;
-  return nodes_[r].number;
-}
-
-const std::string* PickleTree::Text(Ref r) const {
-  if (r >= nodes_.size() || nodes_[r].kind != Kind::kText) return nullptr;
-  return &nodes_[r].text;
-}
-
-std::string_view PickleTree::CallName(Ref r) const {
-  if (r >= nodes_.size() || nodes_[r].kind != Kind::kCall) return {};
-  const Node& callable = nodes_[nodes_[r].callable];
-  if (callable.kind == Kind::kGlobal) {
-    // copyreg.__newobj__ / _reconstructor(cls, ...): the class is the first argument.
-    if ((callable.text == "copyreg.__newobj__" || callable.text == "copy_reg._reconstructor" ||
-         callable.text == "copyreg._reconstructor") &&
-        nodes_[r].args != kNoRef && !nodes_[nodes_[r].args].items.empty()) {
-      const Node& cls = nodes_[nodes_[nodes_[r].args].items.front()];
-      if (cls.kind == Kind::kGlobal) return cls.text;
-    }
-    return callable.text;
-  }
-  return {};
 }
 
 }  // namespace spotvisor::checkpoint
