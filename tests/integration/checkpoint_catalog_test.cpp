@@ -13,8 +13,8 @@
 #include "spotvisor/checkpoint/hash_pool.hpp"
 #include "spotvisor/checkpoint/manifest.hpp"
 #include "spotvisor/checkpoint/zip_archive.hpp"
-#include "preemption_test_util.hpp"
 #include "spotvisor/telemetry/log.hpp"
+#include "support/log_capture.hpp"
 #include "support/test_support.hpp"
 
 namespace spotvisor::checkpoint {

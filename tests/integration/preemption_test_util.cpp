@@ -2,7 +2,6 @@
 // this translation unit talks to the same (shared-library) logger registry as the library.
 #include "integration/preemption_test_util.hpp"
 
-#include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -203,39 +202,6 @@ std::uint16_t ClosedPort() {
   asio::io_context io;
   tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
   return acceptor.local_endpoint().port();
-}
-
-struct LogCapture::Impl {
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink =
-      std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(4096);
-  std::shared_ptr<spdlog::logger> previous;
-};
-
-LogCapture::LogCapture() : impl_(std::make_unique<Impl>()) {
-  impl_->previous = spdlog::default_logger();
-  auto logger = std::make_shared<spdlog::logger>("capture", impl_->sink);
-  logger->set_level(spdlog::level::debug);
-  impl_->sink->set_pattern("%l %v");
-  spdlog::set_default_logger(logger);
-}
-
-LogCapture::~LogCapture() {
-  if (std::getenv("SPOTVISOR_SHOW_LOGS") != nullptr) std::fprintf(stderr, "%s", Joined().c_str());
-  spdlog::set_default_logger(impl_->previous);
-}
-
-std::string LogCapture::Joined() const {
-  std::string out;
-  for (const auto& line : Lines()) out += line + "\n";
-  return out;
-}
-
-std::vector<std::string> LogCapture::Lines() const { return impl_->sink->last_formatted(); }
-
-int LogCapture::Count(const std::string& needle) const {
-  int n = 0;
-  for (const auto& line : Lines()) n += line.find(needle) != std::string::npos ? 1 : 0;
-  return n;
 }
 
 config::ProviderSection FastProvider(config::ProviderKind kind, const std::string& endpoint) {

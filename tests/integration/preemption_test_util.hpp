@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "spotvisor/preemption/watcher.hpp"
+#include "support/log_capture.hpp"
 
 namespace boost::asio {
 class io_context;
@@ -69,19 +70,6 @@ struct Recorder {
   }
 };
 
-// Captures log lines of the library's default spdlog logger while alive.
-class LogCapture {
- public:
-  LogCapture();
-  ~LogCapture();
-  std::vector<std::string> Lines() const;
-  int Count(const std::string& needle) const;  // lines containing `needle`
-  std::string Joined() const;                  // all lines, for failure messages
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
 
 // A ProviderSection with test-sized timings pointing at `endpoint`.
 config::ProviderSection FastProvider(config::ProviderKind kind, const std::string& endpoint);
