@@ -65,7 +65,8 @@ std::optional<std::string> ReadSmallText(const fs::path& file) {
   return text;
 }
 
-std::string Two(std::uint64_t v, int width) {
+// `v` with leading zeros to `width` digits, as the frameworks name their ranks.
+std::string ZeroPadded(std::uint64_t v, int width) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%0*llu", width, static_cast<unsigned long long>(v));
   return buf;
@@ -155,7 +156,7 @@ Status CheckDeepSpeed(const fs::path& dir, const Names& names) {
   const bool zero = names.Any([](const std::string& n) { return n.ends_with("_optim_states.pt"); });
   const bool bf16 = names.Any([](const std::string& n) { return n.starts_with("bf16_zero_pp_rank_"); });
   for (std::int64_t m = 0; m < *mp; ++m) {
-    const std::string mm = "mp_rank_" + Two(static_cast<std::uint64_t>(m), 2);
+    const std::string mm = "mp_rank_" + ZeroPadded(static_cast<std::uint64_t>(m), 2);
     if (!zero3) {
       if (auto st = Require(dir, names, mm + "_model_states.pt", sizes); !st) return st;
     }
@@ -191,8 +192,8 @@ Status CheckMegatron(const fs::path& dir, const Names& names) {
   const bool distributed_optimizer = names.Any([](const std::string& n) { return n.ends_with("/distrib_optim.pt"); });
   for (std::int64_t t = 0; t < *tp; ++t) {
     for (std::int64_t p = 0; p < *pp; ++p) {
-      const std::string sub = "mp_rank_" + Two(static_cast<std::uint64_t>(t), 2) +
-                              (*pp > 1 ? "_" + Two(static_cast<std::uint64_t>(p), 3) : "");
+      const std::string sub = "mp_rank_" + ZeroPadded(static_cast<std::uint64_t>(t), 2) +
+                              (*pp > 1 ? "_" + ZeroPadded(static_cast<std::uint64_t>(p), 3) : "");
       if (auto st = Require(dir, names, sub + "/model_optim_rng.pt", sizes); !st) return st;
       if (distributed_optimizer) {
         if (auto st = Require(dir, names, sub + "/distrib_optim.pt", sizes); !st) return st;

@@ -13,18 +13,24 @@ std::string ChildKey(const state::PersistedState& s) {
   return s.child ? std::to_string(s.child->pid) + ":" + std::to_string(s.child->start_ticks) : std::string();
 }
 
+// The counts both sides keep under the same names (recent failures differ in kind).
+template <class From, class To>
+void CopyCounts(const From& f, To& t) {
+  t.attempts = f.attempts;
+  t.failures = f.failures;
+  t.hangs = f.hangs;
+  t.preemptions = f.preemptions;
+  t.consecutive_failures = f.consecutive_failures;
+  t.no_progress_streak = f.no_progress_streak;
+  t.last_resume_step = f.last_resume_step;
+}
+
 }  // namespace
 
 Counters RestoreCounters(const state::PersistedState& s, const std::vector<state::AttemptRecord>& attempts,
                          std::int64_t now_ms, TimePoint now) {
   Counters c;
-  c.attempts = s.attempts;
-  c.failures = s.failures;
-  c.hangs = s.hangs;
-  c.preemptions = s.preemptions;
-  c.consecutive_failures = s.consecutive_failures;
-  c.no_progress_streak = s.no_progress_streak;
-  c.last_resume_step = s.last_resume_step;
+  CopyCounts(s, c);
   for (auto ms : s.recent_failures_ms) c.recent_failures.push_back(now - std::chrono::milliseconds(now_ms - ms));
   for (const auto& r : attempts) {
     if (r.attempt <= s.attempts) continue;
@@ -38,13 +44,7 @@ Counters RestoreCounters(const state::PersistedState& s, const std::vector<state
 }
 
 void StoreCounters(const Counters& c, std::int64_t now_ms, TimePoint now, state::PersistedState& s) {
-  s.attempts = c.attempts;
-  s.failures = c.failures;
-  s.hangs = c.hangs;
-  s.preemptions = c.preemptions;
-  s.consecutive_failures = c.consecutive_failures;
-  s.no_progress_streak = c.no_progress_streak;
-  s.last_resume_step = c.last_resume_step;
+  CopyCounts(c, s);
   s.recent_failures_ms.clear();
   for (auto t : c.recent_failures) {
     s.recent_failures_ms.push_back(now_ms - std::chrono::duration_cast<std::chrono::milliseconds>(now - t).count());
