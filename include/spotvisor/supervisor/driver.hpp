@@ -1,23 +1,26 @@
-// The thin Asio glue around the Fsm: it owns the io_context, the single signal_set
-// (SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGCHLD), the timers, the child's process group, the
-// job lock and the journal, turns what happens into Fsm events and carries out the Fsm's
-// actions. One thread runs everything; checkpoint selection runs on one worker thread
-// and posts its answer back.
+// The thin Asio glue around the Fsm: it owns the io_context, the signal_set of requests
+// (SIGINT, SIGTERM, SIGHUP, SIGUSR1), the timers, the job lock and the journal, turns what
+// happens into Fsm events and carries out the Fsm's actions through a Host (host.hpp: the
+// clock, the trainer's processes, the watcher). One thread runs everything; checkpoint
+// selection runs on one worker thread and posts its answer back.
 #pragma once
 
 #include <memory>
 
 #include "spotvisor/checkpoint/resume_selector.hpp"
 #include "spotvisor/config/job_config.hpp"
+#include "spotvisor/supervisor/host.hpp"
 #include "spotvisor/supervisor/run_observer.hpp"
 
 namespace spotvisor::supervisor {
 
 class Driver {
  public:
-  // `job` must be finalized and outlive the Driver. A null selector means the catalog's.
+  // `job` must be finalized and outlive the Driver. A null selector means the catalog's; a
+  // null host means the real one (posix_host.hpp). Tests pass fakes of both.
   explicit Driver(const config::JobConfig& job,
-                  std::unique_ptr<checkpoint::ResumeSelector> selector = nullptr);
+                  std::unique_ptr<checkpoint::ResumeSelector> selector = nullptr,
+                  std::unique_ptr<Host> host = nullptr);
   ~Driver();
   Driver(const Driver&) = delete;
   Driver& operator=(const Driver&) = delete;

@@ -1,0 +1,87 @@
+// The driver's effects on the world behind one seam (leveldb's Env, ninja's CommandRunner):
+// the clock, starting the trainer and learning that it ended, signalling its processes, a
+// previous supervisor's leftovers, and the preemption watcher. PosixHost (posix_host.hpp) is
+// the real one; tests script a fake one and run the driver in-process. Every call and every
+// callback happens on the driver's io thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spotvisor/config/job_config.hpp"
+#include "spotvisor/preemption/watcher.hpp"
+#include "spotvisor/process/process_group.hpp"
+#include "spotvisor/process/spawn.hpp"
+#include "spotvisor/supervisor/fsm.hpp"
+#include "spotvisor/util/result.hpp"
+
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
+
+namespace spotvisor::supervisor {
+
+// One started trainer: its main process, which leads a process group of its own, and the
+// launcher tree under it. Owned by the driver until the group is gone.
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+  virtual pid_t pid() const = 0;  // the main process, also the group id
+  // Who it is, so that a later supervisor can recognise a leftover (persisted).
+  virtual process::ChildIdentity Identity() const = 0;
+  // Sends `signo` to `to` (kGroup, kMain or kWorkers); how many processes it reached. With
+  // `only_to_handlers`, workers that do not catch `signo` yet are skipped.
+  virtual std::size_t Send(int signo, config::SignalTarget to, bool only_to_handlers) = 0;
+  // SIGKILL to the whole group; how many processes were in it.
+  virtual std::size_t KillGroup() = 0;
+  // SIGSTOP to the launcher(s); `signo` then SIGCONT to those held. How many.
+  virtual std::size_t HoldLaunchers() = 0;
+  virtual std::size_t ReleaseLaunchers(int signo) = 0;
+  // True when the launcher has no live worker left.
+  virtual bool WorkersGone() const = 0;
+  // True when no process of the group is left (zombies reaped first).
+  virtual bool GroupGone() = 0;
+  // For the log: the pids the last Send reached ("123,124"), the workers it skipped, and
+  // what each process was doing when KillGroup found it ("1234 python S futex_wait").
+  virtual std::string LastPids() const = 0;
+  virtual std::size_t LastSkipped() const = 0;
+  virtual std::string KilledStates() const = 0;
+};
+
+// A trainer just started, with the read ends of its output pipes when the spec asked for
+// them (owned by the caller; -1 otherwise).
+struct StartedTrainer {
+  std::unique_ptr<Trainer> trainer;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+};
+
+class Host {
+ public:
+  using ExitHandler = std::function<void(ExitStatus)>;
+  virtual ~Host() = default;
+
+  // Once, before anything else: the loop every callback runs on. The host becomes the
+  // reaper of the trainer's orphans (child subreaper) where it can.
+  virtual void Attach(boost::asio::io_context& io) = 0;
+  // No callback after this (shutdown).
+  virtual void Detach() = 0;
+  // The steady clock every Fsm time point comes from (the driver's timers use it too).
+  virtual TimePoint Now() const = 0;
+  // Starts the trainer in its own process group; `on_exit` gets the main process's status
+  // once, when it exits (the rest of its group may live on: see Trainer::GroupGone).
+  virtual Result<StartedTrainer> Spawn(const process::SpawnSpec& spec, ExitHandler on_exit) = 0;
+  // Live processes of a group a previous supervisor started, if it is really that group.
+  virtual std::vector<pid_t> Leftovers(const process::ChildIdentity& child) = 0;
+  virtual bool SignalGroup(pid_t pgid, int signo) = 0;
+  // The preemption watcher for the job's provider; nullptr for `none`.
+  virtual Result<std::unique_ptr<preemption::Watcher>> MakeWatcher(boost::asio::io_context& io,
+                                                                   const config::ProviderSection& provider) = 0;
+};
+
+}  // namespace spotvisor::supervisor

@@ -1,0 +1,105 @@
+// Private to src/supervisor/: the driver's state and its parts, defined in three files a
+// reader can find by what they do — driver.cpp (start-up, dispatch, journal, shutdown),
+// driver_trainer.cpp (the trainer's start, signals and end), driver_notices.cpp
+// (preemption notices, the drained validation, checkpoint selection). io thread only,
+// but for the selection, which runs on `pool_` and posts its answer back.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spotvisor/process/output_relay.hpp"
+#include "spotvisor/state/job_lock.hpp"
+#include "spotvisor/state/journal.hpp"
+#include "spotvisor/supervisor/driver.hpp"
+#include "spotvisor/supervisor/fsm.hpp"
+#include "spotvisor/supervisor/host.hpp"
+#include "spotvisor/util/result.hpp"
+
+namespace spotvisor::supervisor {
+
+class Driver::Impl final : public RunControl {
+ public:
+  Impl(const config::JobConfig& job, std::unique_ptr<checkpoint::ResumeSelector> selector,
+       std::unique_ptr<Host> host);
+
+  int Run();
+  void AddObserver(std::unique_ptr<RunObserver> observer) { observers_.push_back(std::move(observer)); }
+
+  // ---- RunControl ----
+  boost::asio::io_context& io() override { return io_; }
+  const config::JobConfig& job() const override { return job_; }
+  pid_t child_pid() const override { return trainer_ ? trainer_->pid() : 0; }
+  void RequestStop(StopReason reason, const std::string& detail) override;
+  void RequestCheckpoint(const std::string& detail) override;
+
+ private:
+  // driver.cpp
+  bool StopLeftovers();
+  void WaitSignals();
+  void Dispatch(const Event& event);
+  void Perform(const ArmTimerAction& a);
+  void Perform(const CancelTimerAction& a);
+  void Perform(const AttemptEndedAction& a);
+  void Perform(const LogAction& a);
+  void Perform(const ExitAction& a);
+  void Shutdown(int code, const std::string& message);
+  void SaveState(bool force = false);
+  void JournalTrouble(const std::string& message);
+
+  // driver_trainer.cpp
+  void Perform(const SpawnAction& a);
+  void Perform(const SignalAction& a);
+  void Perform(const HoldLaunchersAction&);
+  void Perform(const ReleaseLaunchersAction& a);
+  void Perform(const WatchWorkersAction&);
+  void Perform(const KillGroupAction&);
+  void OnTrainerExited(ExitStatus status);
+  void PollGroup();
+  void TrainerGone();
+
+  // driver_notices.cpp
+  void Perform(const SelectResumeAction&);
+  void OnSelected(Result<checkpoint::Selection> selection);
+  void OnNotice(const preemption::Notice& n);
+  void OnNoticeCleared();
+  void ValidateAfterDrain();
+  void WriteNoticeFile(const preemption::Notice& n);
+
+  const config::JobConfig& job_;                               // not owned
+  std::unique_ptr<checkpoint::ResumeSelector> selector_;       // used on pool_ only
+  std::unique_ptr<Host> host_;                                 // every effect on the world
+  boost::asio::io_context io_;                                 // the one event loop
+  boost::asio::thread_pool pool_{1};                           // checkpoint selection
+  boost::asio::signal_set signals_;                            // stop / checkpoint requests
+  std::map<TimerKind, boost::asio::steady_timer> timers_;      // armed by the Fsm
+  boost::asio::steady_timer group_poll_;                       // waiting for the group to empty
+  boost::asio::steady_timer workers_poll_;                     // waiting for a launcher's workers to stop
+  boost::asio::steady_timer resume_timer_;                     // a cleared notice, confirmed
+  std::unique_ptr<preemption::Watcher> watcher_;               // null for provider none
+  std::optional<preemption::Notice> notice_;                   // the stop notice being handled
+  std::vector<std::unique_ptr<RunObserver>> observers_;        // see run_observer.hpp
+  std::vector<std::unique_ptr<process::OutputRelay>> relays_;  // trainers' output, until EOF
+  std::optional<state::JobLock> lock_;                         // held for our whole life
+  std::optional<state::Journal> journal_;                      // the job's memory
+  std::optional<Fsm> fsm_;                                     // the policy
+  state::PersistedState persisted_;                            // driver-owned parts of the state
+  state::AttemptRecord current_;                               // the attempt in progress
+  std::unique_ptr<Trainer> trainer_;                           // the running trainer's group, if any
+  TimePoint trainer_started_{};                                // for uptime
+  std::optional<ExitStatus> main_status_;                      // main process gone, group maybe not
+  TimePoint group_deadline_{};                                 // give up waiting for the group then
+  bool journal_trouble_ = false;                               // state dir not writable
+  bool finished_ = false;                                      // Exit performed
+  int exit_code_ = Code(ExitCode::kFailed);                    // what Run returns
+};
+
+}  // namespace spotvisor::supervisor

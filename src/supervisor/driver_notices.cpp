@@ -1,0 +1,126 @@
+// The driver's side of preemption notices and of checkpoint selection (see
+// driver_impl.hpp): a notice becomes a stop (grace capped by its deadline) or a checkpoint
+// request, and is written to the notice file; a cleared notice resumes after
+// provider.resume_after; the selection runs on pool_ and comes back as an event.
+#include <boost/asio/post.hpp>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "child_environment.hpp"
+#include "driver_impl.hpp"
+#include "spotvisor/supervisor/notice_grace.hpp"
+#include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/util/atomic_file.hpp"
+
+namespace spotvisor::supervisor {
+namespace {
+
+namespace asio = boost::asio;
+using telemetry::Log;
+using telemetry::LogLevel;
+using telemetry::Quote;
+
+std::string FormatIsoUtc(std::chrono::system_clock::time_point t) {
+  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+const char* ActionName(preemption::NoticeAction action) {
+  return action == preemption::NoticeAction::kStop ? "stop" : "checkpoint";
+}
+
+}  // namespace
+
+void Driver::Impl::Perform(const SelectResumeAction&) {
+  asio::post(pool_, [this] {
+    for (auto& o : observers_) o->BeforeSelection();
+    auto selection = selector_->SelectForResume();
+    asio::post(io_, [this, selection = std::move(selection)]() mutable { OnSelected(std::move(selection)); });
+  });
+}
+
+void Driver::Impl::OnSelected(Result<checkpoint::Selection> selection) {
+  if (!selection) {
+    Shutdown(Code(ExitCode::kFailed), "cannot choose a checkpoint to resume from: " + selection.error().message +
+                                          " (not starting from scratch while checkpoints may exist)");
+    return;
+  }
+  for (auto& o : observers_) o->OnSelection(*selection);  // (the catalog logged each rejection)
+  Dispatch(ResumeSelectedEvent{selection->chosen});
+}
+
+void Driver::Impl::OnNotice(const preemption::Notice& n) {
+  const auto now = std::chrono::system_clock::now();
+  std::optional<std::chrono::milliseconds> until_deadline;
+  if (n.deadline) until_deadline = std::chrono::duration_cast<std::chrono::milliseconds>(*n.deadline - now);
+  Log(LogLevel::kWarning, "event=notice provider=" + n.provider + " kind=" + n.kind + " action=" +
+                              ActionName(n.action) + " id=" + Quote(n.id) +
+                              " deadline=" + (n.deadline ? FormatIsoUtc(*n.deadline) : "none") + " warning_ms=" +
+                              (until_deadline ? std::to_string(until_deadline->count()) : "unknown") +
+                              " detail=" + Quote(n.detail));
+  for (auto& o : observers_) o->OnNotice(n);
+  if (n.action == preemption::NoticeAction::kCheckpoint) {
+    Dispatch(CheckpointRequestedEvent{n.provider + " " + n.kind});
+    return;
+  }
+  resume_timer_.cancel();
+  notice_ = n;
+  WriteNoticeFile(n);
+  const NoticeGrace grace = GraceForNotice(until_deadline, job_.provider);
+  if (grace.deadline_near) {
+    Log(LogLevel::kWarning,
+        "event=notice_deadline_near warning_ms=" + std::to_string(grace.window.count()) +
+            " grace_cap=" + FormatDuration(grace.cap) + " detail=\"the deadline " +
+            (grace.window.count() <= 0 ? "has already passed" : "is nearer than provider.safety_margin") +
+            " (clock skew or a late notice): the trainer still gets provider.min_grace\"");
+  }
+  Dispatch(StopRequestedEvent{StopReason::kNotice, grace.cap, n.provider + " " + n.kind});
+}
+
+void Driver::Impl::OnNoticeCleared() {
+  Log(LogLevel::kInfo, "event=notice_cleared resume_in=" + FormatDuration(job_.provider.resume_after));
+  resume_timer_.expires_after(job_.provider.resume_after);
+  resume_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    notice_.reset();
+    Dispatch(NoticeClearedEvent{});
+  });
+}
+
+// Drained: find (and fully validate) the checkpoint a resume would use, record it, and
+// only then tell the provider we are done (Azure acknowledgement).
+void Driver::Impl::ValidateAfterDrain() {
+  asio::post(pool_, [this] {
+    auto selection = selector_->SelectForResume();
+    asio::post(io_, [this, selection = std::move(selection)] {
+      if (finished_) return;
+      if (!selection) {
+        Log(LogLevel::kError, "event=drained_validation_failed error=" + Quote(selection.error().message));
+      } else {
+        for (auto& o : observers_) o->OnSelection(*selection);  // (the catalog logged each rejection)
+        Log(LogLevel::kWarning, "event=drained newest_good=" +
+                                    Quote(selection->chosen ? selection->chosen->path.string() : "none") +
+                                    " step=" + (selection->chosen ? std::to_string(selection->chosen->step) : "none"));
+      }
+      if (watcher_ && notice_) watcher_->Acknowledge(*notice_);
+    });
+  });
+}
+
+void Driver::Impl::WriteNoticeFile(const preemption::Notice& n) {
+  nlohmann::json j{{"provider", n.provider}, {"kind", n.kind}, {"action", ActionName(n.action)},
+                   {"id", n.id}, {"detail", n.detail}, {"received_at", FormatIsoUtc(std::chrono::system_clock::now())}};
+  j["deadline"] = n.deadline ? nlohmann::json(FormatIsoUtc(*n.deadline)) : nlohmann::json(nullptr);
+  // Atomic (the trainer never reads half of it) but not fsynced: it sits between the
+  // notice and the signal, where an fsync costs tens of ms on a busy disk, and no one
+  // reads it after a power cut (it is removed before a resumed trainer starts).
+  if (Status s = WriteFileAtomically(NoticeFilePath(job_), j.dump(2) + "\n", Durability::kAtomicOnly); !s) {
+    Log(LogLevel::kError, "event=notice_file_failed error=" + Quote(s.error().message));
+  }
+}
+
+}  // namespace spotvisor::supervisor

@@ -1,0 +1,169 @@
+// The driver's side of the trainer (see driver_impl.hpp): starting it, the Fsm's signals,
+// its launcher's workers while they stop, and its end — the main process first, then the
+// whole group (leftovers get SIGKILL up to signals.kill_timeout).
+#include <boost/asio/post.hpp>
+#include <filesystem>
+
+#include "child_environment.hpp"
+#include "driver_impl.hpp"
+#include "spotvisor/config/signals.hpp"
+#include "spotvisor/telemetry/log.hpp"
+
+namespace spotvisor::supervisor {
+namespace {
+
+namespace asio = boost::asio;
+using telemetry::Log;
+using telemetry::LogLevel;
+using telemetry::Quote;
+
+constexpr auto kGroupPoll = std::chrono::milliseconds(5);
+constexpr auto kWorkersPoll = std::chrono::milliseconds(100);  // a launcher's workers, while they stop
+
+}  // namespace
+
+void Driver::Impl::Perform(const SpawnAction& a) {
+  auto spec = BuildSpawnSpec(job_, a);
+  if (!spec) {
+    asio::post(io_, [this, message = spec.error().message] { Dispatch(SpawnFailedEvent{message}); });
+    return;
+  }
+  if (job_.checkpoints.dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(*job_.checkpoints.dir, ec);
+  }
+  std::error_code stale;
+  std::filesystem::remove(NoticeFilePath(job_), stale);  // a resumed trainer starts without a notice
+  auto started = host_->Spawn(*spec, [this](ExitStatus status) { OnTrainerExited(status); });
+  if (!started) {
+    asio::post(io_, [this, message = started.error().message] { Dispatch(SpawnFailedEvent{message}); });
+    return;
+  }
+  trainer_ = std::move(started->trainer);
+  const pid_t pid = trainer_->pid();
+  if (started->stdout_fd >= 0) {
+    std::erase_if(relays_, [](const auto& r) { return r->done(); });
+    relays_.push_back(std::make_unique<process::OutputRelay>(
+        io_, started->stdout_fd, started->stderr_fd, [this](std::string_view line) {
+          for (auto& o : observers_) o->OnTrainerLine(line);
+        }));
+  }
+  trainer_started_ = host_->Now();
+  persisted_.child = trainer_->Identity();
+  current_ = state::AttemptRecord{};
+  current_.attempt = a.attempt;
+  current_.started_ms = state::UnixMillisNow();
+  current_.pid = pid;
+  if (a.resume) {
+    current_.resume_from = a.resume->path.string();
+    current_.resume_step = a.resume->step;
+  }
+  std::string argv;
+  for (const auto& arg : spec->argv) argv += (argv.empty() ? "" : " ") + arg;
+  Log(LogLevel::kInfo, "event=trainer_started attempt=" + std::to_string(a.attempt) + " pid=" + std::to_string(pid) +
+                           " resume=" + Quote(a.resume ? a.resume->path.string() : "none") + " argv=" + Quote(argv) +
+                           " signal_target=" + config::ToString(job_.signals.Recipients()) +
+                           " signal_target_why=" + Quote(job_.signals.target_why));
+  for (auto& o : observers_) o->OnAttemptStarted(a.attempt, pid, a.resume);
+}
+
+void Driver::Impl::Perform(const SignalAction& a) {
+  if (!trainer_) return;
+  const std::size_t reached = trainer_->Send(a.signo, a.to, a.only_to_handlers);
+  const char* none = a.to == config::SignalTarget::kWorkers ? " result=\"the launcher has no worker now\""
+                                                            : " result=\"no such process\"";
+  const std::size_t skipped = trainer_->LastSkipped();
+  Log(reached > 0 ? LogLevel::kInfo : LogLevel::kWarning,
+      "event=signal_sent signal=" + config::SignalName(a.signo) + " target=" + config::ToString(a.to) +
+          " pid=" + std::to_string(trainer_->pid()) + " processes=" + std::to_string(reached) +
+          (a.to == config::SignalTarget::kWorkers ? " workers=" + trainer_->LastPids() : "") +
+          (skipped > 0 ? " skipped=" + std::to_string(skipped) +
+                             " skipped_why=\"no handler for it yet (still starting)\""
+                       : "") +
+          (reached > 0 ? "" : none));
+  if (reached > 0) {
+    for (auto& o : observers_) o->OnSignalSent(a.signo, a.to);
+  }
+}
+
+void Driver::Impl::Perform(const HoldLaunchersAction&) {
+  if (!trainer_) return;
+  const std::size_t held = trainer_->HoldLaunchers();
+  Log(LogLevel::kInfo, "event=signal_sent signal=SIGSTOP target=launcher pid=" + std::to_string(trainer_->pid()) +
+                           " processes=" + std::to_string(held) +
+                           " detail=\"the launcher waits, paused, while its workers stop: it neither restarts nor kills them\"");
+}
+
+void Driver::Impl::Perform(const ReleaseLaunchersAction& a) {
+  if (!trainer_) return;
+  const std::size_t released = trainer_->ReleaseLaunchers(a.signo);
+  Log(LogLevel::kInfo, "event=signal_sent signal=" + config::SignalName(a.signo) + "+SIGCONT target=launcher pid=" +
+                           std::to_string(trainer_->pid()) + " processes=" + std::to_string(released));
+}
+
+void Driver::Impl::Perform(const WatchWorkersAction&) {
+  workers_poll_.expires_after(kWorkersPoll);
+  workers_poll_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || !trainer_ || fsm_->phase() != Phase::kStopping) return;
+    if (trainer_->WorkersGone()) {
+      Dispatch(WorkersGoneEvent{});
+    } else {
+      Perform(WatchWorkersAction{});
+    }
+  });
+}
+
+void Driver::Impl::Perform(const KillGroupAction&) {
+  if (!trainer_) return;
+  const std::size_t n = trainer_->KillGroup();
+  // What each process was doing when it would not stop: the first clue to a hung save.
+  Log(LogLevel::kWarning, "event=signal_sent signal=SIGKILL target=group pid=" + std::to_string(trainer_->pid()) +
+                              " processes=" + std::to_string(n) +
+                              (n > 0 ? " states=" + Quote(trainer_->KilledStates()) : ""));
+}
+
+// The main process is gone; its group may not be (a worker that ignores SIGTERM, a
+// daemonized grandchild): those get SIGKILL, and the attempt ends once all are gone.
+void Driver::Impl::OnTrainerExited(ExitStatus status) {
+  if (!trainer_ || main_status_ || finished_) return;
+  main_status_ = status;
+  Log(LogLevel::kInfo, "event=trainer_exited pid=" + std::to_string(trainer_->pid()) + " status=" +
+                           Quote(Describe(status)) + " uptime_ms=" +
+                           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              host_->Now() - trainer_started_).count()));
+  group_deadline_ = host_->Now() + job_.signals.kill_timeout;
+  if (!trainer_->GroupGone()) {
+    Log(LogLevel::kWarning, "event=group_leftovers pgid=" + std::to_string(trainer_->pid()) +
+                                " detail=\"processes of the trainer's group outlived it: SIGKILL\"");
+    host_->SignalGroup(trainer_->pid(), SIGKILL);
+  }
+  PollGroup();
+}
+
+void Driver::Impl::PollGroup() {
+  if (trainer_->GroupGone()) {
+    TrainerGone();
+    return;
+  }
+  if (host_->Now() > group_deadline_) {
+    Shutdown(Code(ExitCode::kFailed), "processes of the trainer's group " + std::to_string(trainer_->pid()) +
+                                          " survive SIGKILL; refusing to start a second trainer");
+    return;
+  }
+  host_->SignalGroup(trainer_->pid(), SIGKILL);
+  group_poll_.expires_after(kGroupPoll);
+  group_poll_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) PollGroup();
+  });
+}
+
+void Driver::Impl::TrainerGone() {
+  const ExitStatus status = *main_status_;
+  trainer_.reset();
+  workers_poll_.cancel();
+  main_status_.reset();
+  persisted_.child.reset();
+  Dispatch(ChildExitedEvent{status});
+}
+
+}  // namespace spotvisor::supervisor

@@ -1,0 +1,123 @@
+// The real Host; see posix_host.hpp. One signal_set for SIGCHLD; every exited child is
+// reaped here, and the trainer's main process has its status delivered once.
+#include "spotvisor/supervisor/posix_host.hpp"
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <csignal>
+#include <map>
+#include <optional>
+
+#include "trainer_signals.hpp"
+
+namespace spotvisor::supervisor {
+namespace {
+
+namespace asio = boost::asio;
+
+ExitStatus FromWaitStatus(int status) {
+  if (WIFSIGNALED(status)) return ExitStatus{0, WTERMSIG(status)};
+  return ExitStatus{WEXITSTATUS(status), 0};
+}
+
+class PosixHost;
+
+// A trainer group: signals through TrainerSignals, its end read from the kernel.
+class PosixTrainer final : public Trainer {
+ public:
+  PosixTrainer(PosixHost& host, pid_t pid) : host_(host), signals_(pid), identity_(process::Identify(pid)) {}
+  pid_t pid() const override { return identity_.pid; }
+  process::ChildIdentity Identity() const override { return identity_; }
+  std::size_t Send(int signo, config::SignalTarget to, bool only_to_handlers) override {
+    return signals_.Send(signo, to, only_to_handlers);
+  }
+  std::size_t KillGroup() override { return signals_.KillGroup(); }
+  std::size_t HoldLaunchers() override { return signals_.HoldLaunchers(); }
+  std::size_t ReleaseLaunchers(int signo) override { return signals_.ReleaseLaunchers(signo); }
+  bool WorkersGone() const override { return signals_.WorkersGone(); }
+  bool GroupGone() override;
+  std::string LastPids() const override { return signals_.LastPids(); }
+  std::size_t LastSkipped() const override { return signals_.LastSkipped(); }
+  std::string KilledStates() const override { return signals_.KilledStates(); }
+
+ private:
+  PosixHost& host_;                   // reaps the group's zombies
+  TrainerSignals signals_;            // to the group, the main process or the workers
+  process::ChildIdentity identity_;   // pid, start time, boot id
+};
+
+class PosixHost final : public Host {
+ public:
+  void Attach(asio::io_context& io) override {
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    // Our stdout/stderr may be a pipe whose reader goes away (`| head`, a dead log
+    // collector): a write must fail with EPIPE, not kill the supervisor and so the trainer.
+    // Not a handler, only a disposition; the child starts with SIG_DFL for every signal.
+    std::signal(SIGPIPE, SIG_IGN);
+    children_.emplace(io, SIGCHLD);
+    WaitChildren();
+  }
+
+  void Detach() override {
+    if (children_) children_->cancel();
+    exits_.clear();
+  }
+
+  TimePoint Now() const override { return std::chrono::steady_clock::now(); }
+
+  Result<StartedTrainer> Spawn(const process::SpawnSpec& spec, ExitHandler on_exit) override {
+    auto child = process::Spawn(spec);
+    if (!child) return child.error();
+    exits_[child->pid] = std::move(on_exit);
+    return StartedTrainer{std::make_unique<PosixTrainer>(*this, child->pid), child->stdout_fd, child->stderr_fd};
+  }
+
+  std::vector<pid_t> Leftovers(const process::ChildIdentity& child) override { return process::FindLeftovers(child); }
+  bool SignalGroup(pid_t pgid, int signo) override { return process::SignalGroup(pgid, signo); }
+
+  Result<std::unique_ptr<preemption::Watcher>> MakeWatcher(asio::io_context& io,
+                                                           const config::ProviderSection& provider) override {
+    return preemption::MakeWatcher(io, provider);
+  }
+
+  // Reaps every exited child: the trainer, and orphans adopted as subreaper. A trainer's
+  // status goes to its handler after the loop, so that a handler never runs mid-reap.
+  void Reap() {
+    std::vector<std::pair<ExitHandler, ExitStatus>> ended;
+    int status = 0;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      auto it = exits_.find(pid);
+      if (it == exits_.end()) continue;
+      ended.emplace_back(std::move(it->second), FromWaitStatus(status));
+      exits_.erase(it);
+    }
+    for (auto& [handler, exit_status] : ended) handler(exit_status);
+  }
+
+ private:
+  void WaitChildren() {
+    children_->async_wait([this](const boost::system::error_code& ec, int) {
+      if (ec) return;  // cancelled at shutdown
+      Reap();
+      WaitChildren();
+    });
+  }
+
+  std::optional<asio::signal_set> children_;  // SIGCHLD
+  std::map<pid_t, ExitHandler> exits_;        // trainers whose main process still runs
+};
+
+bool PosixTrainer::GroupGone() {
+  host_.Reap();  // a group member that exited is a zombie (ours, as subreaper) until reaped
+  return !process::GroupExists(identity_.pid);
+}
+
+}  // namespace
+
+std::unique_ptr<Host> MakePosixHost() { return std::make_unique<PosixHost>(); }
+
+}  // namespace spotvisor::supervisor

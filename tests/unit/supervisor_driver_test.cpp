@@ -1,0 +1,325 @@
+// The driver in-process, against a scripted fake Host: no process is started, no signal
+// sent; each fake trainer exits when its script says (after a delay, or on a signal), and
+// a fake watcher delivers notices. What the driver does is read back from what the host
+// recorded, the journal it wrote and its exit code. Each run takes milliseconds.
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <csignal>
+#include <map>
+#include <memory>
+
+#include "spotvisor/config/loader.hpp"
+#include "spotvisor/supervisor/driver.hpp"
+#include "spotvisor/supervisor/host.hpp"
+#include "support/log_capture.hpp"
+#include "support/test_support.hpp"
+
+namespace spotvisor::supervisor {
+namespace {
+
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+using testing::TempDir;
+
+// What one fake trainer does: exit by itself after `exit_after` with `status`, and/or exit
+// with `on_signal_status` once it receives `exits_on` (0: ignores every signal).
+struct Script {
+  std::optional<milliseconds> exit_after;
+  ExitStatus status;
+  int exits_on = 0;
+  ExitStatus on_signal_status{0, 0};
+  std::optional<milliseconds> notice_after;  // the fake watcher then delivers a stop notice
+  milliseconds group_lingers{0};             // members outlive the main process this long, unless killed
+};
+
+class FakeHost;
+
+class FakeTrainer final : public Trainer {
+ public:
+  FakeTrainer(FakeHost& host, pid_t pid, Script script) : host_(host), pid_(pid), script_(std::move(script)) {}
+  pid_t pid() const override { return pid_; }
+  process::ChildIdentity Identity() const override { return {pid_, 1, "fake-boot"}; }
+  std::size_t Send(int signo, config::SignalTarget to, bool only_to_handlers) override;
+  std::size_t KillGroup() override;
+  std::size_t HoldLaunchers() override { return 0; }
+  std::size_t ReleaseLaunchers(int) override { return 0; }
+  bool WorkersGone() const override { return main_exited_; }
+  bool GroupGone() override;
+  std::string LastPids() const override { return std::to_string(pid_); }
+  std::size_t LastSkipped() const override { return 0; }
+  std::string KilledStates() const override { return std::to_string(pid_) + " fake S"; }
+
+  void ExitMain(ExitStatus status);
+
+  FakeHost& host_;
+  pid_t pid_;
+  Script script_;
+  bool main_exited_ = false;
+  bool killed_ = false;
+  std::chrono::steady_clock::time_point exited_at_{};
+};
+
+class FakeWatcher final : public preemption::Watcher {
+ public:
+  void Start(NoticeHandler on_notice, ClearedHandler on_cleared) override {
+    on_notice_ = std::move(on_notice);
+    (void)on_cleared;
+  }
+  void Stop() override { on_notice_ = nullptr; }
+  void Acknowledge(const preemption::Notice&) override { ++acknowledged_; }
+  NoticeHandler on_notice_;
+  int acknowledged_ = 0;
+};
+
+// Records every effect; plays the scripts in spawn order.
+class FakeHost final : public Host {
+ public:
+  explicit FakeHost(std::vector<Script> scripts) : scripts_(std::move(scripts)) {}
+
+  void Attach(asio::io_context& io) override { io_ = &io; }
+  void Detach() override { detached_ = true; }
+  TimePoint Now() const override { return std::chrono::steady_clock::now(); }
+
+  Result<StartedTrainer> Spawn(const process::SpawnSpec& spec, ExitHandler on_exit) override {
+    if (spawns_.size() >= scripts_.size()) return Error{"the test scripted no further trainer"};
+    spawns_.push_back(spec);
+    const Script& script = scripts_[spawns_.size() - 1];
+    auto trainer = std::make_unique<FakeTrainer>(*this, 1000 + static_cast<pid_t>(spawns_.size()), script);
+    live_ = trainer.get();
+    on_exit_ = std::move(on_exit);
+    if (script.exit_after) After(*script.exit_after, [t = live_, s = script.status] { t->ExitMain(s); });
+    if (script.notice_after) {
+      After(*script.notice_after, [this] {
+        if (watcher_ && watcher_->on_notice_) {
+          watcher_->on_notice_(preemption::Notice{"file", "file", preemption::NoticeAction::kStop,
+                                                  std::nullopt, "n1", "test notice"});
+        }
+      });
+    }
+    return StartedTrainer{std::move(trainer), -1, -1};
+  }
+
+  std::vector<pid_t> Leftovers(const process::ChildIdentity&) override { return {}; }
+  bool SignalGroup(pid_t pgid, int signo) override {
+    group_signals_.emplace_back(pgid, signo);
+    if (signo == SIGKILL && live_ && live_->pid_ == pgid) live_->killed_ = true;
+    return true;
+  }
+  Result<std::unique_ptr<preemption::Watcher>> MakeWatcher(asio::io_context&,
+                                                           const config::ProviderSection&) override {
+    auto watcher = std::make_unique<FakeWatcher>();
+    watcher_ = watcher.get();
+    return std::unique_ptr<preemption::Watcher>(std::move(watcher));
+  }
+
+  void After(milliseconds delay, std::function<void()> fn) {
+    auto timer = std::make_shared<asio::steady_timer>(*io_, delay);
+    timer->async_wait([timer, fn = std::move(fn)](const boost::system::error_code& ec) {
+      if (!ec) fn();
+    });
+  }
+
+  // Whatever happens to the trainer's main process goes through here, once.
+  void MainExited(FakeTrainer* trainer, ExitStatus status) {
+    if (trainer != live_ || trainer->main_exited_ || detached_) return;
+    trainer->main_exited_ = true;
+    trainer->exited_at_ = std::chrono::steady_clock::now();
+    auto handler = std::move(on_exit_);
+    asio::post(*io_, [handler = std::move(handler), status] { handler(status); });
+  }
+
+  std::vector<Script> scripts_;
+  std::vector<process::SpawnSpec> spawns_;
+  std::vector<std::pair<int, config::SignalTarget>> signals_;  // what Send got
+  std::vector<std::pair<pid_t, int>> group_signals_;            // what SignalGroup got
+  int group_kills_ = 0;
+  asio::io_context* io_ = nullptr;
+  FakeTrainer* live_ = nullptr;  // the newest trainer
+  ExitHandler on_exit_;
+  FakeWatcher* watcher_ = nullptr;
+  bool detached_ = false;
+};
+
+void FakeTrainer::ExitMain(ExitStatus status) { host_.MainExited(this, status); }
+
+std::size_t FakeTrainer::Send(int signo, config::SignalTarget to, bool) {
+  if (main_exited_) return 0;
+  host_.signals_.emplace_back(signo, to);
+  if (script_.exits_on == signo) {
+    host_.After(milliseconds(1), [this, s = script_.on_signal_status] { ExitMain(s); });
+  }
+  return 1;
+}
+
+std::size_t FakeTrainer::KillGroup() {
+  ++host_.group_kills_;
+  killed_ = true;
+  if (!main_exited_) ExitMain(ExitStatus{0, SIGKILL});
+  return 1;
+}
+
+bool FakeTrainer::GroupGone() {
+  return main_exited_ && (killed_ || std::chrono::steady_clock::now() - exited_at_ >= script_.group_lingers);
+}
+
+// A resume point that appears once the first attempt has run: the trainer "saved step 20".
+class SteppingSelector final : public checkpoint::ResumeSelector {
+ public:
+  explicit SteppingSelector(std::filesystem::path dir) : dir_(std::move(dir)) {}
+  Result<checkpoint::Selection> SelectForResume() override {
+    checkpoint::Selection selection;
+    if (calls_++ > 0) selection.chosen = checkpoint::ResumePoint{dir_ / "ckpt_step20", 20};
+    return selection;
+  }
+  std::filesystem::path dir_;
+  int calls_ = 0;
+};
+
+class DriverTest : public ::testing::Test {
+ protected:
+  config::JobConfig Job() {
+    auto job = config::LoadJobText(
+        "job:\n"
+        "  name: driver-test\n"
+        "  command: [\"/bin/true\", \"--train\"]\n"
+        "  resume_args: [\"--resume_from={checkpoint}\", \"--step={step}\"]\n"
+        "provider:\n"
+        "  kind: file\n"
+        "  file: ./notice-trigger\n"
+        "signals:\n"
+        "  grace: 200ms\n"
+        "  kill_timeout: 1s\n"
+        "restart:\n"
+        "  backoff: {initial: 1ms, max: 5ms, jitter: 0}\n"
+        "checkpoints:\n"
+        "  dir: ./ckpt\n"
+        "  pattern: \"ckpt_step{step}\"\n"
+        "telemetry:\n"
+        "  state_dir: ./state\n",
+        dir_ / "job.yaml", dir_.path());
+    EXPECT_TRUE(job) << (job ? "" : job.error().message);
+    EXPECT_TRUE(config::Finalize(*job));
+    return *job;
+  }
+
+  std::vector<std::string> Attempts(const config::JobConfig& job) {
+    return testing::ReadLines(job.telemetry.state_dir / "attempts.jsonl");
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(DriverTest, ExitOneBacksOffAndRespawnsResumedAtStep20) {
+  const auto job = Job();
+  auto host = std::make_unique<FakeHost>(std::vector<Script>{
+      {milliseconds(5), ExitStatus{1, 0}},
+      {milliseconds(5), ExitStatus{0, 0}},
+  });
+  FakeHost& fake = *host;
+  testing::LogCapture log;
+  Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
+  const int code = driver.Run();
+
+  EXPECT_EQ(code, Code(ExitCode::kDone)) << log.Joined();
+  ASSERT_EQ(fake.spawns_.size(), 2u);
+  EXPECT_EQ(fake.spawns_[0].argv, (std::vector<std::string>{"/bin/true", "--train"}));
+  const auto resumed = (dir_ / "ckpt" / "ckpt_step20").string();
+  EXPECT_EQ(fake.spawns_[1].argv,
+            (std::vector<std::string>{"/bin/true", "--train", "--resume_from=" + resumed, "--step=20"}));
+  EXPECT_EQ(fake.spawns_[1].env.at("SPOTVISOR_RESTART_COUNT"), "1");
+  const auto attempts = Attempts(job);
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_NE(attempts[0].find("\"outcome\":\"failed\""), std::string::npos) << attempts[0];
+  EXPECT_NE(attempts[1].find("\"outcome\":\"done\""), std::string::npos) << attempts[1];
+  EXPECT_NE(attempts[1].find("\"resume_step\":20"), std::string::npos) << attempts[1];
+  EXPECT_EQ(log.Count("event=restart_scheduled"), 1) << log.Joined();
+  EXPECT_TRUE(fake.detached_);
+}
+
+TEST_F(DriverTest, StopRequestReachesTheTrainerAndEndsResumable) {
+  const auto job = Job();
+  auto host = std::make_unique<FakeHost>(std::vector<Script>{
+      {std::nullopt, {}, SIGTERM, ExitStatus{0, SIGTERM}, milliseconds(5)},
+  });
+  FakeHost& fake = *host;
+  testing::LogCapture log;
+  Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
+  // A notice drains the trainer; the drained supervisor then waits for the machine to go.
+  // SIGTERM to spotvisor ends that wait (as systemd does at shutdown): exit 75.
+  std::thread stopper([&] {
+    if (testing::WaitUntil([&] { return log.Count("event=drained ") > 0; })) std::raise(SIGTERM);
+  });
+  const int code = driver.Run();
+  stopper.join();
+
+  EXPECT_EQ(code, Code(ExitCode::kStopped)) << log.Joined();
+  ASSERT_EQ(fake.spawns_.size(), 1u);
+  ASSERT_FALSE(fake.signals_.empty());
+  EXPECT_EQ(fake.signals_[0].first, SIGTERM);
+  EXPECT_EQ(fake.group_kills_, 0) << "the trainer stopped within the grace";
+  EXPECT_EQ(fake.watcher_ ? 1 : 0, 1);
+  const auto attempts = Attempts(job);
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_NE(attempts[0].find("\"outcome\":\"preempted\""), std::string::npos) << attempts[0];
+}
+
+TEST_F(DriverTest, ATrainerThatIgnoresTheStopIsKilledAtTheEndOfTheGrace) {
+  const auto job = Job();
+  auto host = std::make_unique<FakeHost>(std::vector<Script>{
+      {std::nullopt, {}, 0, {}, milliseconds(5)},
+  });
+  FakeHost& fake = *host;
+  testing::LogCapture log;
+  Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
+  std::thread stopper([&] {
+    if (testing::WaitUntil([&] { return log.Count("event=drained ") > 0; })) std::raise(SIGTERM);
+  });
+  const int code = driver.Run();
+  stopper.join();
+
+  EXPECT_EQ(code, Code(ExitCode::kStopped)) << log.Joined();
+  EXPECT_EQ(fake.group_kills_, 1) << log.Joined();
+  EXPECT_EQ(log.Count("event=signal_sent signal=SIGKILL target=group"), 1) << log.Joined();
+}
+
+TEST_F(DriverTest, TheAttemptEndsOnlyOnceTheWholeGroupIsGone) {
+  const auto job = Job();
+  auto host = std::make_unique<FakeHost>(std::vector<Script>{
+      {milliseconds(5), ExitStatus{0, 0}, 0, {}, std::nullopt, milliseconds(60'000)},
+  });
+  FakeHost& fake = *host;
+  testing::LogCapture log;
+  Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
+  const int code = driver.Run();
+
+  EXPECT_EQ(code, Code(ExitCode::kDone)) << log.Joined();
+  // The lingering members got SIGKILL through the host; only then did the attempt end.
+  ASSERT_FALSE(fake.group_signals_.empty());
+  EXPECT_EQ(fake.group_signals_[0], std::make_pair(pid_t{1001}, SIGKILL));
+  EXPECT_EQ(log.Count("event=group_leftovers"), 1) << log.Joined();
+  EXPECT_EQ(Attempts(job).size(), 1u);
+}
+
+TEST_F(DriverTest, SpawnFailuresUseUpTheFailureBudget) {
+  const auto job = Job();
+  auto host = std::make_unique<FakeHost>(std::vector<Script>{});
+  FakeHost& fake = *host;
+  testing::LogCapture log;
+  auto budget_job = job;
+  budget_job.restart.max_restarts = 2;
+  Driver driver(budget_job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
+  const int code = driver.Run();
+
+  EXPECT_EQ(code, Code(ExitCode::kFailed)) << log.Joined();
+  EXPECT_TRUE(fake.spawns_.empty());
+  // The first start and two restarts (max_restarts: 2), each refused by the host.
+  EXPECT_EQ(log.Count("event=spawn_failed error=\"the test scripted no further trainer\""), 3) << log.Joined();
+  const auto attempts = Attempts(budget_job);
+  ASSERT_EQ(attempts.size(), 3u);
+  for (const auto& line : attempts) EXPECT_NE(line.find("\"outcome\":\"spawn-failed\""), std::string::npos) << line;
+}
+
+}  // namespace
+}  // namespace spotvisor::supervisor
