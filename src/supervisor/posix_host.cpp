@@ -62,6 +62,7 @@ class PosixHost final : public Host {
   }
 
   void Detach() override {
+    detached_ = true;
     if (children_) children_->cancel();
     exits_.clear();
   }
@@ -103,12 +104,13 @@ class PosixHost final : public Host {
     children_->async_wait([this](const boost::system::error_code& ec, int) {
       if (ec) return;  // cancelled at shutdown
       Reap();
-      WaitChildren();
+      if (!detached_) WaitChildren();  // a handler may have ended the run
     });
   }
 
   std::optional<asio::signal_set> children_;  // SIGCHLD
   std::map<pid_t, ExitHandler> exits_;        // trainers whose main process still runs
+  bool detached_ = false;                     // no more waiting, no more callbacks
 };
 
 bool PosixTrainer::GroupGone() {
