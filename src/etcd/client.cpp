@@ -1,0 +1,107 @@
+// Client: each request is encoded (wire.hpp), posted through the transport and its answer
+// parsed; the error of a bad answer names the operation and the key. io_context thread.
+#include "spotvisor/etcd/client.hpp"
+
+#include "spotvisor/etcd/wire.hpp"
+
+namespace spotvisor::etcd {
+namespace {
+
+// A key as messages show it: as is when printable, else its base64.
+std::string Shown(const std::string& key) {
+  for (const char c : key) {
+    if (c < 0x20 || c == 0x7f) return "(base64) " + Base64Encode(key);
+  }
+  return key;
+}
+
+std::string RangeWords(const std::string& key, const std::string& range_end) {
+  if (range_end.empty()) return "key " + Shown(key);
+  if (range_end == PrefixEnd(key)) return "prefix " + Shown(key);
+  return "range " + Shown(key) + " .. " + Shown(range_end);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Client>> Client::Create(boost::asio::io_context& io, const ClientOptions& options) {
+  if (options.endpoints.empty()) return Error{"etcd: no endpoint given"};
+  std::vector<Member> members;
+  for (const auto& url : options.endpoints) {
+    auto member = ParseMember(url);
+    if (!member) return member.error();
+    members.push_back(std::move(*member));
+  }
+  std::optional<Credentials> credentials;
+  if (!options.credentials_file.empty()) {
+    auto read = ReadCredentialsFile(options.credentials_file);
+    if (!read) return read.error();
+    credentials = std::move(*read);
+  }
+  return std::make_unique<Client>(io, std::move(members), std::move(credentials), options.request_timeout);
+}
+
+Client::Client(boost::asio::io_context& io, std::vector<Member> members, std::optional<Credentials> credentials,
+               Duration request_timeout)
+    : transport_(io, std::move(members), std::move(credentials)), request_timeout_(request_timeout) {}
+
+template <class T>
+void Client::Call(const char* path, std::string body, std::string operation, Duration timeout,
+                  Result<T> (*parse)(std::string_view), Callback<T> done) {
+  transport_.Post(path, std::move(body), operation, timeout,
+                  [parse, operation, done = std::move(done)](Result<std::string> answer) {
+                    if (!answer) return done(answer.error());
+                    auto parsed = parse(*answer);
+                    if (!parsed) return done(Error{"etcd " + operation + ": " + parsed.error().message});
+                    done(std::move(parsed));
+                  });
+}
+
+void Client::Put(PutRequest request, Callback<PutResponse> done) {
+  std::string operation = "put key " + Shown(request.key);
+  Call("/v3/kv/put", EncodePut(request), std::move(operation), request_timeout_, &ParsePutResponse, std::move(done));
+}
+
+void Client::Range(RangeRequest request, Callback<RangeResponse> done) {
+  std::string operation = "read " + RangeWords(request.key, request.range_end);
+  if (request.revision != 0) operation += " at revision " + std::to_string(request.revision);
+  Call("/v3/kv/range", EncodeRange(request), std::move(operation), request_timeout_, &ParseRangeResponse,
+       std::move(done));
+}
+
+void Client::DeleteRange(DeleteRangeRequest request, Callback<DeleteRangeResponse> done) {
+  Call("/v3/kv/deleterange", EncodeDeleteRange(request), "delete " + RangeWords(request.key, request.range_end),
+       request_timeout_, &ParseDeleteRangeResponse, std::move(done));
+}
+
+void Client::Txn(TxnRequest request, Callback<TxnResponse> done) {
+  std::string operation = "txn";
+  if (!request.compare.empty()) operation += " on key " + Shown(request.compare.front().key);
+  Call("/v3/kv/txn", EncodeTxn(request), std::move(operation), request_timeout_, &ParseTxnResponse, std::move(done));
+}
+
+void Client::Compact(std::int64_t revision, Callback<CompactionResponse> done) {
+  Call("/v3/kv/compaction", EncodeCompaction(revision), "compact to revision " + std::to_string(revision),
+       request_timeout_, &ParseCompactionResponse, std::move(done));
+}
+
+void Client::LeaseGrant(std::int64_t ttl_seconds, Callback<LeaseGrantResponse> done) {
+  Call("/v3/lease/grant", EncodeLeaseGrant(ttl_seconds), "grant a lease of " + std::to_string(ttl_seconds) + "s",
+       request_timeout_, &ParseLeaseGrantResponse, std::move(done));
+}
+
+void Client::LeaseKeepAliveOnce(std::int64_t id, Duration timeout, Callback<LeaseKeepAliveResponse> done) {
+  Call("/v3/lease/keepalive", EncodeLeaseId(id), "keep lease " + std::to_string(id) + " alive", timeout,
+       &ParseLeaseKeepAliveResponse, std::move(done));
+}
+
+void Client::LeaseRevoke(std::int64_t id, Callback<LeaseRevokeResponse> done) {
+  Call("/v3/lease/revoke", EncodeLeaseId(id), "revoke lease " + std::to_string(id), request_timeout_,
+       &ParseLeaseRevokeResponse, std::move(done));
+}
+
+void Client::LeaseTimeToLive(std::int64_t id, bool keys, Callback<LeaseTimeToLiveResponse> done) {
+  Call("/v3/lease/timetolive", EncodeLeaseTimeToLive(id, keys), "read the time to live of lease " + std::to_string(id),
+       request_timeout_, &ParseLeaseTimeToLiveResponse, std::move(done));
+}
+
+}  // namespace spotvisor::etcd

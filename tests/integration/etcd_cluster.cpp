@@ -1,0 +1,120 @@
+// EtcdCluster: launches Debian's /usr/bin/etcd with short raft timings so that a killed
+// leader is replaced within about a second, and checks readiness through the gateway.
+#include "integration/etcd_cluster.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <optional>
+#include <stdexcept>
+
+#include "spotvisor/etcd/client.hpp"
+
+namespace spotvisor::testing {
+
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    throw std::runtime_error("cannot bind 127.0.0.1:0");
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+EtcdCluster::EtcdCluster(int members) : token_("spotvisor-test-" + std::to_string(getpid()) + "-" +
+                                               std::to_string(FreeLoopbackPort())) {
+  for (int i = 0; i < members; ++i) {
+    members_.push_back({"m" + std::to_string(i), FreeLoopbackPort(), FreeLoopbackPort(), -1, false});
+  }
+  for (int i = 0; i < members; ++i) Launch(i);
+  for (int i = 0; i < members; ++i) {
+    if (!WaitServing(i)) throw std::runtime_error("etcd member " + std::to_string(i) + " never served:\n" + Output(i));
+  }
+}
+
+EtcdCluster::~EtcdCluster() {
+  for (int i = 0; i < static_cast<int>(members_.size()); ++i) Kill(i);
+}
+
+std::string EtcdCluster::ClientUrl(int member) const {
+  return "http://127.0.0.1:" + std::to_string(members_.at(member).client_port);
+}
+
+std::vector<std::string> EtcdCluster::ClientUrls() const {
+  std::vector<std::string> urls;
+  for (int i = 0; i < static_cast<int>(members_.size()); ++i) urls.push_back(ClientUrl(i));
+  return urls;
+}
+
+void EtcdCluster::Launch(int member) {
+  auto& m = members_.at(member);
+  std::string initial;
+  for (const auto& other : members_) {
+    initial += (initial.empty() ? "" : ",") + other.name + "=http://127.0.0.1:" + std::to_string(other.peer_port);
+  }
+  const std::string client = ClientUrl(member);
+  const std::string peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
+  const Spawned s = Spawn({"/usr/bin/setpriv", "--pdeathsig", "KILL", "/usr/bin/etcd", "--name", m.name,
+                           "--data-dir", (dir_ / (m.name + ".data")).string(), "--listen-client-urls", client,
+                           "--advertise-client-urls", client, "--listen-peer-urls", peer,
+                           "--initial-advertise-peer-urls", peer, "--initial-cluster", initial,
+                           "--initial-cluster-token", token_, "--initial-cluster-state",
+                           m.started_once ? "existing" : "new", "--heartbeat-interval", "50",
+                           "--election-timeout", "500", "--log-level", "warn"},
+                          dir_ / (m.name + ".out"));
+  m.pid = s.pid;
+  m.started_once = true;
+}
+
+void EtcdCluster::Kill(int member) {
+  auto& m = members_.at(member);
+  if (m.pid < 0) return;
+  kill(m.pid, SIGKILL);
+  waitpid(m.pid, nullptr, 0);
+  m.pid = -1;
+}
+
+void EtcdCluster::Restart(int member, bool wait) {
+  Launch(member);
+  if (wait && !WaitServing(member)) {
+    throw std::runtime_error("etcd member " + std::to_string(member) + " never served again:\n" + Output(member));
+  }
+}
+
+bool EtcdCluster::WaitServing(int member, std::chrono::milliseconds timeout) const {
+  return WaitUntil(
+      [&] {
+        boost::asio::io_context io;
+        auto client = etcd::Client::Create(io, {{ClientUrl(member)}, "", std::chrono::milliseconds(500)});
+        std::optional<bool> ok;
+        (*client)->Range({"ready-check"}, [&](Result<etcd::RangeResponse> r) { ok = r.ok(); });
+        io.run_for(std::chrono::seconds(1));
+        return ok.value_or(false);
+      },
+      timeout);
+}
+
+std::string EtcdCluster::Output(int member) const { return ReadFile(dir_ / (members_.at(member).name + ".out")); }
+
+int EtcdCluster::Etcdctl(const std::vector<std::string>& args, std::string* out) const {
+  std::vector<std::string> argv{"/usr/bin/etcdctl", "--endpoints", ClientUrl(0)};
+  argv.insert(argv.end(), args.begin(), args.end());
+  TempDir tmp;
+  const Spawned s = Spawn(argv, tmp / "out.txt", {{"ETCDCTL_API", "3"}});
+  const int code = WaitExit(s.pid, std::chrono::seconds(20));
+  if (out != nullptr) *out = ReadFile(tmp / "out.txt");
+  return code;
+}
+
+}  // namespace spotvisor::testing
