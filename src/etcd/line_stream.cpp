@@ -125,6 +125,7 @@ struct LineStream::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void ReadRefusal() {
+    parser.body_limit(kMaxErrorBody);
     auto self = shared_from_this();
     bhttp::async_read(stream, buffer, parser, [self](const error_code& ec, std::size_t) {
       if (self->closed) return;
