@@ -1,6 +1,6 @@
-// The etcd client against real etcd members on loopback (etcd_cluster.hpp): key-value
+// The etcd client against one real etcd member on loopback (etcd_cluster.hpp): key-value
 // requests, create-only and compare-and-swap transactions, leases and their keepalives,
-// watches across reconnects and compactions, a three-member cluster losing members, auth.
+// watches across a restart and a compaction, auth from a password file.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "integration/etcd_cluster.hpp"
+#include "integration/etcd_test_util.hpp"
 #include "spotvisor/etcd/client.hpp"
 #include "spotvisor/etcd/lease_keeper.hpp"
 #include "spotvisor/etcd/watch.hpp"
@@ -16,59 +17,8 @@
 namespace spotvisor::etcd {
 namespace {
 
-using std::chrono::milliseconds;
-using std::chrono::seconds;
-using Clock = std::chrono::steady_clock;
+using namespace etcd_test;  // NOLINT(google-build-using-namespace): the tests' own helpers
 using testing::EtcdCluster;
-
-// Runs the loop until `done` holds or `limit` passes.
-bool RunUntil(boost::asio::io_context& io, const std::function<bool()>& done, Duration limit = seconds(10)) {
-  const auto deadline = Clock::now() + limit;
-  while (!done() && Clock::now() < deadline) {
-    io.restart();
-    io.run_for(milliseconds(10));
-  }
-  return done();
-}
-
-// Starts one asynchronous request and waits for its answer.
-template <class T>
-Result<T> Await(boost::asio::io_context& io, const std::function<void(Callback<T>)>& start) {
-  std::optional<Result<T>> out;
-  start([&](Result<T> r) { out = std::move(r); });
-  if (!RunUntil(io, [&] { return out.has_value(); }, seconds(30))) return Error{"no answer within 30 s"};
-  return std::move(*out);
-}
-
-std::unique_ptr<Client> Connect(boost::asio::io_context& io, std::vector<std::string> endpoints,
-                                std::string credentials = "", Duration timeout = seconds(2)) {
-  auto client = Client::Create(io, {std::move(endpoints), std::move(credentials), timeout});
-  EXPECT_TRUE(client) << client.error().message;
-  return std::move(*client);
-}
-
-Result<PutResponse> Put(boost::asio::io_context& io, Client& c, const std::string& key, const std::string& value,
-                        std::int64_t lease = 0) {
-  return Await<PutResponse>(io, [&](auto done) { c.Put({key, value, lease, true}, std::move(done)); });
-}
-
-Result<RangeResponse> Get(boost::asio::io_context& io, Client& c, const std::string& key, bool prefix = false) {
-  return Await<RangeResponse>(io, [&](auto done) { c.Range({key, prefix ? PrefixEnd(key) : ""}, std::move(done)); });
-}
-
-// Collects a watch's events and what it reports.
-struct Seen {
-  std::vector<Event> events;
-  std::int64_t compacted = 0;
-  int connects = 0;
-  int losses = 0;
-  WatchHandlers Handlers() {
-    return {[this](const std::vector<Event>& e) { events.insert(events.end(), e.begin(), e.end()); },
-            [this](std::int64_t rev) { compacted = rev; },
-            [this](bool up, const std::string&) { ++(up ? connects : losses); }};
-  }
-};
-
 TEST(EtcdClient, PutRangeDeleteAndPrefix) {
   EtcdCluster cluster(1);
   boost::asio::io_context io;
@@ -297,86 +247,6 @@ TEST(EtcdWatch, ACompactedStartRevisionIsReportedAndSnapshotWatchReadsAgain) {
   ASSERT_TRUE(Put(io, *c, "/s/c", "4"));
   ASSERT_TRUE(RunUntil(io, [&] { return events.size() == 1; }));
   EXPECT_EQ(events[0].kv.key, "/s/c");
-}
-
-TEST(EtcdCluster3, OneMemberKilledClientAndWatchGoOnThroughTheOthers) {
-  EtcdCluster cluster(3);
-  boost::asio::io_context io;
-  // Long enough for an election when the killed member led the cluster.
-  auto c = Connect(io, cluster.ClientUrls(), "", seconds(5));
-  auto start = Put(io, *c, "/g/0", "before");
-  ASSERT_TRUE(start) << start.error().message;
-  Seen seen;
-  Watch watch(*c, {"/g/", true, start->header.revision, false}, seen.Handlers());
-  watch.Start();  // on member 0: it answered last
-  ASSERT_TRUE(RunUntil(io, [&] { return seen.events.size() == 1; }));
-
-  cluster.Kill(0);
-  for (int i = 1; i <= 5; ++i) {
-    auto put = Put(io, *c, "/g/" + std::to_string(i), "during");
-    ASSERT_TRUE(put) << put.error().message;
-  }
-  TxnRequest txn;
-  txn.compare.push_back(Compare::Absent("/g/stop"));
-  txn.success.emplace_back(PutRequest{"/g/stop", "node-1"});
-  auto stop = Await<TxnResponse>(io, [&](auto done) { c->Txn(txn, done); });
-  ASSERT_TRUE(stop) << stop.error().message;
-  EXPECT_TRUE(stop->succeeded);
-  ASSERT_TRUE(RunUntil(io, [&] { return seen.events.size() == 7; })) << seen.events.size();
-  for (std::size_t i = 1; i < seen.events.size(); ++i) {
-    EXPECT_EQ(seen.events[i].kv.mod_revision, seen.events[i - 1].kv.mod_revision + 1);
-  }
-  EXPECT_EQ(seen.events.back().kv.key, "/g/stop");
-  EXPECT_GE(seen.losses, 1);
-  EXPECT_GE(seen.connects, 2);
-  auto lease = Await<LeaseGrantResponse>(io, [&](auto done) { c->LeaseGrant(2, done); });
-  ASSERT_TRUE(lease) << lease.error().message;
-
-  // The member comes back and catches up.
-  cluster.Restart(0);
-  auto back = Client::Create(io, {{cluster.ClientUrl(0)}, "", seconds(2)});
-  ASSERT_TRUE(back);
-  ASSERT_TRUE(RunUntil(io, [&] {
-    auto r = Get(io, **back, "/g/stop");
-    return r && r->kvs.size() == 1;
-  }));
-}
-
-TEST(EtcdCluster3, AllMembersGoneIsAClearErrorWithinTheDeadlineThenRecovery) {
-  EtcdCluster cluster(1);
-  boost::asio::io_context io;
-  // Two endpoints where nothing listens around the one member.
-  const std::string dead1 = "http://127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
-  const std::string dead2 = "http://127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
-  auto c = Connect(io, {dead1, cluster.ClientUrl(0), dead2}, "", seconds(2));
-  ASSERT_TRUE(Put(io, *c, "/r/a", "1"));
-  auto lease = Await<LeaseGrantResponse>(io, [&](auto done) { c->LeaseGrant(2, done); });
-  ASSERT_TRUE(lease);
-  std::optional<Error> lost;
-  LeaseKeeper keeper(*c, lease->id, lease->ttl, [&](Error e) { lost = e; });
-  keeper.Start();
-
-  cluster.Kill(0);
-  const auto killed = Clock::now();
-  const auto t0 = Clock::now();
-  auto failed = Get(io, *c, "/r/a");
-  EXPECT_LE(Clock::now() - t0, milliseconds(2500));
-  ASSERT_FALSE(failed);
-  const std::string& why = failed.error().message;
-  EXPECT_EQ(why.rfind("etcd read key /r/a: no endpoint answered (", 0), 0U) << why;
-  for (const auto& url : {dead1, cluster.ClientUrl(0), dead2}) {
-    EXPECT_NE(why.find(url + ": refused"), std::string::npos) << why;
-  }
-  // The keeper gives the lease up once its TTL has run out with no member answering.
-  ASSERT_TRUE(RunUntil(io, [&] { return lost.has_value(); }, seconds(5)));
-  EXPECT_LE(Clock::now() - killed, seconds(3));
-  EXPECT_NE(lost->message.find("no etcd member answered a keepalive before its TTL ran out"), std::string::npos)
-      << lost->message;
-
-  cluster.Restart(0);
-  auto again = Get(io, *c, "/r/a");
-  ASSERT_TRUE(again) << again.error().message;
-  EXPECT_EQ(again->kvs.at(0).value, "1");
 }
 
 TEST(EtcdAuth, PasswordFileAuthenticatesAndAWorldReadableOneIsRefused) {
