@@ -8,15 +8,14 @@
 #include <map>
 
 #include "spotvisor/etcd/wire.hpp"
-#include "spotvisor/preemption/endpoint.hpp"
-#include "spotvisor/preemption/http_client.hpp"
+#include "spotvisor/http/http_client.hpp"
 #include "spotvisor/telemetry/secret_file.hpp"
 
 namespace spotvisor::etcd {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using HttpClient = preemption::HttpClient;
+using HttpClient = http::HttpClient;
 
 constexpr std::size_t kIdlePerMember = 4;  // kept-alive connections per member
 constexpr int kUnavailable = 14;           // gRPC: no leader, leader changed, timed out inside etcd
@@ -60,8 +59,8 @@ Result<Member> ParseMember(const std::string& url) {
   if (url.rfind("https://", 0) == 0) {
     return Error{"etcd endpoint '" + url + "': https is not supported (client TLS is not built); use http://"};
   }
-  auto ep = preemption::ParseEndpoint(url);
-  if (!ep) return Error{"etcd endpoint '" + url + "': " + ep.error().message};
+  auto ep = http::ParseEndpoint(url, "etcd endpoint");  // "etcd endpoint '<url>': <why>"
+  if (!ep) return ep.error();
   return Member{ep->host, ep->port, ep->host_header, ep->url};
 }
 
@@ -86,8 +85,8 @@ struct Transport::Impl : std::enable_shared_from_this<Impl> {
       return client;
     }
     const Member& m = members[member];
-    preemption::Endpoint ep{m.host, m.port, m.host_header, m.url};
-    preemption::HttpLimits limits;
+    http::Endpoint ep{m.host, m.port, m.host_header, m.url};
+    http::HttpLimits limits;
     limits.body_limit = 64 * 1024 * 1024;  // a prefix read can be large; etcd caps requests, not answers
     return std::make_unique<HttpClient>(io, ep, limits);
   }
@@ -112,7 +111,7 @@ struct Transport::Impl : std::enable_shared_from_this<Impl> {
     const std::size_t member = (a->start + a->tries) % members.size();
     const auto left = a->deadline - now;
     const auto share = std::chrono::duration_cast<Duration>(left / static_cast<long>(members.size() - a->tries));
-    preemption::HttpRequest request;
+    http::HttpRequest request;
     request.method = "POST";
     request.target = a->path;
     request.headers.push_back({"Content-Type", "application/json"});
@@ -122,7 +121,7 @@ struct Transport::Impl : std::enable_shared_from_this<Impl> {
     const std::uint64_t id = ++next_id;
     auto& client = busy[id] = TakeClient(member);
     auto weak = weak_from_this();
-    client->Send(std::move(request), [weak, a, id, member](preemption::HttpOutcome outcome) {
+    client->Send(std::move(request), [weak, a, id, member](http::HttpOutcome outcome) {
       auto self = weak.lock();
       if (!self) return;
       self->Release(id, member);
@@ -137,11 +136,11 @@ struct Transport::Impl : std::enable_shared_from_this<Impl> {
     busy.erase(it);
   }
 
-  void Answered(const std::shared_ptr<Attempt>& a, std::size_t member, preemption::HttpOutcome outcome) {
+  void Answered(const std::shared_ptr<Attempt>& a, std::size_t member, http::HttpOutcome outcome) {
     const std::string& url = members[member].url;
     ++a->tries;
     if (!outcome.ok()) {
-      a->failures.push_back(url + ": " + preemption::ToString(outcome.error));
+      a->failures.push_back(url + ": " + http::ToString(outcome.error));
       return Try(a);
     }
     auto& response = outcome.response;

@@ -42,7 +42,7 @@ std::string JsonString(std::string_view s) {  // EventIds are GUIDs; escape anyw
 
 }  // namespace
 
-AzureWatcher::AzureWatcher(boost::asio::io_context& io, Endpoint endpoint,
+AzureWatcher::AzureWatcher(boost::asio::io_context& io, http::Endpoint endpoint,
                            const config::ProviderSection& cfg, const WatcherTuning& tuning)
     : client_(io, endpoint),
       ack_client_(io, endpoint),
@@ -80,11 +80,11 @@ void AzureWatcher::Schedule(Duration delay, void (AzureWatcher::*step)()) {
 }
 
 void AzureWatcher::FetchVmName() {
-  HttpRequest request;
+  http::HttpRequest request;
   request.target = kNamePath;
   request.headers.push_back({"Metadata", "true"});
   request.timeout = cfg_.request_timeout;
-  client_.Send(std::move(request), [this](HttpOutcome outcome) {
+  client_.Send(std::move(request), [this](http::HttpOutcome outcome) {
     const std::string name(outcome.ok() ? TrimSpace(outcome.response.body) : "");
     const bool plausible =
         !name.empty() && name.size() <= 128 && std::all_of(name.begin(), name.end(), [](char c) {
@@ -108,17 +108,17 @@ void AzureWatcher::FetchVmName() {
 
 void AzureWatcher::Poll() {
   poll_start_ = Clock::now();
-  HttpRequest request;
+  http::HttpRequest request;
   request.target = kEventsPath;
   request.headers.push_back({"Metadata", "true"});
   // Scheduled Events is switched on by the first call, which may take up to two minutes.
   request.timeout = answered_once_
                         ? cfg_.request_timeout
                         : std::max(cfg_.request_timeout, tuning_.azure_first_call_timeout);
-  client_.Send(std::move(request), [this](HttpOutcome outcome) { OnEvents(std::move(outcome)); });
+  client_.Send(std::move(request), [this](http::HttpOutcome outcome) { OnEvents(std::move(outcome)); });
 }
 
-void AzureWatcher::OnEvents(HttpOutcome outcome) {
+void AzureWatcher::OnEvents(http::HttpOutcome outcome) {
   if (!outcome.ok() || outcome.response.status != 200) {
     const bool throttled = outcome.ok() && outcome.response.status == 429;
     events_condition_.Bad(
@@ -206,14 +206,14 @@ void AzureWatcher::SendNextAck() {
   if (ack_queue_.empty()) return;
   const std::string id = ack_queue_.front();
   ack_queue_.pop_front();
-  HttpRequest request;
+  http::HttpRequest request;
   request.method = "POST";
   request.target = kEventsPath;
   request.headers.push_back({"Metadata", "true"});
   request.headers.push_back({"Content-Type", "application/json"});
   request.body = "{\"StartRequests\": [{\"EventId\": " + JsonString(id) + "}]}";
   request.timeout = cfg_.request_timeout;
-  ack_client_.Send(std::move(request), [this, id](HttpOutcome outcome) {
+  ack_client_.Send(std::move(request), [this, id](http::HttpOutcome outcome) {
     if (outcome.ok() && outcome.response.status == 200) {
       Log(LogLevel::kInfo, "event=azure_ack id=" + Quote(id) + " status=200");
     } else {

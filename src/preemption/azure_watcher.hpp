@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "spotvisor/preemption/http_client.hpp"
+#include "spotvisor/http/http_client.hpp"
 #include "spotvisor/preemption/notice_parsers.hpp"
 #include "timer.hpp"
 #include "watcher_support.hpp"
@@ -20,7 +20,7 @@ namespace spotvisor::preemption {
 
 class AzureWatcher final : public WatcherBase {
  public:
-  AzureWatcher(boost::asio::io_context& io, Endpoint endpoint, const config::ProviderSection& cfg,
+  AzureWatcher(boost::asio::io_context& io, http::Endpoint endpoint, const config::ProviderSection& cfg,
                const WatcherTuning& tuning);
   void Acknowledge(const Notice& notice) override;
 
@@ -31,14 +31,14 @@ class AzureWatcher final : public WatcherBase {
   void OnStop() override;
   void FetchVmName();
   void Poll();
-  void OnEvents(HttpOutcome outcome);
+  void OnEvents(http::HttpOutcome outcome);
   bool Matches(const AzureEvent& event) const;
   Notice ToNotice(const AzureEvent& event) const;
   void Schedule(Duration delay, void (AzureWatcher::*step)());
   void SendNextAck();
 
-  HttpClient client_;                 // polls
-  HttpClient ack_client_;             // acknowledgements, so they never wait for a poll
+  http::HttpClient client_;           // polls
+  http::HttpClient ack_client_;       // acknowledgements, so they never wait for a poll
   Timer timer_;                       // the next poll (or name lookup)
   config::ProviderSection cfg_;       // types, name, interval, acknowledge
   WatcherTuning tuning_;              // first-call timeout, minimum interval

@@ -51,7 +51,7 @@ bool IsStop(const std::string& key, const std::string& value) {
 
 }  // namespace
 
-GcpWatcher::Subscription::Subscription(boost::asio::io_context& io, const Endpoint& endpoint,
+GcpWatcher::Subscription::Subscription(boost::asio::io_context& io, const http::Endpoint& endpoint,
                                        std::string key_path, Duration backoff_base,
                                        Duration backoff_max)
     : key(std::move(key_path)),
@@ -60,7 +60,7 @@ GcpWatcher::Subscription::Subscription(boost::asio::io_context& io, const Endpoi
       condition("gcp", key),
       backoff(backoff_base, backoff_max) {}
 
-GcpWatcher::GcpWatcher(boost::asio::io_context& io, Endpoint endpoint,
+GcpWatcher::GcpWatcher(boost::asio::io_context& io, http::Endpoint endpoint,
                        const config::ProviderSection& cfg, const WatcherTuning& tuning)
     : cfg_(cfg), tuning_(tuning) {
   const Duration max = ErrorBackoffCeiling(cfg, tuning, cfg.poll_interval);
@@ -84,7 +84,7 @@ void GcpWatcher::OnStop() {
 }
 
 void GcpWatcher::Request(Subscription& sub) {
-  HttpRequest request;
+  http::HttpRequest request;
   request.target = std::string(kBase) + sub.key;
   request.headers.push_back({"Metadata-Flavor", "Google"});
   request.timeout = cfg_.request_timeout;
@@ -96,16 +96,16 @@ void GcpWatcher::Request(Subscription& sub) {
   }
   sub.sent_at = Clock::now();
   sub.client.Send(std::move(request),
-                  [this, &sub](HttpOutcome outcome) { OnAnswer(sub, std::move(outcome)); });
+                  [this, &sub](http::HttpOutcome outcome) { OnAnswer(sub, std::move(outcome)); });
 }
 
-void GcpWatcher::OnAnswer(Subscription& sub, HttpOutcome outcome) {
+void GcpWatcher::OnAnswer(Subscription& sub, http::HttpOutcome outcome) {
   if (!outcome.ok()) {
     sub.condition.Bad(ConditionKey(outcome), outcome.message);
     Retry(sub, sub.backoff.Next());
     return;
   }
-  const HttpResponse& response = outcome.response;
+  const http::HttpResponse& response = outcome.response;
   if (response.status == 503) {  // during maintenance, per Google's sample
     sub.condition.Bad("status_503", "503 from the metadata server; retrying every " +
                                         std::to_string(tuning_.retry_after_503.count()) + "ms");

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "spotvisor/preemption/http_client.hpp"
+#include "spotvisor/http/http_client.hpp"
 #include "timer.hpp"
 #include "watcher_support.hpp"
 
@@ -16,7 +16,7 @@ namespace spotvisor::preemption {
 
 class GcpWatcher final : public WatcherBase {
  public:
-  GcpWatcher(boost::asio::io_context& io, Endpoint endpoint, const config::ProviderSection& cfg,
+  GcpWatcher(boost::asio::io_context& io, http::Endpoint endpoint, const config::ProviderSection& cfg,
              const WatcherTuning& tuning);
 
  private:
@@ -24,10 +24,10 @@ class GcpWatcher final : public WatcherBase {
 
   // One long-polled key.
   struct Subscription {
-    Subscription(boost::asio::io_context& io, const Endpoint& endpoint, std::string key_path,
+    Subscription(boost::asio::io_context& io, const http::Endpoint& endpoint, std::string key_path,
                  Duration backoff_base, Duration backoff_max);
     std::string key;                // e.g. "instance/preempted"
-    HttpClient client;              // its own connection: a long-poll holds it
+    http::HttpClient client;        // its own connection: a long-poll holds it
     Timer timer;                    // delay before the next request
     ConditionLog condition;         // state of this key's endpoint
     Backoff backoff;                // after errors other than 503
@@ -42,7 +42,7 @@ class GcpWatcher final : public WatcherBase {
   void OnStart() override;
   void OnStop() override;
   void Request(Subscription& sub);
-  void OnAnswer(Subscription& sub, HttpOutcome outcome);
+  void OnAnswer(Subscription& sub, http::HttpOutcome outcome);
   // Reports the meaning of `sub.value`; false when the watcher was stopped meanwhile.
   bool Interpret(Subscription& sub);
   void Retry(Subscription& sub, Duration delay);

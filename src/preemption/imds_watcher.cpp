@@ -35,7 +35,7 @@ bool PlausibleToken(std::string_view token) {
 
 }  // namespace
 
-ImdsWatcher::ImdsWatcher(boost::asio::io_context& io, Endpoint endpoint,
+ImdsWatcher::ImdsWatcher(boost::asio::io_context& io, http::Endpoint endpoint,
                          const config::ProviderSection& cfg, const WatcherTuning& tuning,
                          ImdsDialect dialect)
     : client_(io, std::move(endpoint)),
@@ -82,12 +82,12 @@ bool ImdsWatcher::NeedToken() const {
 void ImdsWatcher::FetchToken(std::function<void()> next) {
   const auto ttl = std::clamp(std::chrono::duration_cast<std::chrono::seconds>(cfg_.token_ttl),
                               std::chrono::seconds(1), kMaxTokenTtl);
-  HttpRequest request;
+  http::HttpRequest request;
   request.method = "PUT";
   request.target = dialect_.token_path;
   request.headers.push_back({dialect_.ttl_header, std::to_string(ttl.count())});
   request.timeout = cfg_.request_timeout;
-  client_.Send(std::move(request), [this, ttl, next = std::move(next)](HttpOutcome outcome) {
+  client_.Send(std::move(request), [this, ttl, next = std::move(next)](http::HttpOutcome outcome) {
     if (outcome.ok() && outcome.response.status == 200) {
       const std::string_view token = TrimSpace(outcome.response.body);
       if (!PlausibleToken(token)) {
@@ -105,7 +105,7 @@ void ImdsWatcher::FetchToken(std::function<void()> next) {
       next();
       return;
     }
-    if (outcome.error == HttpErrorKind::kTimeout) {
+    if (outcome.error == http::HttpErrorKind::kTimeout) {
       TokenFailed("token_timeout", outcome.message + "; " + kHopLimitHint, next);
       return;
     }
@@ -131,15 +131,15 @@ void ImdsWatcher::RunProbe(std::size_t index) {
     EndRound(!round_failed_);
     return;
   }
-  HttpRequest request;
+  http::HttpRequest request;
   request.target = dialect_.probes[index].path;
   if (!token_.empty()) request.headers.push_back({dialect_.token_header, token_});
   request.timeout = cfg_.request_timeout;
   client_.Send(std::move(request),
-               [this, index](HttpOutcome outcome) { OnProbe(index, std::move(outcome)); });
+               [this, index](http::HttpOutcome outcome) { OnProbe(index, std::move(outcome)); });
 }
 
-void ImdsWatcher::OnProbe(std::size_t index, HttpOutcome outcome) {
+void ImdsWatcher::OnProbe(std::size_t index, http::HttpOutcome outcome) {
   const ImdsProbe& probe = dialect_.probes[index];
   ConditionLog& condition = probe_conditions_[index];
   if (!outcome.ok()) {  // the service itself is not answering: no point in the next probe

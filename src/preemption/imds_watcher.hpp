@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "spotvisor/preemption/http_client.hpp"
+#include "spotvisor/http/http_client.hpp"
 #include "timer.hpp"
 #include "watcher_support.hpp"
 
@@ -33,7 +33,7 @@ struct ImdsDialect {
 
 class ImdsWatcher final : public WatcherBase {
  public:
-  ImdsWatcher(boost::asio::io_context& io, Endpoint endpoint, const config::ProviderSection& cfg,
+  ImdsWatcher(boost::asio::io_context& io, http::Endpoint endpoint, const config::ProviderSection& cfg,
               const WatcherTuning& tuning, ImdsDialect dialect);
 
  private:
@@ -46,10 +46,10 @@ class ImdsWatcher final : public WatcherBase {
   void FetchToken(std::function<void()> next);  // PUT the token, then `next`
   void TokenFailed(const std::string& key, const std::string& message, std::function<void()> next);
   void RunProbe(std::size_t index);  // GET probe `index`, then the next
-  void OnProbe(std::size_t index, HttpOutcome outcome);
+  void OnProbe(std::size_t index, http::HttpOutcome outcome);
   void EndRound(bool ok);  // schedule the next round
 
-  HttpClient client_;                           // one kept-alive connection to the service
+  http::HttpClient client_;                     // one kept-alive connection to the service
   Timer timer_;                                 // the next round
   config::ProviderSection cfg_;                 // intervals, TTL, fallback
   WatcherTuning tuning_;                        // backoff ceiling, refresh margin

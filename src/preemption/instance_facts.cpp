@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "spotvisor/preemption/endpoint.hpp"
-#include "spotvisor/preemption/http_client.hpp"
+#include "spotvisor/http/http_client.hpp"
+#include "spotvisor/preemption/metadata_endpoint.hpp"
 #include "spotvisor/preemption/notice_parsers.hpp"
 #include "spotvisor/preemption/provider_detect.hpp"
 
@@ -24,7 +24,7 @@ struct Question {
 };
 
 struct Dialect {
-  std::vector<HttpHeader> headers;  // sent with every GET
+  std::vector<http::HttpHeader> headers;  // sent with every GET
   std::string token_path;           // empty: no session token
   std::string ttl_header;           // header of the token PUT
   std::string token_header;         // header carrying the token on GETs
@@ -69,7 +69,7 @@ bool Plausible(std::string_view value) {
 
 class Query final : public InstanceFactsQuery {
  public:
-  Query(boost::asio::io_context& io, Endpoint endpoint, Dialect dialect, Duration timeout, bool gcp)
+  Query(boost::asio::io_context& io, http::Endpoint endpoint, Dialect dialect, Duration timeout, bool gcp)
       : client_(io, std::move(endpoint)), dialect_(std::move(dialect)), timeout_(timeout), gcp_(gcp) {}
 
   void Start(Done done) override {
@@ -78,12 +78,12 @@ class Query final : public InstanceFactsQuery {
       Ask(0);
       return;
     }
-    HttpRequest put;
+    http::HttpRequest put;
     put.method = "PUT";
     put.target = dialect_.token_path;
     put.headers.push_back({dialect_.ttl_header, "60"});
     put.timeout = timeout_;
-    client_.Send(std::move(put), [this](HttpOutcome outcome) {
+    client_.Send(std::move(put), [this](http::HttpOutcome outcome) {
       if (outcome.ok() && outcome.response.status == 200) {
         token_ = std::string(TrimSpace(outcome.response.body));
       } else {
@@ -104,12 +104,12 @@ class Query final : public InstanceFactsQuery {
       return;
     }
     const Question& q = dialect_.questions[index];
-    HttpRequest get;
+    http::HttpRequest get;
     get.target = q.path;
     get.headers = dialect_.headers;
     if (!token_.empty()) get.headers.push_back({dialect_.token_header, token_});
     get.timeout = timeout_;
-    client_.Send(std::move(get), [this, index](HttpOutcome outcome) {
+    client_.Send(std::move(get), [this, index](http::HttpOutcome outcome) {
       const Question& asked = dialect_.questions[index];
       std::string value = outcome.ok() && outcome.response.status == 200
                               ? std::string(TrimSpace(outcome.response.body)) : std::string();
@@ -123,15 +123,15 @@ class Query final : public InstanceFactsQuery {
     });
   }
 
-  void Trouble(const std::string& path, const HttpOutcome& outcome) {
+  void Trouble(const std::string& path, const http::HttpOutcome& outcome) {
     if (!facts_.trouble.empty()) return;
     facts_.trouble = path + ": " + (outcome.ok() ? "HTTP " + std::to_string(outcome.response.status) : outcome.message);
   }
 
-  HttpClient client_;  // one connection for the whole chain
-  Dialect dialect_;    // what to ask and how
-  Duration timeout_;   // per request
-  bool gcp_;           // derive the region from the zone
+  http::HttpClient client_;  // one connection for the whole chain
+  Dialect dialect_;          // what to ask and how
+  Duration timeout_;         // per request
+  bool gcp_;                 // derive the region from the zone
   std::string token_;  // AWS/Alibaba session token; empty = none (IMDSv1)
   InstanceFacts facts_;
   Done done_;
@@ -145,7 +145,7 @@ std::unique_ptr<InstanceFactsQuery> InstanceFactsQuery::Make(boost::asio::io_con
   if (kind == ProviderKind::kAuto) kind = DetectProvider(provider.dmi_root).kind;
   Dialect dialect = DialectFor(kind);
   if (dialect.questions.empty()) return nullptr;
-  auto endpoint = ParseEndpoint(provider.endpoint.empty() ? DefaultEndpoint(kind) : provider.endpoint);
+  auto endpoint = ParseMetadataEndpoint(provider.endpoint.empty() ? DefaultEndpoint(kind) : provider.endpoint);
   if (!endpoint) return nullptr;
   return std::make_unique<Query>(io, std::move(*endpoint), std::move(dialect), provider.request_timeout,
                                  kind == ProviderKind::kGcp);

@@ -5,7 +5,7 @@
 #include "gcp_watcher.hpp"
 #include "imds_dialects.hpp"
 #include "imds_watcher.hpp"
-#include "spotvisor/preemption/endpoint.hpp"
+#include "spotvisor/preemption/metadata_endpoint.hpp"
 #include "spotvisor/preemption/provider_detect.hpp"
 #include "spotvisor/preemption/watcher.hpp"
 #include "spotvisor/telemetry/log.hpp"
@@ -54,7 +54,7 @@ Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io,
     return std::unique_ptr<Watcher>(std::make_unique<FileWatcher>(io, provider));
   }
   auto endpoint =
-      ParseEndpoint(provider.endpoint.empty() ? DefaultEndpoint(kind) : provider.endpoint);
+      ParseMetadataEndpoint(provider.endpoint.empty() ? DefaultEndpoint(kind) : provider.endpoint);
   if (!endpoint) return endpoint.error();
   switch (kind) {
     case ProviderKind::kAws:

@@ -119,12 +119,12 @@ std::string OneLine(std::string_view text) {
   return out;
 }
 
-std::string ConditionKey(const HttpOutcome& outcome) {
+std::string ConditionKey(const http::HttpOutcome& outcome) {
   if (outcome.ok()) return "status_" + std::to_string(outcome.response.status);
   return ToString(outcome.error);
 }
 
-std::string Describe(const HttpOutcome& outcome) {
+std::string Describe(const http::HttpOutcome& outcome) {
   if (!outcome.ok()) return outcome.message;
   return "unexpected HTTP " + std::to_string(outcome.response.status) + ": " +
          OneLine(outcome.response.body.substr(0, 120));

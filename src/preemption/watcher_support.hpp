@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "spotvisor/preemption/http_client.hpp"
+#include "spotvisor/http/http_client.hpp"
 #include "spotvisor/preemption/time_format.hpp"
 #include "spotvisor/preemption/watcher.hpp"
 
@@ -91,8 +91,8 @@ class Backoff {
 std::string OneLine(std::string_view text);
 
 // The condition key and a message for an outcome that is not the expected answer.
-std::string ConditionKey(const HttpOutcome& outcome);
-std::string Describe(const HttpOutcome& outcome);
+std::string ConditionKey(const http::HttpOutcome& outcome);
+std::string Describe(const http::HttpOutcome& outcome);
 
 // system_clock::now() + window.
 TimePoint DeadlineIn(Duration window);

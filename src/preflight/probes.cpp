@@ -1,5 +1,5 @@
 // Preflight measurements; see probes.hpp. The endpoint probe runs its own short-lived
-// io_context around the preemption module's HttpClient.
+// io_context around the http module's HttpClient.
 #include "spotvisor/preflight/probes.hpp"
 
 #include <fcntl.h>
@@ -12,29 +12,29 @@
 #include <optional>
 #include <vector>
 
-#include "spotvisor/preemption/endpoint.hpp"
-#include "spotvisor/preemption/http_client.hpp"
+#include "spotvisor/http/http_client.hpp"
+#include "spotvisor/preemption/metadata_endpoint.hpp"
 #include "spotvisor/telemetry/nvml.hpp"
 
 namespace spotvisor::preflight {
 namespace {
 
-using preemption::HttpOutcome;
-using preemption::HttpRequest;
+using http::HttpOutcome;
+using http::HttpRequest;
 
 constexpr std::size_t kChunk = 4 << 20;
 constexpr auto kProbeTimeout = std::chrono::seconds(3);
 
 // Sends one request and runs the loop until it is answered (the client's own deadline
 // bounds it).
-HttpOutcome Exchange(boost::asio::io_context& io, preemption::HttpClient& client, HttpRequest request) {
+HttpOutcome Exchange(boost::asio::io_context& io, http::HttpClient& client, HttpRequest request) {
   std::optional<HttpOutcome> outcome;
   request.timeout = kProbeTimeout;
   client.Send(std::move(request), [&](HttpOutcome o) { outcome = std::move(o); });
   io.restart();
   while (!outcome && io.run_one() > 0) {
   }
-  return outcome ? *outcome : HttpOutcome{preemption::HttpErrorKind::kNetwork, "no answer", {}};
+  return outcome ? *outcome : HttpOutcome{http::HttpErrorKind::kNetwork, "no answer", {}};
 }
 
 std::string Short(std::string body) {
@@ -47,7 +47,7 @@ std::string Short(std::string body) {
 struct Path {
   std::string token_target, token_header_ttl, token_header;  // empty: no token
   std::string target;
-  std::vector<preemption::HttpHeader> headers;
+  std::vector<http::HttpHeader> headers;
 };
 
 std::optional<Path> PathFor(const std::string& provider) {
@@ -114,14 +114,14 @@ CheckLine ProbeEndpoint(const config::JobConfig& job, const std::string& provide
           ? job.provider.endpoint
           : preemption::DefaultEndpoint(provider == "alibaba" ? config::ProviderKind::kAlibaba
                                                               : config::ProviderKind::kAws);
-  auto endpoint = preemption::ParseEndpoint(base);
+  auto endpoint = preemption::ParseMetadataEndpoint(base);
   if (!path || !endpoint) {
     line.status = CheckStatus::kFail;
     line.text = base + ": " + (endpoint ? "unknown provider " + provider : endpoint.error().message);
     return line;
   }
   boost::asio::io_context io;
-  preemption::HttpClient client(io, *endpoint);
+  http::HttpClient client(io, *endpoint);
   HttpRequest get{"GET", path->target, path->headers, "", kProbeTimeout};
   if (!path->token_target.empty()) {
     const auto token = Exchange(io, client, HttpRequest{"PUT", path->token_target, {{path->token_header_ttl, "60"}}, "", kProbeTimeout});
@@ -129,15 +129,15 @@ CheckLine ProbeEndpoint(const config::JobConfig& job, const std::string& provide
       get.headers.push_back({path->token_header, token.response.body});
     } else if (!token.ok()) {
       line.status = CheckStatus::kFail;
-      line.text = base + " " + provider + " token request: " + preemption::ToString(token.error) + " (" + token.message + ")" +
-                  (token.error == preemption::HttpErrorKind::kTimeout ? "; from a container, the IMDS hop limit may be 1" : "");
+      line.text = base + " " + provider + " token request: " + http::ToString(token.error) + " (" + token.message + ")" +
+                  (token.error == http::HttpErrorKind::kTimeout ? "; from a container, the IMDS hop limit may be 1" : "");
       return line;
     }
   }
   const auto answer = Exchange(io, client, get);
   if (!answer.ok()) {
     line.status = CheckStatus::kFail;
-    line.text = base + path->target + ": " + preemption::ToString(answer.error) + " (" + answer.message +
+    line.text = base + path->target + ": " + http::ToString(answer.error) + " (" + answer.message +
                 "): spotvisor would not see a preemption notice";
     return line;
   }

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "integration/preemption_test_util.hpp"
-#include "spotvisor/preemption/http_client.hpp"
+#include "spotvisor/http/http_client.hpp"
 #include "support/test_support.hpp"
 
 namespace spotvisor {
@@ -20,9 +20,9 @@ namespace {
 using namespace std::chrono_literals;
 using mock::MockMetadataServer;
 using mock::MockProvider;
-using preemption::HttpClient;
-using preemption::HttpOutcome;
-using preemption::HttpRequest;
+using http::HttpClient;
+using http::HttpOutcome;
+using http::HttpRequest;
 
 class MockTest : public ::testing::Test {
  protected:
@@ -30,10 +30,10 @@ class MockTest : public ::testing::Test {
     server_ = std::make_unique<MockMetadataServer>(io_, provider, options);
     auto port = server_->Start();
     ASSERT_TRUE(port.ok()) << port.error().message;
-    client_ = std::make_unique<HttpClient>(io_, *preemption::ParseEndpoint(server_->url()));
+    client_ = std::make_unique<HttpClient>(io_, *http::ParseEndpoint(server_->url(), "endpoint"));
   }
   HttpOutcome Send(const std::string& method, const std::string& target,
-                   std::vector<preemption::HttpHeader> headers = {}, std::string body = "",
+                   std::vector<http::HttpHeader> headers = {}, std::string body = "",
                    std::chrono::milliseconds timeout = 2s) {
     HttpRequest r;
     r.method = method;
@@ -279,7 +279,7 @@ TEST(MockCommandTest, PortFilePreemptAfterAndSigterm) {
   const std::string port = testing::ReadFile(port_file);
   boost::asio::io_context io;
   HttpClient client(
-      io, *preemption::ParseEndpoint("http://127.0.0.1:" + port.substr(0, port.find('\n'))));
+      io, *http::ParseEndpoint("http://127.0.0.1:" + port.substr(0, port.find('\n')), "endpoint"));
   std::string value;
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while (value != "TRUE" && std::chrono::steady_clock::now() < deadline) {

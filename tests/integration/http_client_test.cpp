@@ -1,30 +1,30 @@
-// The metadata HTTP client on its own: error kinds, deadline over the whole exchange,
+// The HTTP client on its own: error kinds, deadline over the whole exchange,
 // body and header limits, connection reuse, transparent resend when a kept-alive
 // connection was closed by the peer, Cancel() dropping the handler, and what it never sends.
+#include "spotvisor/http/http_client.hpp"
+
 #include <gtest/gtest.h>
 
+#include <boost/asio/io_context.hpp>
 #include <cstdlib>
 
-#include <boost/asio/io_context.hpp>
-
 #include "integration/preemption_test_util.hpp"
-#include "spotvisor/preemption/http_client.hpp"
 
 namespace spotvisor {
 namespace {
 
 using namespace std::chrono_literals;
-using preemption::HttpClient;
-using preemption::HttpErrorKind;
-using preemption::HttpOutcome;
-using preemption::HttpRequest;
+using http::HttpClient;
+using http::HttpErrorKind;
+using http::HttpOutcome;
+using http::HttpRequest;
 using testing::HttpAnswer;
 using testing::RawAction;
 using testing::RawServer;
 using testing::RunUntil;
 
-preemption::Endpoint At(std::uint16_t port) {
-  auto ep = preemption::ParseEndpoint("http://127.0.0.1:" + std::to_string(port));
+http::Endpoint At(std::uint16_t port) {
+  auto ep = http::ParseEndpoint("http://127.0.0.1:" + std::to_string(port), "endpoint");
   EXPECT_TRUE(ep.ok());
   return *ep;
 }
@@ -59,8 +59,7 @@ TEST(HttpClientTest, ErrorKinds) {
       {{.silent = true}, HttpErrorKind::kTimeout},
       {{.bytes = HttpAnswer(200, "FALSE"), .per_byte = 200ms}, HttpErrorKind::kTimeout},  // ~9 s in full
       {{HttpAnswer(200, std::string(64 * 1024 + 1, 'x'))}, HttpErrorKind::kTooLarge},
-      {{"HTTP/1.1 200 OK\r\nX-Big: " + std::string(20000, 'h') + "\r\n\r\n"},
-       HttpErrorKind::kTooLarge},
+      {{"HTTP/1.1 200 OK\r\nX-Big: " + std::string(20000, 'h') + "\r\n\r\n"}, HttpErrorKind::kTooLarge},
       {{"not http at all\r\n\r\n"}, HttpErrorKind::kGarbage},
       {{"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nshort"}, HttpErrorKind::kGarbage},
       {{""}, HttpErrorKind::kClosed},
@@ -146,8 +145,7 @@ TEST(HttpClientTest, ResendsOnceWhenTheKeptAliveConnectionWasClosed) {
 
 TEST(HttpClientTest, CancelDropsTheHandler) {
   boost::asio::io_context io;
-  RawServer server(
-      io, [](const std::string&, const std::string&) { return RawAction{.silent = true}; });
+  RawServer server(io, [](const std::string&, const std::string&) { return RawAction{.silent = true}; });
   HttpClient client(io, At(server.port()));
   bool called = false;
   client.Send(Get("/", 5s), [&](HttpOutcome) { called = true; });
@@ -158,8 +156,7 @@ TEST(HttpClientTest, CancelDropsTheHandler) {
   testing::RunFor(io, 50ms);
   EXPECT_FALSE(called);
   // Usable again afterwards.
-  RawServer good(
-      io, [](const std::string&, const std::string&) { return RawAction{HttpAnswer(200, "x")}; });
+  RawServer good(io, [](const std::string&, const std::string&) { return RawAction{HttpAnswer(200, "x")}; });
   HttpClient again(io, At(good.port()));
   EXPECT_TRUE(Exchange(io, again, Get("/")).ok());
 }
@@ -181,10 +178,8 @@ TEST(HttpClientTest, DestroyingTheClientMidFlightIsSafe) {
 
 TEST(HttpClientTest, ResolvesHostNames) {
   boost::asio::io_context io;
-  RawServer server(io, [](const std::string&, const std::string&) {
-    return RawAction{HttpAnswer(200, "named")};
-  });
-  auto ep = preemption::ParseEndpoint("http://localhost:" + std::to_string(server.port()));
+  RawServer server(io, [](const std::string&, const std::string&) { return RawAction{HttpAnswer(200, "named")}; });
+  auto ep = http::ParseEndpoint("http://localhost:" + std::to_string(server.port()), "endpoint");
   ASSERT_TRUE(ep.ok());
   HttpClient client(io, *ep);
   const HttpOutcome outcome = Exchange(io, client, Get("/", 2s));

@@ -1,5 +1,5 @@
-// The HTTP/1.1 client every watcher uses to talk to a metadata service: one exchange at a
-// time over one kept-alive connection, a deadline on every exchange (resolve, connect,
+// A small HTTP/1.1 client (the metadata watchers, preflight's probes, the tests): one exchange
+// at a time over one kept-alive connection, a deadline on every exchange (resolve, connect,
 // write and read together), body and header limits, no proxy, no X-Forwarded-For. Runs on
 // the io_context thread that created it; handlers run on that thread. Beast lives in the .cpp.
 #pragma once
@@ -11,14 +11,14 @@
 #include <string_view>
 #include <vector>
 
-#include "spotvisor/preemption/endpoint.hpp"
+#include "spotvisor/http/endpoint.hpp"
 #include "spotvisor/util/units.hpp"
 
 namespace boost::asio {
 class io_context;
 }  // namespace boost::asio
 
-namespace spotvisor::preemption {
+namespace spotvisor::http {
 
 // Why an exchange gave no usable answer. kNone: a response arrived (any status).
 enum class HttpErrorKind {
@@ -94,4 +94,4 @@ class HttpClient {
   std::shared_ptr<Impl> impl_;  // shared with in-flight completion handlers
 };
 
-}  // namespace spotvisor::preemption
+}  // namespace spotvisor::http

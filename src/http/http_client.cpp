@@ -1,8 +1,8 @@
 // Beast implementation of HttpClient. Each exchange and each connection is a shared
 // object captured by its completion handlers, so Cancel() can drop both at any moment
 // without a handler touching freed memory; a generation check keeps stale handlers quiet.
-// The only translation unit of the preemption module that includes Asio and Beast.
-#include "spotvisor/preemption/http_client.hpp"
+// The only translation unit of the http module that includes Beast.
+#include "spotvisor/http/http_client.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -16,11 +16,11 @@
 #include <boost/beast/http.hpp>
 #include <optional>
 
-namespace spotvisor::preemption {
+namespace spotvisor::http {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
-namespace http = beast::http;
+namespace beast_http = beast::http;  // not spotvisor::http
 using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 
@@ -67,11 +67,11 @@ struct Connection {
 
 // The state of one request/response exchange.
 struct Exchange {
-  std::uint64_t generation = 0;              // HttpClient::Impl::generation_ at Send
-  http::request<http::string_body> message;  // what is sent
-  std::optional<http::response_parser<http::string_body>> parser;  // what is read
-  std::shared_ptr<Connection> connection;                          // the connection in use
-  asio::steady_timer::time_point deadline;                         // end of the whole exchange
+  std::uint64_t generation = 0;                                                // HttpClient::Impl::generation_ at Send
+  beast_http::request<beast_http::string_body> message;                        // what is sent
+  std::optional<beast_http::response_parser<beast_http::string_body>> parser;  // what is read
+  std::shared_ptr<Connection> connection;                                      // the connection in use
+  asio::steady_timer::time_point deadline;                                     // end of the whole exchange
   bool retried = false;  // already resent once on a fresh connection
   std::string target;    // for messages
 };
@@ -82,15 +82,15 @@ HttpErrorKind Classify(const error_code& ec) {
     return HttpErrorKind::kUnreachable;
   }
   if (ec == beast::error::timeout || ec == asio::error::timed_out) return HttpErrorKind::kTimeout;
-  if (ec == http::error::body_limit || ec == http::error::header_limit ||
-      ec == http::error::buffer_overflow || ec == asio::error::no_buffer_space) {
+  if (ec == beast_http::error::body_limit || ec == beast_http::error::header_limit ||
+      ec == beast_http::error::buffer_overflow || ec == asio::error::no_buffer_space) {
     return HttpErrorKind::kTooLarge;
   }
-  if (ec == http::error::end_of_stream || ec == asio::error::eof ||
-      ec == asio::error::connection_reset || ec == asio::error::broken_pipe) {
+  if (ec == beast_http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+      ec == asio::error::broken_pipe) {
     return HttpErrorKind::kClosed;
   }
-  if (ec.category() == http::make_error_code(http::error::partial_message).category()) {
+  if (ec.category() == beast_http::make_error_code(beast_http::error::partial_message).category()) {
     return HttpErrorKind::kGarbage;
   }
   return HttpErrorKind::kNetwork;
@@ -111,9 +111,7 @@ struct HttpClient::Impl : std::enable_shared_from_this<Impl> {
   Handler handler;                    // its completion handler
   std::uint64_t generation = 0;       // bumped by every Send and Cancel
 
-  bool Stale(const std::shared_ptr<Exchange>& ex) const {
-    return current != ex || ex->generation != generation;
-  }
+  bool Stale(const std::shared_ptr<Exchange>& ex) const { return current != ex || ex->generation != generation; }
 
   std::shared_ptr<Connection> NewConnection() {
     return std::make_shared<Connection>(io, limits.header_limit + limits.body_limit + 8192);
@@ -153,8 +151,7 @@ struct HttpClient::Impl : std::enable_shared_from_this<Impl> {
                                return;
                              }
                              if (rec) {
-                               self->Finish(ex, HttpErrorKind::kNetwork,
-                                            "cannot resolve: " + rec.message());
+                               self->Finish(ex, HttpErrorKind::kNetwork, "cannot resolve: " + rec.message());
                                return;
                              }
                              self->ConnectTo(ex, {r.begin(), r.end()});
@@ -164,25 +161,23 @@ struct HttpClient::Impl : std::enable_shared_from_this<Impl> {
   void ConnectTo(const std::shared_ptr<Exchange>& ex, std::vector<tcp::endpoint> endpoints) {
     auto self = shared_from_this();
     ex->connection->stream.expires_at(ex->deadline);
-    ex->connection->stream.async_connect(
-        endpoints, [self, ex](const error_code& ec, const tcp::endpoint&) {
-          if (self->Stale(ex)) return;
-          if (ec) return self->Fail(ex, ec, "connect");
-          error_code ignored;  // small requests: no Nagle delay
-          ex->connection->stream.socket().set_option(tcp::no_delay(true), ignored);
-          self->Write(ex);
-        });
+    ex->connection->stream.async_connect(endpoints, [self, ex](const error_code& ec, const tcp::endpoint&) {
+      if (self->Stale(ex)) return;
+      if (ec) return self->Fail(ex, ec, "connect");
+      error_code ignored;  // small requests: no Nagle delay
+      ex->connection->stream.socket().set_option(tcp::no_delay(true), ignored);
+      self->Write(ex);
+    });
   }
 
   void Write(const std::shared_ptr<Exchange>& ex) {
     auto self = shared_from_this();
     ex->connection->stream.expires_at(ex->deadline);
-    http::async_write(ex->connection->stream, ex->message,
-                      [self, ex](const error_code& ec, std::size_t) {
-                        if (self->Stale(ex)) return;
-                        if (ec) return self->Fail(ex, ec, "write");
-                        self->Read(ex);
-                      });
+    beast_http::async_write(ex->connection->stream, ex->message, [self, ex](const error_code& ec, std::size_t) {
+      if (self->Stale(ex)) return;
+      if (ec) return self->Fail(ex, ec, "write");
+      self->Read(ex);
+    });
   }
 
   void Read(const std::shared_ptr<Exchange>& ex) {
@@ -191,12 +186,12 @@ struct HttpClient::Impl : std::enable_shared_from_this<Impl> {
     ex->parser->header_limit(static_cast<std::uint32_t>(limits.header_limit));
     ex->parser->body_limit(limits.body_limit);
     ex->connection->stream.expires_at(ex->deadline);
-    http::async_read(ex->connection->stream, ex->connection->buffer, *ex->parser,
-                     [self, ex](const error_code& ec, std::size_t) {
-                       if (self->Stale(ex)) return;
-                       if (ec) return self->Fail(ex, ec, "read");
-                       self->Complete(ex);
-                     });
+    beast_http::async_read(ex->connection->stream, ex->connection->buffer, *ex->parser,
+                           [self, ex](const error_code& ec, std::size_t) {
+                             if (self->Stale(ex)) return;
+                             if (ec) return self->Fail(ex, ec, "read");
+                             self->Complete(ex);
+                           });
   }
 
   void Fail(const std::shared_ptr<Exchange>& ex, const error_code& ec, const char* step) {
@@ -213,7 +208,7 @@ struct HttpClient::Impl : std::enable_shared_from_this<Impl> {
       return;
     }
     std::string what = std::string(step) + ": " + ec.message();
-    if (ec == http::error::partial_message) what = "truncated response: " + ec.message();
+    if (ec == beast_http::error::partial_message) what = "truncated response: " + ec.message();
     if (kind == HttpErrorKind::kClosed && nothing_read) what = "closed without answering";
     Finish(ex, kind, what);
   }
@@ -224,8 +219,7 @@ struct HttpClient::Impl : std::enable_shared_from_this<Impl> {
     outcome.response.status = static_cast<int>(message.result_int());
     outcome.response.body = std::move(message.body());
     for (const auto& field : message) {
-      outcome.response.headers.push_back(
-          {std::string(field.name_string()), std::string(field.value())});
+      outcome.response.headers.push_back({std::string(field.name_string()), std::string(field.value())});
     }
     auto connection = std::move(ex->connection);
     connection->used = true;
@@ -242,8 +236,7 @@ struct HttpClient::Impl : std::enable_shared_from_this<Impl> {
     if (ex->connection) ex->connection->stream.close();
     HttpOutcome outcome;
     outcome.error = kind;
-    outcome.message =
-        std::string(ex->message.method_string()) + " " + endpoint.url + ex->target + ": " + what;
+    outcome.message = std::string(ex->message.method_string()) + " " + endpoint.url + ex->target + ": " + what;
     Deliver(ex, std::move(outcome));
   }
 
@@ -288,11 +281,11 @@ void HttpClient::Send(HttpRequest request, Handler done) {
   ex->generation = ++impl.generation;
   ex->target = request.target;
   ex->deadline = asio::steady_timer::clock_type::now() + request.timeout;
-  const http::verb verb = http::string_to_verb(request.method);
-  ex->message = http::request<http::string_body>(
-      verb == http::verb::unknown ? http::verb::get : verb, request.target, 11);
-  ex->message.set(http::field::host, impl.endpoint.host_header);
-  ex->message.set(http::field::user_agent, "spotvisor/" SPOTVISOR_VERSION);
+  const beast_http::verb verb = beast_http::string_to_verb(request.method);
+  ex->message = beast_http::request<beast_http::string_body>(
+      verb == beast_http::verb::unknown ? beast_http::verb::get : verb, request.target, 11);
+  ex->message.set(beast_http::field::host, impl.endpoint.host_header);
+  ex->message.set(beast_http::field::user_agent, "spotvisor/" SPOTVISOR_VERSION);
   for (auto& h : request.headers) ex->message.set(h.name, h.value);
   ex->message.body() = std::move(request.body);
   ex->message.prepare_payload();
@@ -308,4 +301,4 @@ bool HttpClient::Busy() const { return impl_->current != nullptr; }
 
 const Endpoint& HttpClient::endpoint() const { return impl_->endpoint; }
 
-}  // namespace spotvisor::preemption
+}  // namespace spotvisor::http
