@@ -1,28 +1,21 @@
-// Hook processes: clone3(CLONE_PIDFD) with exit_signal 0, so that only our waitid(P_PIDFD,
-// __WALL) sees them; a pidfd and the output pipe watched by Asio; a timer per hook. See
-// hook_runner.hpp. io thread only.
+// Hook processes: started through the child table (own group, stdin /dev/null, stdout and
+// stderr into one pipe); their exit status comes from the table's Reap, posted back here;
+// the output pipe is read by Asio; a timer per hook. See hook_runner.hpp. io thread only.
 #include "spotvisor/hooks/hook_runner.hpp"
 
-#include <fcntl.h>
-#include <linux/sched.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <array>
-#include <cerrno>
-#include <cstring>
 
 #include "spotvisor/config/signals.hpp"
-#include "spotvisor/process/spawn.hpp"
+#include "spotvisor/process/child_table.hpp"
 #include "spotvisor/telemetry/log.hpp"
-
-extern char** environ;
 
 namespace spotvisor::hooks {
 namespace {
@@ -37,79 +30,30 @@ constexpr std::size_t kMaxLineBytes = 2000;
 constexpr int kMaxLoggedLines = 200;
 constexpr auto kDrainAfterExit = std::chrono::seconds(2);
 
-// What exec needs, prepared before the clone (the child may only make syscalls).
-struct ExecImage {
-  std::string path;
-  std::vector<std::string> argv_storage, env_storage;
-  std::vector<char*> argv, envp;
-};
-
-ExecImage Prepare(const std::string& path, const std::vector<std::string>& argv,
-                  const std::map<std::string, std::string>& env) {
-  ExecImage image;
-  image.path = path;
-  image.argv_storage = argv;
-  std::map<std::string, std::string> merged;
-  for (char** e = environ; e && *e; ++e) {
-    const std::string kv(*e);
-    const auto eq = kv.find('=');
-    if (eq != std::string::npos) merged[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  for (const auto& [k, v] : env) merged[k] = v;
-  for (const auto& [k, v] : merged) image.env_storage.push_back(k + "=" + v);
-  for (auto& a : image.argv_storage) image.argv.push_back(a.data());
-  image.argv.push_back(nullptr);
-  for (auto& e : image.env_storage) image.envp.push_back(e.data());
-  image.envp.push_back(nullptr);
-  return image;
-}
-
-struct CloneArgs {  // struct clone_args, CLONE_ARGS_SIZE_VER0
-  std::uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
-};
-
-// In the child: own group, die with us, clean signal state, output to the pipe, exec.
-[[noreturn]] void ChildExec(const ExecImage& image, const std::string& workdir, int out_fd, int null_fd, int err_fd,
-                            pid_t parent) {
-  setpgid(0, 0);
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(127);
-  sigset_t empty;
-  sigemptyset(&empty);
-  sigprocmask(SIG_SETMASK, &empty, nullptr);
-  for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
-  dup2(null_fd, 0);
-  dup2(out_fd, 1);
-  dup2(out_fd, 2);
-  if (chdir(workdir.c_str()) == 0) execve(image.path.c_str(), image.argv.data(), image.envp.data());
-  const int err = errno;
-  [[maybe_unused]] ssize_t n = write(err_fd, &err, sizeof err);
-  _exit(127);
-}
-
 }  // namespace
 
 struct HookRunner::Impl {
   struct Running {
-    Running(asio::io_context& io, int pidfd, int out) : pid_stream(io, pidfd), output(io, out), timer(io) {}
+    Running(Impl& runner, asio::io_context& io) : owner(runner), output(io), timer(io) {}
+    Impl& owner;
     std::string name;
     pid_t pid = 0;
-    asio::posix::stream_descriptor pid_stream;  // readable once the hook exited
     asio::posix::stream_descriptor output;      // stdout + stderr
     asio::steady_timer timer;                   // timeout, then drain deadline
     std::array<char, 4096> buffer{};
     std::string partial;                        // an unfinished output line
     int lines = 0;
     bool timed_out = false, exited = false, output_closed = false;
-    std::string exec_error;                     // exec failed: why
-    siginfo_t info{};
+    int wait_status = 0;                        // from the child table, once exited
     steady_clock::time_point started;
     Duration timeout{0};
     Done done;
   };
 
-  Impl(asio::io_context& io_in, std::filesystem::path workdir_in, std::map<std::string, std::string> env_in)
-      : io(io_in), workdir(std::move(workdir_in)), env(std::move(env_in)) {}
+  Impl(asio::io_context& io_in, process::ChildTable& children_in, std::filesystem::path workdir_in,
+       std::map<std::string, std::string> env_in)
+      : io(io_in), children(children_in), sigchld(io_in, SIGCHLD), workdir(std::move(workdir_in)),
+        env(std::move(env_in)) {}
 
   void Run(const std::string& name, const std::vector<std::string>& argv, Duration timeout,
            const std::map<std::string, std::string>& extra, Done done) {
@@ -122,56 +66,32 @@ struct HookRunner::Impl {
       done(result);
       return;
     }
-    auto exe = argv.empty() ? Result<std::filesystem::path>(Error{"empty command"})
-                            : process::ResolveExecutable(argv.front(), workdir);
-    if (!exe) return SpawnFailed(result, exe.error().message, done);
-    auto merged = env;
-    for (const auto& [k, v] : extra) merged[k] = v;
-    const ExecImage image = Prepare(exe->string(), argv, merged);
-    int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) != 0) return SpawnFailed(result, std::string("pipe: ") + std::strerror(errno), done);
-    if (pipe2(err, O_CLOEXEC) != 0) {
-      close(out[0]), close(out[1]);
-      return SpawnFailed(result, std::string("pipe: ") + std::strerror(errno), done);
-    }
-    const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    int pidfd = -1;
-    CloneArgs args{};
-    args.flags = CLONE_PIDFD;
-    args.pidfd = reinterpret_cast<std::uint64_t>(&pidfd);
-    args.exit_signal = 0;  // a "clone child": invisible to waitpid(-1) without __WALL
-    const pid_t parent = getpid();
-    const long pid = syscall(SYS_clone3, &args, sizeof args);
-    if (pid == 0) ChildExec(image, workdir.string(), out[1], null_fd, err[1], parent);
-    const int clone_errno = errno;
-    close(out[1]), close(err[1]);
-    if (null_fd >= 0) close(null_fd);
-    if (pid < 0) {
-      close(out[0]), close(err[0]);
-      return SpawnFailed(result, std::string("clone3: ") + std::strerror(clone_errno), done);
-    }
-    int exec_errno = 0;
-    ssize_t n;
-    do {
-      n = read(err[0], &exec_errno, sizeof exec_errno);
-    } while (n < 0 && errno == EINTR);
-    close(err[0]);
-    auto r = std::make_shared<Running>(io, pidfd, out[0]);
+    if (argv.empty()) return SpawnFailed(result, "empty command", done);
+    process::SpawnSpec spec;
+    spec.argv = argv;
+    spec.workdir = workdir;
+    spec.env = env;
+    for (const auto& [k, v] : extra) spec.env[k] = v;
+    spec.pipe_output = true;
+    spec.merge_output = true;
+    spec.null_stdin = true;
+    auto r = std::make_shared<Running>(*this, io);
+    // The table calls from whichever thread reaped; the hook is finished on ours.
+    auto child = children.Spawn(spec, [weak = std::weak_ptr<Running>(r), &loop = io](int wait_status) {
+      asio::post(loop, [weak, wait_status] {
+        if (auto hook = weak.lock()) hook->owner.Exited(hook, wait_status);
+      });
+    });
+    if (!child) return SpawnFailed(result, child.error().message, done);
+    r->output.assign(child->stdout_fd);
     r->name = name;
-    r->pid = static_cast<pid_t>(pid);
+    r->pid = child->pid;
     r->started = steady_clock::now();
     r->timeout = timeout;
     r->done = std::move(done);
     running[name] = r;
-    setpgid(r->pid, r->pid);  // also here: a kill(-pid) must not race the child's own setpgid
-    if (n == sizeof exec_errno) {
-      r->exec_error = "cannot execute " + exe->string() + ": " + std::strerror(exec_errno);
-      r->output_closed = true;  // nothing ran; reap it and report
-      r->output.close();
-      WaitExit(r);
-      return;
-    }
-    Log(LogLevel::kInfo, "event=hook_started hook=" + name + " pid=" + std::to_string(pid) +
+    WaitForChildren();
+    Log(LogLevel::kInfo, "event=hook_started hook=" + name + " pid=" + std::to_string(r->pid) +
                              " timeout=" + FormatDuration(timeout) + " argv=" + Quote(Join(argv)));
     r->timer.expires_after(timeout);
     r->timer.async_wait([r](const boost::system::error_code& ec) {
@@ -182,7 +102,18 @@ struct HookRunner::Impl {
                                 " action=\"SIGKILL to its process group\"");
     });
     ReadOutput(r);
-    WaitExit(r);
+  }
+
+  // Reaps on SIGCHLD while hooks run: the driver does too, but not while its io_context
+  // waits for a before_start hook on a private one. Reap is harmless twice.
+  void WaitForChildren() {
+    if (waiting) return;
+    waiting = true;
+    sigchld.async_wait([this](const boost::system::error_code& ec, int) {
+      waiting = false;
+      if (!ec) children.Reap();
+      if (!running.empty()) WaitForChildren();  // also after a cancel that a new hook overtook
+    });
   }
 
   static std::string Join(const std::vector<std::string>& argv) {
@@ -233,64 +164,65 @@ struct HookRunner::Impl {
     Log(LogLevel::kInfo, "event=hook_output hook=" + r.name + " line=" + Quote(line));
   }
 
-  void WaitExit(const std::shared_ptr<Running>& r) {
-    r->pid_stream.async_wait(asio::posix::stream_descriptor::wait_read, [this, r](const boost::system::error_code& ec) {
-      if (ec == asio::error::operation_aborted) return;
-      int rc;
-      do {
-        rc = waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(r->pid_stream.native_handle()), &r->info,
-                    WEXITED | __WALL);
-      } while (rc != 0 && errno == EINTR);
-      r->exited = true;
-      r->timer.cancel();
-      kill(-r->pid, SIGKILL);  // leftovers of the hook's group do not outlive it
-      if (!r->output_closed) {
-        r->timer.expires_after(kDrainAfterExit);  // a process that left the group may hold the pipe
-        r->timer.async_wait([r](const boost::system::error_code& e) {
-          if (!e) r->output.close();
-        });
-      }
-      MaybeDone(r);
-    });
+  void Exited(const std::shared_ptr<Running>& r, int wait_status) {
+    r->exited = true;
+    r->wait_status = wait_status;
+    r->timer.cancel();
+    kill(-r->pid, SIGKILL);  // leftovers of the hook's group do not outlive it
+    if (!r->output_closed) {
+      r->timer.expires_after(kDrainAfterExit);  // a process that left the group may hold the pipe
+      r->timer.async_wait([r](const boost::system::error_code& e) {
+        if (!e) r->output.close();
+      });
+    }
+    MaybeDone(r);
   }
 
   void MaybeDone(const std::shared_ptr<Running>& r) {
     if (!r->exited || !r->output_closed) return;
     r->timer.cancel();
-    r->pid_stream.close();
     HookResult result;
     result.hook = r->name;
     result.duration = std::chrono::duration_cast<Duration>(steady_clock::now() - r->started);
-    if (!r->exec_error.empty()) {
-      result.outcome = "spawn-failed";
-      result.message = r->exec_error;
-    } else if (r->info.si_code == CLD_EXITED) {
-      result.exit_code = r->info.si_status;
-      result.outcome = r->info.si_status == 0 ? "ok" : "failed";
-      result.message = "exit code " + std::to_string(r->info.si_status);
+    const int status = r->wait_status;
+    if (WIFEXITED(status)) {
+      result.exit_code = WEXITSTATUS(status);
+      result.outcome = *result.exit_code == 0 ? "ok" : "failed";
+      result.message = "exit code " + std::to_string(*result.exit_code);
     } else {
-      result.signal = r->info.si_status;
+      result.signal = WTERMSIG(status);
       result.outcome = r->timed_out ? "timeout" : "failed";
       result.message = r->timed_out ? "killed after its " + FormatDuration(r->timeout) + " timeout"
-                                    : "killed by " + config::SignalName(r->info.si_status);
+                                    : "killed by " + config::SignalName(*result.signal);
     }
     const LogLevel level = result.outcome == "ok" ? LogLevel::kInfo : LogLevel::kError;
     Log(level, std::string(result.outcome == "ok" ? "event=hook_finished" : "event=hook_failed") + " hook=" + r->name +
                    " outcome=" + result.outcome + " status=" + Quote(result.message) +
                    " duration_ms=" + std::to_string(result.duration.count()));
     running.erase(r->name);
+    if (running.empty()) sigchld.cancel();  // nothing of ours keeps the io_context busy
     r->done(result);
   }
 
   asio::io_context& io;
+  process::ChildTable& children;                               // starts and reaps the hooks
+  asio::signal_set sigchld;                                    // reaping while hooks run
+  bool waiting = false;                                        // a SIGCHLD wait is pending
   std::filesystem::path workdir;                               // where hooks start
   std::map<std::string, std::string> env;                      // added to our environment
   std::map<std::string, std::shared_ptr<Running>> running;     // by hook name
 };
 
-HookRunner::HookRunner(asio::io_context& io, std::filesystem::path workdir, std::map<std::string, std::string> env)
-    : impl_(std::make_unique<Impl>(io, std::move(workdir), std::move(env))) {}
-HookRunner::~HookRunner() { KillAll(); }
+HookRunner::HookRunner(asio::io_context& io, process::ChildTable& children, std::filesystem::path workdir,
+                       std::map<std::string, std::string> env)
+    : impl_(std::make_unique<Impl>(io, children, std::move(workdir), std::move(env))) {}
+
+HookRunner::~HookRunner() {
+  KillAll();
+  for (auto& [name, r] : impl_->running) {
+    if (!r->exited) impl_->children.Unwatch(r->pid);
+  }
+}
 
 void HookRunner::Run(const std::string& name, const std::vector<std::string>& argv, Duration timeout,
                      const std::map<std::string, std::string>& env, Done done) {

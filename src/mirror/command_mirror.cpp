@@ -27,8 +27,8 @@ constexpr std::string_view kRestoreStaging = ".spotvisor-mirror-restore";
 
 }  // namespace
 
-CommandMirror::CommandMirror(const config::JobConfig& job)
-    : job_(job), record_(job.telemetry.state_dir / "mirror.json") {}
+CommandMirror::CommandMirror(const config::JobConfig& job, process::ChildTable& children)
+    : job_(job), children_(children), record_(job.telemetry.state_dir / "mirror.json") {}
 
 std::string CommandMirror::Describe() const { return "command " + job_.checkpoints.mirror.command.front(); }
 
@@ -46,7 +46,7 @@ Status CommandMirror::Run(const std::vector<std::string>& argv_template, const c
                           const CopyControl& control, const std::string& what) const {
   auto argv = config::ExpandArgv(argv_template, vars);
   if (!argv) return Error{"checkpoints.mirror: " + argv.error().message};
-  auto outcome = RunCommand(*argv, job_.job.workdir, job_.checkpoints.mirror.timeout, control.cancelled);
+  auto outcome = RunCommand(children_, *argv, job_.job.workdir, job_.checkpoints.mirror.timeout, control.cancelled);
   if (!outcome) return outcome.error();
   if (!outcome->ok()) return Error{what + " command " + argv->front() + " failed: " + outcome->Describe()};
   return Ok{};

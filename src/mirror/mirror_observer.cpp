@@ -34,7 +34,6 @@ std::string Ms(std::chrono::steady_clock::duration d) {
 
 MirrorObserver::MirrorObserver(const config::JobConfig& job, cadence::CheckpointFeed* feed)
     : job_(job),
-      store_(MakeMirrorStore(job)),
       limiter_(job.checkpoints.mirror.path ? job.checkpoints.mirror.bandwidth : 0),
       pool_(static_cast<std::size_t>(std::max(1, job.checkpoints.mirror.concurrency))) {
   if (feed) {
@@ -54,6 +53,10 @@ MirrorObserver::~MirrorObserver() {
   cancelled_ = true;
   changed_.notify_all();
   pool_.join();
+}
+
+void MirrorObserver::OnStart(supervisor::RunControl& control) {
+  store_ = MakeMirrorStore(job_, control.children());  // before any checkpoint is enqueued (they are posted)
 }
 
 void MirrorObserver::BeforeSelection() {

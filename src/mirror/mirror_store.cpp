@@ -17,7 +17,7 @@ using telemetry::Quote;
 
 }  // namespace
 
-std::unique_ptr<MirrorStore> MakeMirrorStore(const config::JobConfig& job) {
+std::unique_ptr<MirrorStore> MakeMirrorStore(const config::JobConfig& job, process::ChildTable& children) {
   const auto& m = job.checkpoints.mirror;
   if (!job.checkpoints.dir) return nullptr;
   if (m.path) {
@@ -25,7 +25,7 @@ std::unique_ptr<MirrorStore> MakeMirrorStore(const config::JobConfig& job) {
     if (!pattern) return nullptr;  // Finalize has already refused such a pattern
     return std::make_unique<PathMirror>(job, std::move(*pattern));
   }
-  if (!m.command.empty()) return std::make_unique<CommandMirror>(job);
+  if (!m.command.empty()) return std::make_unique<CommandMirror>(job, children);
   return nullptr;
 }
 

@@ -1,7 +1,7 @@
 // fork + exec with everything prepared before the fork, so the child only makes
 // async-signal-safe calls. The child becomes its own process group leader (set on both
-// sides of the fork to avoid the race), asks for SIGKILL when its parent dies, restores
-// default signal dispositions and an empty mask, then execs.
+// sides of the fork to avoid the race), asks for SIGKILL when its parent dies (unless told
+// not to), restores default signal dispositions and an empty mask, then execs.
 #include "spotvisor/process/spawn.hpp"
 
 #include <fcntl.h>
@@ -50,13 +50,21 @@ void CloseAll(std::initializer_list<int> fds) {
   }
 }
 
-[[noreturn]] void ExecChild(pid_t parent, const char* path, char* const* argv, char* const* envp,
-                            const char* workdir, int error_fd, int out_fd, int err_fd) {
+// The child's ends of its standard streams; -1 keeps ours.
+struct ChildFds {
+  int in = -1, out = -1, err = -1;
+};
+
+[[noreturn]] void ExecChild(pid_t parent, bool die_with_parent, const char* path, char* const* argv,
+                            char* const* envp, const char* workdir, int error_fd, ChildFds fds) {
   setpgid(0, 0);
-  if (out_fd >= 0) dup2(out_fd, STDOUT_FILENO);  // dup2 clears close-on-exec on 1 and 2
-  if (err_fd >= 0) dup2(err_fd, STDERR_FILENO);
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(127);  // the supervisor died before PDEATHSIG was armed
+  if (fds.in >= 0) dup2(fds.in, STDIN_FILENO);  // dup2 clears close-on-exec on 0, 1 and 2
+  if (fds.out >= 0) dup2(fds.out, STDOUT_FILENO);
+  if (fds.err >= 0) dup2(fds.err, STDERR_FILENO);
+  if (die_with_parent) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // the supervisor died before PDEATHSIG was armed
+  }
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   for (int s = 1; s < NSIG; ++s) {
@@ -117,17 +125,20 @@ Result<SpawnedChild> Spawn(const SpawnSpec& spec) {
   const std::string workdir = spec.workdir.string();
 
   int out[2] = {-1, -1}, err[2] = {-1, -1};
-  if (spec.pipe_output && (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)) {
+  if (spec.pipe_output &&
+      (pipe2(out, O_CLOEXEC) != 0 || (!spec.merge_output && pipe2(err, O_CLOEXEC) != 0))) {
     const int e = errno;
     CloseAll({out[0], out[1], err[0], err[1]});
     return Error{std::string("cannot make the output pipes: ") + std::strerror(e)};
   }
+  const int null_in = spec.null_stdin ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     const int e = errno;
-    CloseAll({out[0], out[1], err[0], err[1]});
+    CloseAll({out[0], out[1], err[0], err[1], null_in});
     return Error{std::string("pipe2 failed: ") + std::strerror(e)};
   }
+  const ChildFds fds{null_in, out[1], spec.pipe_output && spec.merge_output ? out[1] : err[1]};
   const pid_t parent = getpid();
   // Signals stay blocked across the fork so that none reaches our handlers inside the
   // child before it has restored default dispositions; pending ones then act normally.
@@ -138,14 +149,15 @@ Result<SpawnedChild> Spawn(const SpawnSpec& spec) {
   if (pid != 0) sigprocmask(SIG_SETMASK, &previous, nullptr);
   if (pid < 0) {
     const int fork_errno = errno;
-    CloseAll({pipe_fds[0], pipe_fds[1], out[0], out[1], err[0], err[1]});
+    CloseAll({pipe_fds[0], pipe_fds[1], out[0], out[1], err[0], err[1], null_in});
     return Error{"cannot start '" + spec.argv[0] + "': fork failed: " + std::strerror(fork_errno)};
   }
   if (pid == 0) {
     close(pipe_fds[0]);
-    ExecChild(parent, path.c_str(), argv.data(), envp.data(), workdir.c_str(), pipe_fds[1], out[1], err[1]);
+    ExecChild(parent, spec.die_with_parent, path.c_str(), argv.data(), envp.data(), workdir.c_str(), pipe_fds[1],
+              fds);
   }
-  CloseAll({pipe_fds[1], out[1], err[1]});
+  CloseAll({pipe_fds[1], out[1], err[1], null_in});
   setpgid(pid, pid);  // may fail with EACCES once the child has exec'd; it set it itself
   int child_errno = 0;
   ssize_t n;

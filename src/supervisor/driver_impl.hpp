@@ -38,6 +38,7 @@ class Driver::Impl final : public RunControl {
   boost::asio::io_context& io() override { return io_; }
   const config::JobConfig& job() const override { return job_; }
   pid_t child_pid() const override { return trainer_ ? trainer_->pid() : 0; }
+  process::ChildTable& children() override { return host_->children(); }
   void RequestStop(StopReason reason, const std::string& detail) override;
   void RequestCheckpoint(const std::string& detail) override;
 

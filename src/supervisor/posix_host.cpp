@@ -1,16 +1,19 @@
-// The real Host; see posix_host.hpp. One signal_set for SIGCHLD; every exited child is
-// reaped here, and the trainer's main process has its status delivered once.
+// The real Host; see posix_host.hpp. One signal_set for SIGCHLD, on which the child table
+// reaps every exited child; the trainer's main process has its status delivered once, on
+// the io thread (the table may have been called from a mirror upload thread).
 #include "spotvisor/supervisor/posix_host.hpp"
 
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <map>
 #include <optional>
 
+#include "spotvisor/process/child_table.hpp"
 #include "trainer_signals.hpp"
 
 namespace spotvisor::supervisor {
@@ -57,6 +60,8 @@ class PosixHost final : public Host {
     // collector): a write must fail with EPIPE, not kill the supervisor and so the trainer.
     // Not a handler, only a disposition; the child starts with SIG_DFL for every signal.
     std::signal(SIGPIPE, SIG_IGN);
+    io_ = &io;
+    table_.emplace(io);
     children_.emplace(io, SIGCHLD);
     WaitChildren();
   }
@@ -67,11 +72,18 @@ class PosixHost final : public Host {
     exits_.clear();
   }
 
+  process::ChildTable& children() override { return *table_; }
+
   TimePoint Now() const override { return std::chrono::steady_clock::now(); }
 
   Result<StartedTrainer> Spawn(const process::SpawnSpec& spec, ExitHandler on_exit) override {
-    auto child = process::Spawn(spec);
+    // Any thread may reap it: the handler runs on ours, after this call has set `pid`.
+    auto pid = std::make_shared<pid_t>(0);
+    auto child = table_->Spawn(spec, [this, io = io_, pid](int wait_status) {
+      asio::post(*io, [this, pid, wait_status] { Exited(*pid, wait_status); });
+    });
     if (!child) return child.error();
+    *pid = child->pid;
     exits_[child->pid] = std::move(on_exit);
     return StartedTrainer{std::make_unique<PosixTrainer>(*this, child->pid), child->stdout_fd, child->stderr_fd};
   }
@@ -84,22 +96,19 @@ class PosixHost final : public Host {
     return preemption::MakeWatcher(io, provider);
   }
 
-  // Reaps every exited child: the trainer, and orphans adopted as subreaper. A trainer's
-  // status goes to its handler after the loop, so that a handler never runs mid-reap.
-  void Reap() {
-    std::vector<std::pair<ExitHandler, ExitStatus>> ended;
-    int status = 0;
-    pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-      auto it = exits_.find(pid);
-      if (it == exits_.end()) continue;
-      ended.emplace_back(std::move(it->second), FromWaitStatus(status));
-      exits_.erase(it);
-    }
-    for (auto& [handler, exit_status] : ended) handler(exit_status);
-  }
+  // Reaps every exited child: the trainer, hooks, mirror commands, adopted orphans. A
+  // trainer's status reaches its handler through a post, never mid-reap.
+  void Reap() { table_->Reap(); }
 
  private:
+  void Exited(pid_t pid, int wait_status) {
+    auto it = exits_.find(pid);
+    if (detached_ || it == exits_.end()) return;
+    ExitHandler handler = std::move(it->second);
+    exits_.erase(it);
+    handler(FromWaitStatus(wait_status));
+  }
+
   void WaitChildren() {
     children_->async_wait([this](const boost::system::error_code& ec, int) {
       if (ec) return;  // cancelled at shutdown
@@ -108,6 +117,8 @@ class PosixHost final : public Host {
     });
   }
 
+  asio::io_context* io_ = nullptr;            // from Attach
+  std::optional<process::ChildTable> table_;  // every child of the run; from Attach
   std::optional<asio::signal_set> children_;  // SIGCHLD
   std::map<pid_t, ExitHandler> exits_;        // trainers whose main process still runs
   bool detached_ = false;                     // no more waiting, no more callbacks

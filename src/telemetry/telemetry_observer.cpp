@@ -57,7 +57,7 @@ class TelemetryObserver final : public supervisor::RunObserver {
     auto& io = control.io();
     LoadRecord();
     RunBeforeStartHook();
-    hooks_ = std::make_unique<hooks::HookRunner>(io, job_.job.workdir, job_.job.env);
+    hooks_ = std::make_unique<hooks::HookRunner>(io, control.children(), job_.job.workdir, job_.job.env);
     StartMetrics(io);
     StartTimers(io);
     StartGpu(io);
@@ -224,7 +224,7 @@ class TelemetryObserver final : public supervisor::RunObserver {
   void RunBeforeStartHook() {
     if (job_.hooks.before_start.command.empty()) return;
     asio::io_context local;
-    hooks::HookRunner runner(local, job_.job.workdir, job_.job.env);
+    hooks::HookRunner runner(local, control_->children(), job_.job.workdir, job_.job.env);
     StartHook(runner, "before_start", job_.hooks.before_start, {}, nullptr);
     local.run();
   }

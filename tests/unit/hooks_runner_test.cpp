@@ -1,11 +1,14 @@
 // Hooks as real processes: exit codes, output relayed, a hang killed at its timeout, a
-// missing program, and the supervisor's waitpid(-1) never stealing a hook's status.
+// missing program, and the supervisor's reaping (the child table's Reap, from any thread)
+// never stealing a hook's status.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <boost/asio/io_context.hpp>
+#include <thread>
 
 #include "spotvisor/hooks/hook_runner.hpp"
+#include "spotvisor/process/child_table.hpp"
 #include "support/test_support.hpp"
 
 namespace spotvisor::hooks {
@@ -15,7 +18,8 @@ using namespace std::chrono_literals;
 
 HookResult RunOne(const std::vector<std::string>& argv, Duration timeout, std::map<std::string, std::string> env = {}) {
   boost::asio::io_context io;
-  HookRunner runner(io, "/", {{"FROM_RUNNER", "r"}});
+  process::ChildTable table(io);
+  HookRunner runner(io, table, "/", {{"FROM_RUNNER", "r"}});
   HookResult out;
   runner.Run("on_finish", argv, timeout, env, [&](const HookResult& r) { out = r; });
   io.run();
@@ -52,20 +56,29 @@ TEST(HookRunner, MissingProgramIsASpawnFailure) {
 
 TEST(HookRunner, SupervisorReapingDoesNotStealTheHookStatus) {
   boost::asio::io_context io;
-  HookRunner runner(io, "/", {});
+  process::ChildTable table(io);
+  HookRunner runner(io, table, "/", {});
   HookResult out;
   runner.Run("on_checkpoint", {"/bin/sh", "-c", "sleep 0.2; exit 7"}, 5s, {}, [&](const HookResult& r) { out = r; });
-  // What the driver does on every SIGCHLD: reap any child, without __WALL.
-  int status = 0;
-  EXPECT_TRUE(testing::WaitUntil([&] { return waitpid(-1, &status, WNOHANG) <= 0 && runner.running() == 1; }, 1s));
+  // What the driver does on every SIGCHLD, and a mirror upload thread while it waits:
+  // reap every child, here from another thread, while the hook runs and after it exited.
+  std::thread reaper([&] {
+    testing::WaitUntil([&] {
+      table.Reap();
+      return table.watched() == 0;
+    }, 5s);
+  });
+  EXPECT_EQ(runner.running(), 1u);
   io.run();
+  reaper.join();
   EXPECT_EQ(out.outcome, "failed");
   EXPECT_EQ(out.exit_code, 7);
 }
 
 TEST(HookRunner, ASecondRunOfTheSameHookIsSkippedWhileTheFirstRuns) {
   boost::asio::io_context io;
-  HookRunner runner(io, "/", {});
+  process::ChildTable table(io);
+  HookRunner runner(io, table, "/", {});
   std::vector<std::string> outcomes;
   runner.Run("on_checkpoint", {"/bin/sh", "-c", "sleep 0.2"}, 5s, {}, [&](const HookResult& r) { outcomes.push_back(r.outcome); });
   runner.Run("on_checkpoint", {"/bin/true"}, 5s, {}, [&](const HookResult& r) { outcomes.push_back(r.outcome); });

@@ -1,11 +1,13 @@
 // The mirror's building blocks: the token bucket (time passed in, no sleeps), the verified
-// atomic tree copy, and the relay-spawned command runner.
+// atomic tree copy, and the command runner (through a child table).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <atomic>
+#include <boost/asio/io_context.hpp>
 
 #include "spotvisor/mirror/command_runner.hpp"
+#include "spotvisor/process/child_table.hpp"
 #include "spotvisor/mirror/rate_limiter.hpp"
 #include "spotvisor/mirror/tree_copy.hpp"
 #include "support/test_support.hpp"
@@ -89,28 +91,31 @@ TEST(TreeCopy, AFullTargetFailsCleanly) {
   std::system(("umount " + (dir / "small").string()).c_str());
 }
 
+// No io thread runs here: the waiting thread reaps through the table itself.
 TEST(CommandRunner, ExitCodesSignalsAndTimeouts) {
   TempDir dir;
-  auto ok = RunCommand({"true"}, dir.path(), 10s);
+  boost::asio::io_context io;
+  process::ChildTable children(io);
+  auto ok = RunCommand(children, {"true"}, dir.path(), 10s);
   ASSERT_TRUE(ok.ok()) << ok.error().message;
   EXPECT_TRUE(ok->ok());
-  auto fail = RunCommand({"sh", "-c", "exit 7"}, dir.path(), 10s);
+  auto fail = RunCommand(children, {"sh", "-c", "exit 7"}, dir.path(), 10s);
   ASSERT_TRUE(fail.ok());
   EXPECT_EQ(fail->exit_code, 7);
-  auto killed = RunCommand({"sh", "-c", "kill -9 $$"}, dir.path(), 10s);
+  auto killed = RunCommand(children, {"sh", "-c", "kill -9 $$"}, dir.path(), 10s);
   ASSERT_TRUE(killed.ok());
   EXPECT_EQ(killed->signal, 9);
   const auto start = std::chrono::steady_clock::now();
-  auto slow = RunCommand({"sleep", "30"}, dir.path(), 300ms);
+  auto slow = RunCommand(children, {"sleep", "30"}, dir.path(), 300ms);
   ASSERT_TRUE(slow.ok());
   EXPECT_TRUE(slow->timed_out);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
   std::atomic<bool> cancel{true};
-  auto cancelled = RunCommand({"sleep", "30"}, dir.path(), 60s, [&] { return cancel.load(); });
+  auto cancelled = RunCommand(children, {"sleep", "30"}, dir.path(), 60s, [&] { return cancel.load(); });
   ASSERT_TRUE(cancelled.ok());
   EXPECT_TRUE(cancelled->timed_out);
-  EXPECT_FALSE(RunCommand({"/nonexistent/program"}, dir.path(), 1s).ok());
-  auto cwd = RunCommand({"sh", "-c", "pwd > out.txt"}, dir.path(), 10s);
+  EXPECT_FALSE(RunCommand(children, {"/nonexistent/program"}, dir.path(), 1s).ok());
+  auto cwd = RunCommand(children, {"sh", "-c", "pwd > out.txt"}, dir.path(), 10s);
   ASSERT_TRUE(cwd.ok());
   EXPECT_EQ(ReadFile(dir / "out.txt"), dir.path().string() + "\n");
 }

@@ -9,8 +9,10 @@
 #include <csignal>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "spotvisor/config/loader.hpp"
+#include "spotvisor/process/child_table.hpp"
 #include "spotvisor/supervisor/driver.hpp"
 #include "spotvisor/supervisor/host.hpp"
 #include "support/log_capture.hpp"
@@ -78,8 +80,12 @@ class FakeHost final : public Host {
  public:
   explicit FakeHost(std::vector<Script> scripts) : scripts_(std::move(scripts)) {}
 
-  void Attach(asio::io_context& io) override { io_ = &io; }
+  void Attach(asio::io_context& io) override {
+    io_ = &io;
+    children_.emplace(io);
+  }
   void Detach() override { detached_ = true; }
+  process::ChildTable& children() override { return *children_; }  // real: no observer here starts one
   TimePoint Now() const override { return std::chrono::steady_clock::now(); }
 
   Result<StartedTrainer> Spawn(const process::SpawnSpec& spec, ExitHandler on_exit) override {
@@ -136,6 +142,7 @@ class FakeHost final : public Host {
   std::vector<std::pair<pid_t, int>> group_signals_;            // what SignalGroup got
   int group_kills_ = 0;
   asio::io_context* io_ = nullptr;
+  std::optional<process::ChildTable> children_;  // from Attach
   FakeTrainer* live_ = nullptr;  // the newest trainer
   ExitHandler on_exit_;
   FakeWatcher* watcher_ = nullptr;

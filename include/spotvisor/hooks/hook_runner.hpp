@@ -1,9 +1,10 @@
 // Runs hooks: argv (never a shell), own process group, output relayed to the log line by
-// line, a timeout after which the whole group gets SIGKILL. Hooks are started as "clone
-// children" (no SIGCHLD, waited for through a pidfd), so the supervisor's own reaping of
-// the trainer (waitpid(-1)) can never steal a hook's exit status. Everything runs on the
-// io_context given; nothing blocks it. The runner must outlive the hooks it started (or
-// be destroyed only after its io_context stopped running).
+// line, a timeout after which the whole group gets SIGKILL. Hooks are started through the
+// run's process::ChildTable, which reaps them with every other child; while a hook runs
+// the runner also reaps on SIGCHLD itself, so a hook finishes on an io_context that is not
+// the driver's (before_start). Everything runs on the io_context given; nothing blocks it.
+// The runner must outlive the hooks it started (or be destroyed only after its io_context
+// stopped running).
 #pragma once
 
 #include <sys/types.h>
@@ -22,6 +23,10 @@ namespace boost::asio {
 class io_context;
 }  // namespace boost::asio
 
+namespace spotvisor::process {
+class ChildTable;
+}  // namespace spotvisor::process
+
 namespace spotvisor::hooks {
 
 struct HookResult {
@@ -36,9 +41,11 @@ struct HookResult {
 class HookRunner {
  public:
   using Done = std::function<void(const HookResult&)>;
-  // Hooks start in `workdir` with our environment plus `env`.
-  HookRunner(boost::asio::io_context& io, std::filesystem::path workdir, std::map<std::string, std::string> env);
-  ~HookRunner();
+  // Hooks start in `workdir` with our environment plus `env`, through `children` (which
+  // outlives the runner).
+  HookRunner(boost::asio::io_context& io, process::ChildTable& children, std::filesystem::path workdir,
+             std::map<std::string, std::string> env);
+  ~HookRunner();  // KillAll; the statuses still to come are reaped without a call
   HookRunner(const HookRunner&) = delete;
   HookRunner& operator=(const HookRunner&) = delete;
 

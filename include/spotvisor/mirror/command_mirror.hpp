@@ -11,12 +11,17 @@
 #include "spotvisor/config/templates.hpp"
 #include "spotvisor/mirror/mirror_store.hpp"
 
+namespace spotvisor::process {
+class ChildTable;
+}  // namespace spotvisor::process
+
 namespace spotvisor::mirror {
 
 class CommandMirror final : public MirrorStore {
  public:
-  // `job` outlives the store; `job.checkpoints.mirror.command` is not empty.
-  explicit CommandMirror(const config::JobConfig& job);
+  // `job` and `children` (where the commands start) outlive the store;
+  // `job.checkpoints.mirror.command` is not empty.
+  CommandMirror(const config::JobConfig& job, process::ChildTable& children);
 
   std::string Describe() const override;
   Result<UploadResult> Upload(const MirrorItem& item, const CopyControl& control) override;
@@ -35,6 +40,7 @@ class CommandMirror final : public MirrorStore {
   config::TemplateVars Vars(const MirrorItem* item) const;
 
   const config::JobConfig& job_;  // not owned
+  process::ChildTable& children_; // not owned
   std::filesystem::path record_;  // <state_dir>/mirror.json
   mutable std::mutex mutex_;      // guards mirror.json
 };

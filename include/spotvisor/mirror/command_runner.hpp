@@ -1,8 +1,8 @@
 // Runs a mirror command (`rclone copy ...`): argv, never a shell, in its own process group,
-// with a time limit and cancellation, from a worker thread. The supervisor reaps every
-// child it has (it is a subreaper and waits for any pid), so the command is started by a
-// short-lived relay process that waits for it and sends its pid and wait status back
-// through a pipe: the status can never be reaped away from us.
+// with a time limit and cancellation, from a worker thread that blocks until it is done.
+// It is started through the run's process::ChildTable, whose Reap hands its status to the
+// waiting thread; the waiter also reaps every 50 ms itself, so it needs no running io
+// thread (a drain at exit, a test). Any thread but the io thread.
 #pragma once
 
 #include <filesystem>
@@ -12,6 +12,10 @@
 
 #include "spotvisor/util/result.hpp"
 #include "spotvisor/util/units.hpp"
+
+namespace spotvisor::process {
+class ChildTable;
+}  // namespace spotvisor::process
 
 namespace spotvisor::mirror {
 
@@ -24,7 +28,8 @@ struct CommandOutcome {
 };
 
 // An Error when it could not be started at all (names the program and why).
-Result<CommandOutcome> RunCommand(const std::vector<std::string>& argv, const std::filesystem::path& workdir,
-                                  Duration timeout, const std::function<bool()>& cancelled = {});
+Result<CommandOutcome> RunCommand(process::ChildTable& children, const std::vector<std::string>& argv,
+                                  const std::filesystem::path& workdir, Duration timeout,
+                                  const std::function<bool()>& cancelled = {});
 
 }  // namespace spotvisor::mirror

@@ -29,6 +29,7 @@ class MirrorObserver final : public supervisor::RunObserver {
   MirrorObserver(const config::JobConfig& job, cadence::CheckpointFeed* feed);
   ~MirrorObserver() override;  // drains (bounded by mirror.timeout), then cancels and joins
 
+  void OnStart(supervisor::RunControl& control) override;  // makes the store
   void BeforeSelection() override;
   void OnSelection(const checkpoint::Selection& selection) override;
   void OnPhase(supervisor::Phase phase) override;
@@ -46,7 +47,7 @@ class MirrorObserver final : public supervisor::RunObserver {
   int Keep() const;
 
   const config::JobConfig& job_;              // not owned
-  std::unique_ptr<MirrorStore> store_;        // path or command
+  std::unique_ptr<MirrorStore> store_;        // path or command; from OnStart on
   RateLimiter limiter_;                       // mirror.bandwidth, shared by uploads
   std::mutex mutex_;                          // guards the members below
   std::condition_variable changed_;           // pause lifted, or work finished

@@ -17,6 +17,10 @@
 #include "spotvisor/mirror/tree_copy.hpp"
 #include "spotvisor/util/result.hpp"
 
+namespace spotvisor::process {
+class ChildTable;
+}  // namespace spotvisor::process
+
 namespace spotvisor::mirror {
 
 // One checkpoint to mirror.
@@ -47,8 +51,9 @@ class MirrorStore {
   virtual Result<RestoreResult> Restore(std::optional<std::uint64_t> local_step, const CopyControl& control) = 0;
 };
 
-// The store the job's config describes; nullptr when no mirror is configured.
-std::unique_ptr<MirrorStore> MakeMirrorStore(const config::JobConfig& job);
+// The store the job's config describes; nullptr when no mirror is configured. A command
+// mirror starts its commands through `children`, which outlives the store.
+std::unique_ptr<MirrorStore> MakeMirrorStore(const config::JobConfig& job, process::ChildTable& children);
 
 // Moves or copies candidates (newest step first, only those newer than `local_step`) from
 // `source_dir` into checkpoints.dir and validates each copy there; the first good one

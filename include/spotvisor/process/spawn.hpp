@@ -1,6 +1,7 @@
-// Starting the trainer: argv only (never a shell), its own process group, PDEATHSIG so it
-// dies with a SIGKILLed supervisor, default signal dispositions and an empty signal mask,
-// the job's working directory and environment. Called on the io thread.
+// Starting a child (the trainer, a hook, a mirror command): argv only (never a shell), its
+// own process group, PDEATHSIG so it dies with a SIGKILLed supervisor, default signal
+// dispositions and an empty signal mask, a working directory and environment. Any thread;
+// the program starts children through process::ChildTable, which watches their exit.
 #pragma once
 
 #include <sys/types.h>
@@ -19,12 +20,15 @@ struct SpawnSpec {
   std::filesystem::path workdir;                 // must exist
   std::map<std::string, std::string> env;        // added to (and overriding) our environment
   bool pipe_output = false;                      // stdout/stderr into pipes (else ours, inherited)
+  bool merge_output = false;                     // with pipe_output: stderr into the stdout pipe too
+  bool null_stdin = false;                       // stdin from /dev/null (else ours, inherited)
+  bool die_with_parent = true;                   // PDEATHSIG SIGKILL: gone with a SIGKILLed spotvisor
 };
 
 struct SpawnedChild {
   pid_t pid = 0;       // also its process group id
   int stdout_fd = -1;  // with pipe_output: read ends, close-on-exec, owned by the caller
-  int stderr_fd = -1;
+  int stderr_fd = -1;  // -1 with merge_output
 };
 
 // The Error names the command and the reason (exec's errno travels back through a

@@ -24,6 +24,10 @@ namespace boost::asio {
 class io_context;
 }  // namespace boost::asio
 
+namespace spotvisor::process {
+class ChildTable;
+}  // namespace spotvisor::process
+
 namespace spotvisor::supervisor {
 
 // One started trainer: its main process, which leads a process group of its own, and the
@@ -71,6 +75,9 @@ class Host {
   virtual void Attach(boost::asio::io_context& io) = 0;
   // No callback after this (shutdown).
   virtual void Detach() = 0;
+  // Where every other child of the run (hooks, mirror commands) is started and reaped;
+  // from Attach on, for RunControl::children. Usable from any thread.
+  virtual process::ChildTable& children() = 0;
   // The steady clock every Fsm time point comes from (the driver's timers use it too).
   virtual TimePoint Now() const = 0;
   // Starts the trainer in its own process group; `on_exit` gets the main process's status

@@ -22,6 +22,10 @@ namespace boost::asio {
 class io_context;
 }  // namespace boost::asio
 
+namespace spotvisor::process {
+class ChildTable;
+}  // namespace spotvisor::process
+
 namespace spotvisor::supervisor {
 
 // What an observer may ask of the run. Calls are handled like the matching outside
@@ -37,6 +41,9 @@ class RunControl {
   virtual void RequestCheckpoint(const std::string& detail) = 0;
   // The current trainer's pid (= its process group), 0 when none runs.
   virtual pid_t child_pid() const = 0;
+  // Where every child of the run is started and reaped (hooks, mirror commands); it
+  // outlives the observers.
+  virtual process::ChildTable& children() = 0;
 };
 
 class RunObserver {
