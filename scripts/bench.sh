@@ -78,6 +78,9 @@ bench "$py" tests/bench/soak_bench.py --build "$build" "${soak[@]}"
 section "torchrun: the time workers get to save (issue 11)"
 bench "$py" tests/bench/torchrun_grace_bench.py --build "$build" --grace 90
 
+section "Bytes read per byte checkpointed (issue 13)"
+bench "$py" tests/bench/checkpoint_reads_bench.py --spotvisor "$bin"
+
 mv "$tmp" "$out"
 trap - EXIT
 echo "wrote $out" >&2

@@ -2,6 +2,7 @@
 // the wall clock only to compare with checkpoint mtimes. Journal appends go to `writer_`.
 #include "spotvisor/cadence/cadence_observer.hpp"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 
 #include "spotvisor/state/journal.hpp"
@@ -38,9 +39,15 @@ std::int64_t UnixMs(system_clock::time_point t) {
 
 }  // namespace
 
-CadenceObserver::CadenceObserver(const config::JobConfig& job, CheckpointFeed* feed, const std::string& provider)
-    : job_(job), feed_(feed), policy_(job.cadence, MtbiPriorFor(job.cadence, provider)) {
-  if (feed_) feed_->Subscribe([this](const NewCheckpoint& c) { OnCheckpoint(c); });
+CadenceObserver::CadenceObserver(const config::JobConfig& job, checkpoint_watch::CheckpointWatcher* watcher,
+                                 const std::string& provider)
+    : job_(job), watcher_(watcher), policy_(job.cadence, MtbiPriorFor(job.cadence, provider)) {
+  if (!watcher_) return;
+  // The newest good checkpoint of each scan: older ones that turned up with it are no answer.
+  watcher_->Subscribe([this](const std::vector<checkpoint_watch::CheckpointVerdict>& verdicts) {
+    const auto newest = std::find_if(verdicts.rbegin(), verdicts.rend(), [](const auto& v) { return v.good; });
+    if (newest != verdicts.rend()) OnCheckpoint(*newest);
+  });
 }
 
 CadenceObserver::~CadenceObserver() { writer_.join(); }
@@ -69,7 +76,7 @@ void CadenceObserver::OnAttemptStarted(int attempt, pid_t, const std::optional<c
   attempt_ = attempt;
   attempt_started_ = steady_clock::now();
   pending_.reset();
-  if (feed_) feed_->Hurry(false);
+  if (watcher_) watcher_->Hurry(false);
   // Never before the trainer has run one full interval: it may have no handler yet.
   ArmAt(attempt_started_ + policy_.Interval());
 }
@@ -119,7 +126,7 @@ void CadenceObserver::OnTimer() {
   if (pending_ && !pending_->delivered) pending_.reset();
   if (pending_) {
     // One request at a time; it counts as unanswered after an interval, but never before
-    // kMinUnansweredWait (the feed must have had time to find and validate the answer).
+    // kMinUnansweredWait (the watcher must have had time to find and validate the answer).
     const auto give_up_at = pending_->at + std::max<Duration>(policy_.Interval(), kMinUnansweredWait);
     if (now < give_up_at) {
       ArmAt(give_up_at);
@@ -146,16 +153,16 @@ void CadenceObserver::Request(const std::string& reason, bool signal) {
     control_->RequestCheckpoint(reason == "adaptive" ? "adaptive cadence " + policy_.Describe()
                                                      : "cadence every " + FormatDuration(policy_.Interval()));
   }
-  if (feed_) feed_->Hurry(true);
+  if (watcher_) watcher_->Hurry(true);
 }
 
-void CadenceObserver::OnCheckpoint(const NewCheckpoint& c) {
+void CadenceObserver::OnCheckpoint(const checkpoint_watch::CheckpointVerdict& c) {
   CheckpointRecord r;
   r.event = "checkpoint";
   r.attempt = attempt_;
   r.path = c.path.string();
   r.step = c.step;
-  r.size_bytes = c.size_bytes;
+  r.size_bytes = c.shape.bytes;
   // The answer to a request is a checkpoint written after it; an older one that only now
   // turned up (or passed validation) is the trainer's own. File times come from the
   // kernel's coarse clock (one tick, up to 10 ms, behind the precise one): allow for it.
@@ -169,7 +176,7 @@ void CadenceObserver::OnCheckpoint(const NewCheckpoint& c) {
     r.cost_ms = cost.count();
     cost_text = FormatDuration(cost);
     pending_.reset();
-    if (feed_) feed_->Hurry(false);
+    if (watcher_) watcher_->Hurry(false);
   } else {
     r.reason = "trainer";
   }
@@ -179,7 +186,7 @@ void CadenceObserver::OnCheckpoint(const NewCheckpoint& c) {
   r.overhead_pct = policy_.OverheadPercent(RunTimeSoFar());
   r.expected_waste_pct = policy_.ExpectedWastePercent();
   Log(LogLevel::kInfo, "event=checkpoint_seen path=" + Quote(r.path) + " step=" + std::to_string(c.step) +
-                           " size=" + Quote(FormatSize(c.size_bytes)) + " reason=" + Quote(r.reason) +
+                           " size=" + Quote(FormatSize(c.shape.bytes)) + " reason=" + Quote(r.reason) +
                            " cost=" + cost_text + " overhead_pct=" + Round1(*r.overhead_pct));
   Journal(std::move(r));
   NoteIntervalChange("measured cost");

@@ -182,24 +182,28 @@ Result<fs::path> Catalog::Quarantine(const CatalogEntry& e) const {
   return target;
 }
 
-Result<Selection> Catalog::Select(bool act) {
+Result<Selection> Catalog::Select(bool act, const VerdictCache* validated_now) {
   auto entries = Scan();
   if (!entries) return entries.error();
   Selection selection;
   const CatalogEntry* chosen = nullptr;
+  const auto level = options_.validator.level;
   for (auto& e : *entries) {
-    // A cached bad verdict with an unchanged key is final; anything else is validated now.
-    auto cached = e.scan_error.empty() ? cache_.Find(e.name, e.key, options_.validator.level) : std::nullopt;
-    const bool validate_now = !(cached && !cached->good);
+    // A cached bad verdict with an unchanged key is final; anything else is validated now
+    // (or was, moments ago in this same selection).
+    auto cached = e.scan_error.empty() ? cache_.Find(e.name, e.key, level) : std::nullopt;
+    auto fresh = validated_now && e.scan_error.empty() ? validated_now->Find(e.name, e.key, level) : std::nullopt;
+    const bool validate_now = !fresh && !(cached && !cached->good);
     const auto started = std::chrono::steady_clock::now();
     if (act && validate_now) {
       Log(LogLevel::kInfo, "event=checkpoint_validating path=" + Quote(e.path.string()) + " step=" + std::to_string(e.step));
     }
-    Verdict v = validate_now ? Validate(e) : *cached;
-    if (act && validate_now) {
+    Verdict v = fresh ? *fresh : validate_now ? Validate(e) : *cached;
+    if (act && (validate_now || fresh)) {
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
       Log(LogLevel::kInfo, "event=checkpoint_validated path=" + Quote(e.path.string()) + " step=" + std::to_string(e.step) +
-                               " verdict=" + (v.good ? "good" : "bad") + " ms=" + std::to_string(ms.count()));
+                               " verdict=" + (v.good ? "good" : "bad") + " ms=" + std::to_string(ms.count()) +
+                               (fresh ? " validated_by=\"this selection's mirror restore\"" : ""));
     }
     if (e.scan_error.empty()) cache_.Put(e.name, e.key, options_.validator.level, v);
     e.verdict = v;
@@ -271,12 +275,18 @@ Status Catalog::AfterChoice(const CatalogEntry& chosen, bool fell_back) {
   return Ok{};
 }
 
-Result<std::vector<fs::path>> Catalog::ApplyRetention() {
+Result<std::vector<fs::path>> Catalog::ApplyRetention(bool judged_only) {
   std::vector<fs::path> deleted;
   if (options_.keep <= 0) return deleted;
   auto entries = Scan();
   if (!entries) return entries.error();
-  Judge(*entries, /*use_cache=*/true);
+  if (!judged_only) {
+    Judge(*entries, /*use_cache=*/true);
+  } else {
+    for (auto& e : *entries) {
+      if (e.scan_error.empty()) e.verdict = cache_.Find(e.name, e.key, options_.validator.level);
+    }
+  }
   int good = 0;
   for (const auto& e : *entries) {
     if (!e.verdict || !e.verdict->good) continue;

@@ -8,12 +8,11 @@
 
 #include "commands.hpp"
 #include "job_options.hpp"
-#include "spotvisor/cadence/observer_factory.hpp"
+#include "run_observers.hpp"
 #include "spotvisor/cli/app.hpp"
 #include "spotvisor/config/loader.hpp"
 #include "spotvisor/supervisor/driver.hpp"
 #include "spotvisor/telemetry/log.hpp"
-#include "spotvisor/telemetry/telemetry_observer.hpp"
 
 namespace spotvisor::cli {
 namespace {
@@ -50,15 +49,14 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       return;
     }
     telemetry::ConfigureLogging(job->telemetry.log_format, job->telemetry.log_level, job->job.name);
-    supervisor::Driver driver(*job);
-    for (auto& observer : cadence::MakeCadenceHealthMirrorObservers(*job)) driver.AddObserver(std::move(observer));
-    auto telemetry_observers = telemetry::MakeTelemetryObservers(*job);
-    if (!telemetry_observers) {
-      std::fprintf(stderr, "spotvisor: configuration error: %s\n", telemetry_observers.error().message.c_str());
+    auto parts = AssembleRun(*job);
+    if (!parts) {
+      std::fprintf(stderr, "spotvisor: configuration error: %s\n", parts.error().message.c_str());
       exit_code = exit_code::kConfig;
       return;
     }
-    for (auto& observer : *telemetry_observers) driver.AddObserver(std::move(observer));
+    supervisor::Driver driver(*job, std::move(parts->selector));
+    for (auto& observer : parts->observers) driver.AddObserver(std::move(observer));
     exit_code = driver.Run();
   });
 }

@@ -1,12 +1,11 @@
 // The mirror observer; see mirror_observer.hpp. Threads: the io thread enqueues and sets
-// the pause; upload threads take the newest queued item; the driver's selection thread
-// restores. Everything shared is under mutex_.
+// the pause; upload threads take the newest queued item; the keeper's thread restores (the
+// driver's selection thread waits for it). Everything shared is under mutex_.
 #include "spotvisor/mirror/mirror_observer.hpp"
 
 #include <boost/asio/post.hpp>
 #include <chrono>
 
-#include "spotvisor/checkpoint/catalog.hpp"
 #include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::mirror {
@@ -17,28 +16,22 @@ using telemetry::Log;
 using telemetry::LogLevel;
 using telemetry::Quote;
 
-// The newest good checkpoint in checkpoints.dir, validated now, changing nothing.
-std::optional<checkpoint::ResumePoint> NewestLocal(const config::JobConfig& job) {
-  auto catalog = checkpoint::Catalog::Create(checkpoint::CatalogOptionsFor(job, /*acts=*/false));
-  if (!catalog) return std::nullopt;
-  auto selection = catalog->Select(/*act=*/false);
-  if (!selection) return std::nullopt;
-  return selection->chosen;
-}
-
 std::string Ms(std::chrono::steady_clock::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
 }
 
 }  // namespace
 
-MirrorObserver::MirrorObserver(const config::JobConfig& job, cadence::CheckpointFeed* feed)
+MirrorObserver::MirrorObserver(const config::JobConfig& job, checkpoint_watch::CheckpointWatcher& watcher)
     : job_(job),
+      keeper_(watcher.keeper()),
       limiter_(job.checkpoints.mirror.path ? job.checkpoints.mirror.bandwidth : 0),
       pool_(static_cast<std::size_t>(std::max(1, job.checkpoints.mirror.concurrency))) {
-  if (feed) {
-    feed->Subscribe([this](const cadence::NewCheckpoint& c) { Enqueue(MirrorItem{c.path, c.name, c.step}); });
-  }
+  // The newest good checkpoint of each scan (an older one queued with it would be superseded).
+  watcher.Subscribe([this](const std::vector<checkpoint_watch::CheckpointVerdict>& verdicts) {
+    const auto newest = std::find_if(verdicts.rbegin(), verdicts.rend(), [](const auto& v) { return v.good; });
+    if (newest != verdicts.rend()) Enqueue(MirrorItem{newest->path, newest->name, newest->step});
+  });
 }
 
 MirrorObserver::~MirrorObserver() {
@@ -66,8 +59,14 @@ void MirrorObserver::BeforeSelection() {
     restore_done_ = true;
   }
   if (!job_.checkpoints.mirror.restore) return;
+  // On the keeper: a restore writes into (and may delete from) checkpoints.dir.
+  keeper_->Call([this] { Restore(); });
+}
+
+void MirrorObserver::Restore() {
   const auto started = std::chrono::steady_clock::now();
-  const auto local = NewestLocal(job_);
+  // Validated for the selection that follows, which then does not read it again.
+  const auto local = keeper_->NewestGood(/*for_selection=*/true);
   const std::optional<std::uint64_t> local_step = local ? std::optional<std::uint64_t>(local->step) : std::nullopt;
   auto result = store_->Restore(local_step, Control());
   if (!result) {
@@ -81,6 +80,7 @@ void MirrorObserver::BeforeSelection() {
                              " detail=" + Quote(result->detail));
     return;
   }
+  keeper_->NoteRestored(result->restored->path);
   Log(LogLevel::kWarning, "event=mirror_restored mirror=" + Quote(store_->Describe()) + " path=" +
                               Quote(result->restored->path.string()) + " step=" + std::to_string(result->restored->step) +
                               " local_step=" + (local_step ? std::to_string(*local_step) : "none") +
@@ -111,7 +111,9 @@ void MirrorObserver::OnExit(int, const std::string&) {
   // The trainer's last checkpoint (written while stopping) may not have been seen yet.
   asio::post(pool_, [this] {
     if (!cancelled_) {
-      if (auto newest = NewestLocal(job_)) Enqueue(MirrorItem{newest->path, newest->path.filename().string(), newest->step});
+      // The keeper's verdicts from this run are reused: this is an upload, not a resume.
+      auto newest = keeper_->Call([this] { return keeper_->NewestGood(/*for_selection=*/false); });
+      if (newest) Enqueue(MirrorItem{newest->path, newest->path.filename().string(), newest->step});
     }
     std::lock_guard lock(mutex_);
     --busy_;

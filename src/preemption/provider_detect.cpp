@@ -78,4 +78,10 @@ Detection DetectProvider(const std::filesystem::path& dmi_root) {
   return {ProviderKind::kNone, seen.empty() ? "no DMI strings under " + dmi_root.string() : seen};
 }
 
+std::string ProviderName(const config::JobConfig& job) {
+  ProviderKind kind = job.provider.kind;
+  if (kind == ProviderKind::kAuto) kind = DetectProvider(job.provider.dmi_root).kind;
+  return kind == ProviderKind::kAuto ? "none" : config::ToString(kind);
+}
+
 }  // namespace spotvisor::preemption

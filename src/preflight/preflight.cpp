@@ -5,8 +5,8 @@
 #include <sys/statvfs.h>
 
 #include "spotvisor/cadence/checkpoint_journal.hpp"
-#include "spotvisor/cadence/observer_factory.hpp"
 #include "spotvisor/checkpoint/catalog.hpp"
+#include "spotvisor/preemption/provider_detect.hpp"
 #include "spotvisor/preflight/probes.hpp"
 
 namespace spotvisor::preflight {
@@ -41,7 +41,7 @@ std::optional<SizeEstimate> EstimateCheckpointSize(const config::JobConfig& job,
 
 std::vector<CheckLine> RunPreflight(const config::JobConfig& job, const PreflightOptions& options) {
   std::vector<CheckLine> lines;
-  const std::string provider = cadence::ProviderName(job);
+  const std::string provider = preemption::ProviderName(job);
   const fs::path dir = NearestExisting(job.checkpoints.dir ? *job.checkpoints.dir : job.job.workdir);
   const auto size = EstimateCheckpointSize(job, options.checkpoint_size);
 

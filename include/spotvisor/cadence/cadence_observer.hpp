@@ -1,7 +1,7 @@
 // Periodic checkpoint requests (`cadence`): sends signals.checkpoint once the trainer has
 // run a full interval (a trainer still importing has no handler yet, and the signal's
 // default action would kill it), never while a stop is in progress, one request at a
-// time. Measures each request's cost (request → new good checkpoint, from the feed) and
+// time. Measures each request's cost (request → new good checkpoint, from the watcher) and
 // size, journals them in checkpoints.jsonl, and in adaptive mode recomputes the interval
 // from C and M (cadence_policy.hpp), logging every change. A checkpoint-only notice (AWS
 // rebalance) is measured like a request; any new checkpoint restarts the period. io thread.
@@ -15,17 +15,17 @@
 #include <string>
 
 #include "spotvisor/cadence/cadence_policy.hpp"
-#include "spotvisor/cadence/checkpoint_feed.hpp"
 #include "spotvisor/cadence/checkpoint_journal.hpp"
+#include "spotvisor/checkpoint_watch/checkpoint_watcher.hpp"
 #include "spotvisor/supervisor/run_observer.hpp"
 
 namespace spotvisor::cadence {
 
 class CadenceObserver final : public supervisor::RunObserver {
  public:
-  // `feed` may be null (no checkpoints.dir: requests are sent but not measured).
+  // `watcher` may be null (no checkpoints.dir: requests are sent but not measured).
   // `provider` names the prior M ("aws", ...; see MtbiPriorFor).
-  CadenceObserver(const config::JobConfig& job, CheckpointFeed* feed, const std::string& provider);
+  CadenceObserver(const config::JobConfig& job, checkpoint_watch::CheckpointWatcher* watcher, const std::string& provider);
   ~CadenceObserver() override;  // waits for journal appends in flight
 
   void OnStart(supervisor::RunControl& control) override;
@@ -49,14 +49,14 @@ class CadenceObserver final : public supervisor::RunObserver {
 
   void ArmAt(SteadyTime at);
   void OnTimer();
-  void OnCheckpoint(const NewCheckpoint& checkpoint);
+  void OnCheckpoint(const checkpoint_watch::CheckpointVerdict& checkpoint);
   void Request(const std::string& reason, bool signal);
   void Journal(CheckpointRecord record);
   void NoteIntervalChange(const std::string& why);
   Duration RunTimeSoFar() const;
 
   const config::JobConfig& job_;                     // not owned
-  CheckpointFeed* feed_;                             // not owned; may be null
+  checkpoint_watch::CheckpointWatcher* watcher_;     // not owned; may be null
   CadencePolicy policy_;                             // interval, C, M
   supervisor::RunControl* control_ = nullptr;        // set in OnStart
   std::optional<boost::asio::steady_timer> timer_;   // the next request

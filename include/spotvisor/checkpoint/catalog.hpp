@@ -69,12 +69,21 @@ class Catalog {
 
   // The newest good checkpoint, validated now. With `act`, bad newer ones are
   // quarantined (when configured), then retention, the latest link, hints and the cache
-  // file are updated. Without `act` nothing on disk changes.
-  Result<Selection> Select(bool act);
+  // file are updated. Without `act` nothing on disk changes. `validated_now` holds verdicts
+  // reached by validation moments ago in the same selection (a mirror restore's): one
+  // whose key still matches counts as validated now instead of reading it twice.
+  Result<Selection> Select(bool act, const VerdictCache* validated_now = nullptr);
 
   // Deletes good checkpoints beyond `keep`, oldest first; never the newest good one,
-  // never one newer than the keep-th good one, never a temp name. Uses cached verdicts.
-  Result<std::vector<std::filesystem::path>> ApplyRetention();
+  // never one newer than the keep-th good one, never a temp name. Uses cached verdicts;
+  // an entry without one is validated now, or with `judged_only` passed over (a watcher
+  // judges it soon, and reading it here would read it twice).
+  Result<std::vector<std::filesystem::path>> ApplyRetention(bool judged_only = false);
+
+  // Remembers a verdict reached elsewhere for this entry's name and key (memory only).
+  void Remember(const CatalogEntry& entry, const Verdict& verdict) {
+    cache_.Put(entry.name, entry.key, options_.validator.level, verdict);
+  }
 
   Status SaveCache() const { return cache_.Save(); }
   const CatalogOptions& options() const { return options_; }

@@ -16,7 +16,7 @@
 #include <set>
 #include <string>
 
-#include "spotvisor/cadence/checkpoint_feed.hpp"
+#include "spotvisor/checkpoint_watch/checkpoint_watcher.hpp"
 #include "spotvisor/mirror/mirror_store.hpp"
 #include "spotvisor/mirror/rate_limiter.hpp"
 #include "spotvisor/supervisor/run_observer.hpp"
@@ -25,8 +25,9 @@ namespace spotvisor::mirror {
 
 class MirrorObserver final : public supervisor::RunObserver {
  public:
-  // `feed` may be null (then only selections and the exit are mirrored).
-  MirrorObserver(const config::JobConfig& job, cadence::CheckpointFeed* feed);
+  // New good checkpoints come from `watcher`; the restore and the last look at exit run on
+  // its DirKeeper (a restore writes into checkpoints.dir). `watcher` must outlive Run.
+  MirrorObserver(const config::JobConfig& job, checkpoint_watch::CheckpointWatcher& watcher);
   ~MirrorObserver() override;  // drains (bounded by mirror.timeout), then cancels and joins
 
   void OnStart(supervisor::RunControl& control) override;  // makes the store
@@ -40,6 +41,7 @@ class MirrorObserver final : public supervisor::RunObserver {
   bool WaitIdle(Duration timeout);
 
  private:
+  void Restore();               // keeper thread
   void Enqueue(MirrorItem item);
   void Work();                  // upload thread: the newest queued item
   void Upload(const MirrorItem& item);
@@ -47,6 +49,7 @@ class MirrorObserver final : public supervisor::RunObserver {
   int Keep() const;
 
   const config::JobConfig& job_;              // not owned
+  std::shared_ptr<checkpoint_watch::DirKeeper> keeper_;  // owns checkpoints.dir
   std::unique_ptr<MirrorStore> store_;        // path or command; from OnStart on
   RateLimiter limiter_;                       // mirror.bandwidth, shared by uploads
   std::mutex mutex_;                          // guards the members below

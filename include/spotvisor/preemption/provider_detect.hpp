@@ -18,4 +18,7 @@ struct Detection {
 // and chassis_asset_tag under `dmi_root` (missing files are fine). Any thread.
 Detection DetectProvider(const std::filesystem::path& dmi_root);
 
+// "aws", "gcp", "azure", "alibaba", "file" or "none": provider.kind, `auto` resolved from DMI.
+std::string ProviderName(const config::JobConfig& job);
+
 }  // namespace spotvisor::preemption

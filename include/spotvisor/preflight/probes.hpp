@@ -22,7 +22,7 @@ struct WriteMeasurement {
 Result<WriteMeasurement> MeasureWriteThroughput(const std::filesystem::path& dir, std::uint64_t bytes);
 
 // One request to the provider's "is there a notice" path (with its token dance), a 3 s
-// deadline; `provider` as from cadence::ProviderName.
+// deadline; `provider` as from preemption::ProviderName.
 CheckLine ProbeEndpoint(const config::JobConfig& job, const std::string& provider);
 
 // NVML if present (model, memory, driver) through telemetry::Nvml; "none" otherwise.

@@ -10,12 +10,18 @@
 #include "spotvisor/supervisor/run_observer.hpp"
 #include "spotvisor/util/result.hpp"
 
+namespace spotvisor::checkpoint_watch {
+class CheckpointWatcher;
+}  // namespace spotvisor::checkpoint_watch
+
 namespace spotvisor::telemetry {
 
 // Checks what can be checked before the run (metrics address and token file, hook
 // commands) and builds the observers. An Error is a configuration error (exit 78); its
 // message names the key and the file, never a secret. Reads and clears NOTIFY_SOCKET,
 // WATCHDOG_USEC and WATCHDOG_PID (the trainer must not talk to systemd in our name).
-Result<std::vector<std::unique_ptr<supervisor::RunObserver>>> MakeTelemetryObservers(const config::JobConfig& job);
+// New checkpoints come from `watcher` (null: no checkpoints.dir), which must outlive them.
+Result<std::vector<std::unique_ptr<supervisor::RunObserver>>> MakeTelemetryObservers(
+    const config::JobConfig& job, checkpoint_watch::CheckpointWatcher* watcher);
 
 }  // namespace spotvisor::telemetry

@@ -1,0 +1,97 @@
+// The one checkpoint watcher of `spotvisor run`: polls checkpoints.dir (slowly, or fast
+// while a requested checkpoint is awaited), judges each new or changed checkpoint when it
+// sees it — one validation at the job's level, on the DirKeeper's thread; a bad verdict is
+// told once the checkpoint held still for half a slow period (a save caught half-way is
+// judged again when it changes) — applies checkpoints.keep after a new good one, hands its
+// subscribers on the io thread: telemetry (the run record, metrics, on_checkpoint),
+// cadence (the cost of a request) and the mirror. What existed at start is the baseline,
+// not news. A RunObserver; Subscribe and Hurry on the io thread.
+#pragma once
+
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spotvisor/checkpoint/verdict_cache.hpp"
+#include "spotvisor/checkpoint_watch/checkpoint_shape.hpp"
+#include "spotvisor/checkpoint_watch/dir_keeper.hpp"
+#include "spotvisor/supervisor/run_observer.hpp"
+
+namespace spotvisor::checkpoint_watch {
+
+// A new (or changed) checkpoint and the watcher's verdict on it.
+struct CheckpointVerdict {
+  std::filesystem::path path;                           // checkpoints.dir / name
+  std::string name;                                     // the entry's name
+  std::uint64_t step = 0;                               // from the name
+  CheckpointShape shape;                                // size, newest mtime, oldest birth
+  bool good = false;
+  std::string reason;                                   // the validator's words
+  std::chrono::system_clock::time_point written_at;     // newest mtime (ns), a marker beside it included
+  std::chrono::system_clock::time_point detected_at;    // when the verdict was reached
+};
+
+struct WatchTiming {
+  Duration slow = std::chrono::seconds(2);              // poll period while nothing is awaited
+  Duration fast = std::chrono::milliseconds(100);       // while a requested checkpoint is awaited
+};
+
+class CheckpointWatcher final : public supervisor::RunObserver {
+ public:
+  // What one scan judged, oldest step first; never empty.
+  using Subscriber = std::function<void(const std::vector<CheckpointVerdict>&)>;
+
+  // `job` must have checkpoints.dir and outlive the watcher; `keeper` owns the directory.
+  CheckpointWatcher(const config::JobConfig& job, std::shared_ptr<DirKeeper> keeper, WatchTiming timing = {});
+  ~CheckpointWatcher() override;  // waits for a scan in progress
+
+  // Before OnStart; subscribers run on the io thread in subscription order.
+  void Subscribe(Subscriber subscriber);
+  // io thread: poll fast (a checkpoint was requested) or slowly again.
+  void Hurry(bool on);
+  const std::shared_ptr<DirKeeper>& keeper() const { return keeper_; }
+
+  void OnStart(supervisor::RunControl& control) override;
+  void OnSelection(const checkpoint::Selection& selection) override;       // scans at once
+  void OnAttemptEnded(const state::AttemptRecord& record) override;        // scans at once
+  void OnExit(int code, const std::string& message) override;
+
+ private:
+  // Per name: the key it had when last seen, and what became of it.
+  struct Seen {
+    checkpoint::CacheKey key;
+    std::chrono::steady_clock::time_point since;        // first seen with this key
+    bool judged = false;                                // validated at this key
+    bool told = false;                                  // handed to the subscribers
+    std::optional<CheckpointVerdict> verdict;           // once judged
+  };
+
+  void Arm();
+  void Tick();
+  // Keeper thread only: one scan; the verdicts to hand out.
+  std::vector<CheckpointVerdict> Scan();
+  CheckpointVerdict JudgeOne(checkpoint::CatalogEntry& entry);
+
+  const config::JobConfig& job_;                       // not owned
+  std::shared_ptr<DirKeeper> keeper_;                  // the directory's one owner
+  WatchTiming timing_;                                 // poll periods
+  std::vector<Subscriber> subscribers_;                // io thread
+  std::optional<boost::asio::steady_timer> timer_;     // the poll clock (io thread)
+  boost::asio::io_context* io_ = nullptr;              // the driver's loop
+  bool hurry_ = false;                                 // io thread: fast polling
+  bool scanning_ = false;                              // io thread: a scan is on the keeper
+  bool again_ = false;                                 // io thread: scan once more when it returns
+  bool stopped_ = false;                               // io thread: OnExit came
+  // Keeper-thread state.
+  bool baseline_done_ = false;                         // the first scan only records
+  std::map<std::string, Seen> seen_;                   // by name
+};
+
+}  // namespace spotvisor::checkpoint_watch

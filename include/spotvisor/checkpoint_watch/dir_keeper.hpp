@@ -1,0 +1,78 @@
+// The one owner of checkpoints.dir during `spotvisor run`: every scan, validation and
+// deletion there — the watcher's judging and checkpoints.keep, the resume selection's
+// quarantine and retention, the mirror's restore — runs on the keeper's one thread in the
+// order posted, so none of them can race another. Shared by the watcher, the resume
+// selector and the mirror. Post/Call from any thread except the keeper's own; the members
+// marked "keeper thread" only from work running there.
+#pragma once
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <type_traits>
+
+#include "spotvisor/checkpoint/catalog.hpp"
+#include "spotvisor/checkpoint/resume_selector.hpp"
+#include "spotvisor/config/job_config.hpp"
+
+namespace spotvisor::checkpoint_watch {
+
+class DirKeeper {
+ public:
+  // `job` must have checkpoints.dir and outlive the keeper.
+  explicit DirKeeper(const config::JobConfig& job);
+  ~DirKeeper();  // runs the work already posted, then joins
+  DirKeeper(const DirKeeper&) = delete;
+  DirKeeper& operator=(const DirKeeper&) = delete;
+
+  // Runs `work` on the keeper's thread after everything posted before it.
+  void Post(std::function<void()> work) { boost::asio::post(thread_, std::move(work)); }
+
+  // Runs `work` there and waits for its result: never from the keeper's thread, never
+  // from the io thread (work there may validate a whole checkpoint).
+  template <typename F>
+  std::invoke_result_t<F&> Call(F work) {
+    std::packaged_task<std::invoke_result_t<F&>()> task(std::move(work));
+    auto done = task.get_future();
+    boost::asio::post(thread_, [&task] { task(); });
+    return done.get();
+  }
+
+  // ---- keeper thread ----
+  // The catalog every user shares (its cache file re-read at each selection); null when
+  // it cannot be made (logged once).
+  checkpoint::Catalog* catalog();
+  // Fills e.verdict: a verdict this process reached by validating the same name and key
+  // (the watcher's, a mirror restore's) is reused; anything else is validated now.
+  void Judge(checkpoint::CatalogEntry& e);
+  // checkpoints.keep after a new good checkpoint appeared: only checkpoints already judged
+  // count (one the watcher has not judged yet is not read here); failures logged.
+  void ApplyRetention();
+  // The selection before a start (or after a drain): validates now, quarantines, applies
+  // retention and the latest link. Only verdicts this same selection reached (NewestGood
+  // for a restore, NoteRestored) are not read again; the watcher's are.
+  Result<checkpoint::Selection> SelectForResume();
+  // The newest good checkpoint changing nothing. `for_selection`: the verdicts it reaches
+  // are the next selection's (a mirror restore asks first); else any verdict this process
+  // reached is reused (the mirror's last upload at exit).
+  std::optional<checkpoint::ResumePoint> NewestGood(bool for_selection);
+  // A mirror restore put `path` in place and validated it: good for the next selection.
+  void NoteRestored(const std::filesystem::path& path);
+
+ private:
+  const config::JobConfig& job_;                 // not owned
+  std::optional<checkpoint::Catalog> catalog_;   // keeper thread; remade at each selection
+  bool catalog_failed_ = false;                  // said once
+  checkpoint::VerdictCache validated_;           // keeper thread: verdicts this process validated
+  checkpoint::VerdictCache for_selection_;       // keeper thread: validated since the last selection, for it
+  boost::asio::thread_pool thread_{1};           // the one thread (declared last: joined first)
+};
+
+// The resume selector of `spotvisor run` with a checkpoints.dir: selections on the keeper.
+std::unique_ptr<checkpoint::ResumeSelector> MakeKeptSelector(std::shared_ptr<DirKeeper> keeper);
+
+}  // namespace spotvisor::checkpoint_watch

@@ -1,0 +1,151 @@
+// The checkpoint watcher; see checkpoint_watcher.hpp. The keeper's thread owns `seen_` and
+// does the scanning, judging and retention; the io thread owns the timer and the flags. A
+// scan's verdicts travel back with asio::post, so subscribers never run on the keeper.
+#include "spotvisor/checkpoint_watch/checkpoint_watcher.hpp"
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <set>
+#include <utility>
+
+#include "spotvisor/telemetry/log.hpp"
+
+namespace spotvisor::checkpoint_watch {
+namespace {
+
+namespace asio = boost::asio;
+using std::chrono::steady_clock;
+using telemetry::Log;
+using telemetry::LogLevel;
+using telemetry::Quote;
+
+}  // namespace
+
+CheckpointWatcher::CheckpointWatcher(const config::JobConfig& job, std::shared_ptr<DirKeeper> keeper, WatchTiming timing)
+    : job_(job), keeper_(std::move(keeper)), timing_(timing) {}
+
+// Work posted before this call has run once Call returns (the keeper is first in, first out).
+CheckpointWatcher::~CheckpointWatcher() {
+  keeper_->Call([] {});
+}
+
+void CheckpointWatcher::Subscribe(Subscriber subscriber) { subscribers_.push_back(std::move(subscriber)); }
+
+void CheckpointWatcher::Hurry(bool on) {
+  if (hurry_ == on || stopped_ || !timer_) return;
+  hurry_ = on;
+  Arm();
+}
+
+void CheckpointWatcher::OnStart(supervisor::RunControl& control) {
+  io_ = &control.io();
+  timer_.emplace(*io_);
+  Tick();  // the baseline scan, queued on the keeper before the first selection
+  Arm();
+}
+
+// A checkpoint the trainer wrote on its way out is news as soon as possible.
+void CheckpointWatcher::OnSelection(const checkpoint::Selection&) {
+  if (!stopped_ && io_) Tick();
+}
+
+void CheckpointWatcher::OnAttemptEnded(const state::AttemptRecord&) {
+  if (!stopped_ && io_) Tick();
+}
+
+void CheckpointWatcher::OnExit(int, const std::string&) {
+  stopped_ = true;
+  if (timer_) timer_->cancel();
+}
+
+void CheckpointWatcher::Arm() {
+  timer_->expires_after(hurry_ ? timing_.fast : timing_.slow);
+  timer_->async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    Tick();
+    Arm();
+  });
+}
+
+void CheckpointWatcher::Tick() {
+  if (scanning_) {
+    again_ = true;
+    return;
+  }
+  scanning_ = true;
+  keeper_->Post([this] {
+    auto verdicts = Scan();
+    asio::post(*io_, [this, verdicts = std::move(verdicts)] {
+      scanning_ = false;
+      if (stopped_) return;
+      if (!verdicts.empty()) {
+        for (const auto& subscriber : subscribers_) subscriber(verdicts);
+      }
+      if (std::exchange(again_, false)) Tick();
+    });
+  });
+}
+
+std::vector<CheckpointVerdict> CheckpointWatcher::Scan() {
+  auto* catalog = keeper_->catalog();
+  if (catalog == nullptr) return {};
+  auto entries = catalog->Scan();
+  if (!entries) {
+    Log(LogLevel::kWarning, "event=checkpoint_scan_failed error=" + Quote(entries.error().message));
+    return {};
+  }
+  const auto now = steady_clock::now();
+  std::set<std::string> present;
+  std::vector<CheckpointVerdict> out;  // newest first until the end
+  bool new_good = false;
+  for (auto& e : *entries) {
+    present.insert(e.name);
+    if (!e.scan_error.empty()) continue;
+    auto [it, fresh] = seen_.try_emplace(e.name);
+    Seen& s = it->second;
+    if (fresh || s.key != e.key) {  // new or changed: judged now (the baseline only records)
+      s = Seen{e.key, now, /*judged=*/!baseline_done_, /*told=*/!baseline_done_, std::nullopt};
+      if (!baseline_done_) continue;
+    }
+    if (!s.judged) {
+      s.judged = true;
+      s.verdict = JudgeOne(e);
+    }
+    // A bad verdict may be a save caught half-way by a fast poll: it is news only once the
+    // checkpoint held still for half a slow period (one slow poll); a good one is news at once.
+    if (s.told || !s.verdict || (!s.verdict->good && now - s.since < timing_.slow / 2)) continue;
+    s.told = true;
+    new_good = new_good || s.verdict->good;
+    out.push_back(*s.verdict);
+  }
+  std::erase_if(seen_, [&](const auto& kv) { return present.count(kv.first) == 0; });
+  baseline_done_ = true;
+  if (new_good) keeper_->ApplyRetention();
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+CheckpointVerdict CheckpointWatcher::JudgeOne(checkpoint::CatalogEntry& e) {
+  keeper_->Judge(e);
+  CheckpointVerdict v;
+  v.path = e.path;
+  v.name = e.name;
+  v.step = e.step;
+  v.good = e.verdict && e.verdict->good;
+  v.reason = e.verdict ? e.verdict->reason : "not judged";
+  if (auto shape = MeasureCheckpoint(e.path)) {
+    v.shape = *shape;
+  } else {
+    v.shape.bytes = e.key.size;
+    v.shape.mtime_ms = e.key.mtime_ns / 1'000'000;
+  }
+  v.written_at = std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(e.key.mtime_ns)));
+  v.detected_at = std::chrono::system_clock::now();
+  if (!v.good) {
+    Log(LogLevel::kDebug, "event=checkpoint_not_good_yet path=" + Quote(e.path.string()) + " reason=" + Quote(v.reason));
+  }
+  return v;
+}
+
+}  // namespace spotvisor::checkpoint_watch

@@ -1,0 +1,137 @@
+// The checkpoints.dir keeper; see dir_keeper.hpp. Everything below except the constructor,
+// the destructor and KeptSelector runs on the keeper's thread.
+#include "spotvisor/checkpoint_watch/dir_keeper.hpp"
+
+#include <chrono>
+
+#include "spotvisor/telemetry/log.hpp"
+
+namespace spotvisor::checkpoint_watch {
+namespace {
+
+using telemetry::Log;
+using telemetry::LogLevel;
+using telemetry::Quote;
+
+std::filesystem::path DirOf(const config::JobConfig& job) { return std::filesystem::absolute(*job.checkpoints.dir); }
+
+class KeptSelector final : public checkpoint::ResumeSelector {
+ public:
+  explicit KeptSelector(std::shared_ptr<DirKeeper> keeper) : keeper_(std::move(keeper)) {}
+  // On the driver's selection thread: waits while the keeper selects.
+  Result<checkpoint::Selection> SelectForResume() override {
+    return keeper_->Call([keeper = keeper_.get()] { return keeper->SelectForResume(); });
+  }
+
+ private:
+  std::shared_ptr<DirKeeper> keeper_;  // shared with the watcher and the mirror
+};
+
+}  // namespace
+
+DirKeeper::DirKeeper(const config::JobConfig& job)
+    : job_(job), validated_(DirOf(job), {}), for_selection_(DirOf(job), {}) {}
+
+DirKeeper::~DirKeeper() { thread_.join(); }
+
+checkpoint::Catalog* DirKeeper::catalog() {
+  if (catalog_) return &*catalog_;
+  auto made = checkpoint::Catalog::FromConfig(job_);
+  if (!made) {
+    if (!catalog_failed_) Log(LogLevel::kError, "event=checkpoint_catalog_failed error=" + Quote(made.error().message));
+    catalog_failed_ = true;
+    return nullptr;
+  }
+  catalog_.emplace(std::move(*made));
+  return &*catalog_;
+}
+
+void DirKeeper::Judge(checkpoint::CatalogEntry& e) {
+  const auto level = job_.checkpoints.validate;
+  auto* c = catalog();
+  if (auto known = validated_.Find(e.name, e.key, level); known && e.scan_error.empty()) {
+    e.verdict = *known;
+    e.from_cache = true;
+    if (c) c->Remember(e, *known);  // for retention's look at the cache
+    return;
+  }
+  if (!c) {
+    e.verdict = checkpoint::Verdict{false, "the checkpoint catalog is unavailable", ""};
+    return;
+  }
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<checkpoint::CatalogEntry> one{e};
+  c->Judge(one, /*use_cache=*/false);
+  e = std::move(one[0]);
+  if (e.scan_error.empty()) validated_.Put(e.name, e.key, level, *e.verdict);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  Log(LogLevel::kDebug, "event=checkpoint_validated path=" + Quote(e.path.string()) + " step=" + std::to_string(e.step) +
+                            " verdict=" + (e.verdict->good ? "good" : "bad") + " ms=" + std::to_string(ms.count()) +
+                            " by=watcher");
+}
+
+void DirKeeper::ApplyRetention() {
+  auto* c = catalog();
+  if (!c || c->options().keep <= 0) return;
+  // A long run keeps `keep` good checkpoints on disk, not only at the next (re)start.
+  if (auto deleted = c->ApplyRetention(/*judged_only=*/true); !deleted) {
+    Log(LogLevel::kWarning, "event=retention_failed error=" + Quote(deleted.error().message));
+  }
+}
+
+Result<checkpoint::Selection> DirKeeper::SelectForResume() {
+  // A fresh catalog: the job's config may be reloaded between attempts, and the cache file
+  // must be re-read in case another tool (spotvisor checkpoints) refreshed it.
+  auto fresh = checkpoint::Catalog::FromConfig(job_);
+  checkpoint::VerdictCache restored = std::move(for_selection_);
+  for_selection_ = checkpoint::VerdictCache(DirOf(job_), {});
+  if (!fresh) return fresh.error();
+  catalog_.emplace(std::move(*fresh));
+  catalog_failed_ = false;
+  return catalog_->Select(/*act=*/true, &restored);
+}
+
+std::optional<checkpoint::ResumePoint> DirKeeper::NewestGood(bool for_selection) {
+  auto* c = catalog();
+  if (!c) return std::nullopt;
+  auto entries = c->Scan();
+  if (!entries) return std::nullopt;
+  const auto level = job_.checkpoints.validate;
+  for (auto& e : *entries) {  // newest first
+    if (!e.scan_error.empty()) continue;
+    std::optional<checkpoint::Verdict> verdict = for_selection ? for_selection_.Find(e.name, e.key, level) : std::nullopt;
+    if (!verdict) {
+      if (for_selection) {
+        std::vector<checkpoint::CatalogEntry> one{e};
+        c->Judge(one, /*use_cache=*/false);
+        verdict = one[0].verdict;
+        validated_.Put(e.name, e.key, level, *verdict);
+      } else {
+        Judge(e);
+        verdict = e.verdict;
+      }
+    }
+    if (for_selection) for_selection_.Put(e.name, e.key, level, *verdict);
+    if (verdict->good) return checkpoint::ResumePoint{e.path, e.step};
+  }
+  return std::nullopt;
+}
+
+void DirKeeper::NoteRestored(const std::filesystem::path& path) {
+  auto* c = catalog();
+  if (!c) return;
+  auto entries = c->Scan();
+  if (!entries) return;
+  for (const auto& e : *entries) {
+    if (e.name != path.filename().string() || !e.scan_error.empty()) continue;
+    const checkpoint::Verdict good{true, "restored from the mirror and validated there", ""};
+    for_selection_.Put(e.name, e.key, job_.checkpoints.validate, good);
+    validated_.Put(e.name, e.key, job_.checkpoints.validate, good);
+  }
+}
+
+std::unique_ptr<checkpoint::ResumeSelector> MakeKeptSelector(std::shared_ptr<DirKeeper> keeper) {
+  return std::make_unique<KeptSelector>(std::move(keeper));
+}
+
+}  // namespace spotvisor::checkpoint_watch

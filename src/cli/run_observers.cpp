@@ -1,0 +1,41 @@
+// Assembles `spotvisor run`; see run_observers.hpp. The watcher is registered first: it
+// exists before its subscribers and its baseline scan is queued on the keeper before the
+// first selection.
+#include "run_observers.hpp"
+
+#include "spotvisor/cadence/cadence_observer.hpp"
+#include "spotvisor/checkpoint_watch/checkpoint_watcher.hpp"
+#include "spotvisor/checkpoint_watch/dir_keeper.hpp"
+#include "spotvisor/health/heartbeat_monitor.hpp"
+#include "spotvisor/mirror/mirror_observer.hpp"
+#include "spotvisor/preemption/provider_detect.hpp"
+#include "spotvisor/telemetry/telemetry_observer.hpp"
+
+namespace spotvisor::cli {
+
+Result<RunParts> AssembleRun(const config::JobConfig& job) {
+  RunParts parts;
+  checkpoint_watch::CheckpointWatcher* watcher = nullptr;
+  if (job.checkpoints.dir) {
+    auto keeper = std::make_shared<checkpoint_watch::DirKeeper>(job);
+    parts.selector = checkpoint_watch::MakeKeptSelector(keeper);
+    auto owned = std::make_unique<checkpoint_watch::CheckpointWatcher>(job, std::move(keeper));
+    watcher = owned.get();
+    parts.observers.push_back(std::move(owned));
+  }
+  if (job.cadence.mode != config::CadenceMode::kOff) {
+    parts.observers.push_back(std::make_unique<cadence::CadenceObserver>(job, watcher, preemption::ProviderName(job)));
+  }
+  if (job.health.heartbeat_file || !job.health.progress_pattern.empty()) {
+    parts.observers.push_back(std::make_unique<health::HeartbeatMonitor>(job));
+  }
+  if (watcher && (job.checkpoints.mirror.path || !job.checkpoints.mirror.command.empty())) {
+    parts.observers.push_back(std::make_unique<mirror::MirrorObserver>(job, *watcher));
+  }
+  auto telemetry = telemetry::MakeTelemetryObservers(job, watcher);
+  if (!telemetry) return telemetry.error();
+  for (auto& observer : *telemetry) parts.observers.push_back(std::move(observer));
+  return parts;
+}
+
+}  // namespace spotvisor::cli

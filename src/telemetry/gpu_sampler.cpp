@@ -1,0 +1,62 @@
+// GPU sampling; see gpu_sampler.hpp.
+#include "gpu_sampler.hpp"
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+
+#include "spotvisor/telemetry/log.hpp"
+
+namespace spotvisor::telemetry {
+
+namespace asio = boost::asio;
+
+GpuSampler::GpuSampler(asio::io_context& io, Duration interval, GpuInfo& gpu, std::function<void()> changed)
+    : io_(io), interval_(interval), gpu_(gpu), changed_(std::move(changed)) {}
+
+GpuSampler::~GpuSampler() { pool_.join(); }
+
+void GpuSampler::Start() {
+  if (interval_.count() <= 0) return;
+  timer_.emplace(io_);
+  asio::post(pool_, [this] {
+    auto nvml = Nvml::Load();
+    asio::post(io_, [this, nvml = std::make_shared<decltype(nvml)>(std::move(nvml))]() mutable {
+      if (!*nvml) {
+        gpu_.available = false;
+        gpu_.reason = (*nvml).error().message;
+        Log(LogLevel::kInfo, "event=gpu_unavailable reason=" + Quote(gpu_.reason));
+        changed_();
+        return;
+      }
+      nvml_ = std::move(**nvml);
+      gpu_.available = true;
+      gpu_.driver = nvml_->driver_version();
+      Log(LogLevel::kInfo, "event=gpu_found devices=" + std::to_string(nvml_->device_count()) + " driver=" + gpu_.driver);
+      Sample();
+    });
+  });
+}
+
+void GpuSampler::Stop() { timer_.reset(); }
+
+void GpuSampler::Sample() {
+  asio::post(pool_, [this] {
+    auto samples = nvml_->Sample();
+    asio::post(io_, [this, samples = std::move(samples)] {
+      gpus_ = samples;
+      gpu_.models.clear();
+      for (const auto& g : gpus_) {
+        gpu_.models.push_back(g.name);
+        gpu_.memory_total_bytes = std::max(gpu_.memory_total_bytes, g.memory_total);
+        gpu_.peak_vram_bytes = std::max(gpu_.peak_vram_bytes, g.memory_used);
+      }
+    });
+  });
+  if (!timer_) return;
+  timer_->expires_after(interval_);
+  timer_->async_wait([this](const boost::system::error_code& ec) {
+    if (!ec && timer_) Sample();
+  });
+}
+
+}  // namespace spotvisor::telemetry

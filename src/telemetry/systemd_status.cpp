@@ -1,0 +1,38 @@
+// sd_notify during a run; see systemd_status.hpp.
+#include "systemd_status.hpp"
+
+#include "spotvisor/telemetry/log.hpp"
+
+namespace spotvisor::telemetry {
+
+void SystemdStatus::StartWatchdog(boost::asio::io_context& io) {
+  if (!notifier_ || !notifier_->watchdog_interval()) return;
+  watchdog_.emplace(io);
+  Notify("WATCHDOG=1");
+  Pet();
+}
+
+void SystemdStatus::Pet() {
+  watchdog_->expires_after(*notifier_->watchdog_interval());
+  watchdog_->async_wait([this](const boost::system::error_code& ec) {
+    if (ec || !watchdog_) return;
+    Notify("WATCHDOG=1");
+    Pet();
+  });
+}
+
+bool SystemdStatus::Notify(const std::string& message) {
+  if (!notifier_) return false;
+  const bool sent = notifier_->Send(message);
+  if (!sent && !failed_) {
+    failed_ = true;
+    Log(LogLevel::kWarning, "event=sd_notify_failed socket=" + Quote(notifier_->socket()));
+  }
+  return sent;
+}
+
+void SystemdStatus::Ready() {
+  if (!ready_sent_) ready_sent_ = Notify("READY=1");
+}
+
+}  // namespace spotvisor::telemetry
