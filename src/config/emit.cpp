@@ -175,6 +175,7 @@ std::string ToYaml(const JobConfig& c) {
   Optional(y, "file", "provider.file", p.file.string());
   y << YAML::Key << "dmi_root" << YAML::Value << p.dmi_root.string();
   y << YAML::Key << "resume_after" << YAML::Value << FormatDuration(p.resume_after);
+  y << YAML::Key << "drained_timeout" << YAML::Value << FormatDuration(p.drained_timeout);
   y << YAML::EndMap;
 
   const auto& s = c.signals;
@@ -202,6 +203,7 @@ std::string ToYaml(const JobConfig& c) {
   y << YAML::Key << "quarantine" << YAML::Value << k.quarantine;
   y << YAML::Key << "latest_link" << YAML::Value << k.latest_link;
   y << YAML::Key << "rewrite_hints" << YAML::Value << k.rewrite_hints;
+  y << YAML::Key << "select_timeout" << YAML::Value << FormatDuration(k.select_timeout);
   y << YAML::Key << "mirror" << YAML::Value << YAML::BeginMap;
   Optional(y, "path", "checkpoints.mirror.path", OptPath(k.mirror.path));
   y << YAML::Key << "command" << YAML::Value << YAML::Flow << k.mirror.command;

@@ -96,6 +96,7 @@ class Reader : public NodeReader {
         {"file", [&](const YAML::Node& n, const std::string& k) { v.file = Path(n, k); }},
         {"dmi_root", [&](const YAML::Node& n, const std::string& k) { v.dmi_root = Path(n, k); }},
         {"resume_after", [&](const YAML::Node& n, const std::string& k) { v.resume_after = Dur(n, k); }},
+        {"drained_timeout", [&](const YAML::Node& n, const std::string& k) { v.drained_timeout = Dur(n, k); }},
     });
   }
 
@@ -135,6 +136,7 @@ class Reader : public NodeReader {
         {"quarantine", [&](const YAML::Node& n, const std::string& k) { v.quarantine = Bool(n, k); }},
         {"latest_link", [&](const YAML::Node& n, const std::string& k) { v.latest_link = String(n, k); }},
         {"rewrite_hints", [&](const YAML::Node& n, const std::string& k) { v.rewrite_hints = Bool(n, k); }},
+        {"select_timeout", [&](const YAML::Node& n, const std::string& k) { v.select_timeout = Dur(n, k); }},
         {"mirror", [&](const YAML::Node& n, const std::string& k) {
            Map(n, k, {
                {"path", [&](const YAML::Node& n2, const std::string& k2) { v.mirror.path = Path(n2, k2); }},

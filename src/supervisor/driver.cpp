@@ -9,6 +9,7 @@
 #include <boost/asio/post.hpp>
 #include <csignal>
 #include <thread>
+#include <vector>
 
 #include "driver_impl.hpp"
 #include "journal_counters.hpp"
@@ -39,9 +40,7 @@ Driver::Impl::Impl(const config::JobConfig& job, std::unique_ptr<checkpoint::Res
       workers_poll_(io_),
       resume_timer_(io_) {
   signals_.add(SIGUSR1);
-  for (auto kind : {TimerKind::kGrace, TimerKind::kKill, TimerKind::kBackoff}) {
-    timers_.emplace(kind, asio::steady_timer(io_));
-  }
+  for (auto kind : kTimerKinds) timers_.emplace(kind, asio::steady_timer(io_));
 }
 
 int Driver::Impl::Run() {
@@ -79,6 +78,9 @@ int Driver::Impl::Run() {
   WaitSignals();
   Dispatch(StartEvent{});
   io_.run();
+  // Past checkpoints.select_timeout the selection thread is stuck (a hung mount): joining
+  // it would hang the exit too. The pool is left running; ~Driver then keeps this Impl.
+  if (selection_abandoned_) return exit_code_;
   pool_.join();
   return exit_code_;
 }
@@ -151,7 +153,9 @@ void Driver::Impl::Perform(const ArmTimerAction& a) {
   auto& timer = timers_.at(a.kind);
   timer.expires_at(a.at);
   timer.async_wait([this, kind = a.kind](const boost::system::error_code& ec) {
-    if (!ec) Dispatch(TimerFiredEvent{kind});
+    if (ec) return;
+    if (kind == TimerKind::kSelect && fsm_->phase() == Phase::kSelecting) selection_abandoned_ = true;
+    Dispatch(TimerFiredEvent{kind});
   });
 }
 
@@ -228,7 +232,12 @@ void Driver::Impl::JournalTrouble(const std::string& message) {
 Driver::Driver(const config::JobConfig& job, std::unique_ptr<checkpoint::ResumeSelector> selector,
                std::unique_ptr<Host> host)
     : impl_(std::make_unique<Impl>(job, std::move(selector), std::move(host))) {}
-Driver::~Driver() = default;
+Driver::~Driver() {
+  // A selection stuck past its deadline still runs on the Impl's pool and may wake up
+  // later: the Impl stays alive (reachable, for leak checkers) rather than be freed under it.
+  static auto* const abandoned = new std::vector<std::unique_ptr<Impl>>();
+  if (impl_ && impl_->abandoned()) abandoned->push_back(std::move(impl_));
+}
 void Driver::AddObserver(std::unique_ptr<RunObserver> observer) { impl_->AddObserver(std::move(observer)); }
 int Driver::Run() { return impl_->Run(); }
 

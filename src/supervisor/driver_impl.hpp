@@ -32,6 +32,7 @@ class Driver::Impl final : public RunControl {
        std::unique_ptr<Host> host);
 
   int Run();
+  bool abandoned() const { return selection_abandoned_; }  // Run left a stuck selection behind
   void AddObserver(std::unique_ptr<RunObserver> observer) { observers_.push_back(std::move(observer)); }
 
   // ---- RunControl ----
@@ -100,6 +101,7 @@ class Driver::Impl final : public RunControl {
   TimePoint group_deadline_{};                                 // give up waiting for the group then
   bool journal_trouble_ = false;                               // state dir not writable
   bool finished_ = false;                                      // Exit performed
+  bool selection_abandoned_ = false;                           // its deadline passed: pool_ never joined
   int exit_code_ = Code(ExitCode::kFailed);                    // what Run returns
 };
 

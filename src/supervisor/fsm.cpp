@@ -79,26 +79,42 @@ std::vector<Action> Fsm::Handle(const Event& event, TimePoint now) {
       event);
 }
 
-std::vector<Action> Fsm::OnStart(TimePoint) {
+std::vector<Action> Fsm::OnStart(TimePoint now) {
   if (phase_ != Phase::kIdle) return {};
+  return Select(now);
+}
+
+std::vector<Action> Fsm::Select(TimePoint now, std::vector<Action> actions) {
   phase_ = Phase::kSelecting;
-  return {SelectResumeAction{}};
+  actions.push_back(SelectResumeAction{});
+  const auto timeout = job_.checkpoints.select_timeout;
+  if (timeout.count() > 0) actions.push_back(ArmTimerAction{TimerKind::kSelect, now + timeout});
+  return actions;
+}
+
+std::vector<Action> Fsm::Drain(TimePoint now, LogAction note, std::vector<Action> actions) {
+  phase_ = Phase::kDrained;
+  actions.push_back(std::move(note));
+  const auto timeout = job_.provider.drained_timeout;
+  if (timeout.count() > 0) actions.push_back(ArmTimerAction{TimerKind::kDrained, now + timeout});
+  return actions;
 }
 
 std::vector<Action> Fsm::OnResumeSelected(const ResumeSelectedEvent& e, TimePoint now) {
   if (phase_ != Phase::kSelecting) return {};
+  std::vector<Action> actions{CancelTimerAction{TimerKind::kSelect}};
   if (pending_stop_ == StopReason::kSignal) {
-    return Finish(ExitCode::kStopped, "stopped on request before the trainer started; the job is resumable");
+    return Finish(ExitCode::kStopped, "stopped on request before the trainer started; the job is resumable",
+                  std::move(actions));
   }
   if (pending_stop_ == StopReason::kBudget) {
-    return Finish(ExitCode::kBudget, "the cost budget is exhausted; the trainer was not started again");
+    return Finish(ExitCode::kBudget, "the cost budget is exhausted; the trainer was not started again", std::move(actions));
   }
   if (pending_stop_ == StopReason::kNotice) {
     pending_stop_ = StopReason::kNone;  // consumed: a later clear resumes, and that start is not drained again
-    phase_ = Phase::kDrained;
-    return {Note(LogLevel::kWarning, "event=drained reason=notice detail=\"notice arrived before the trainer started; not starting it\"")};
+    return Drain(now, Note(LogLevel::kWarning, "event=drained reason=notice detail=\"notice arrived before the trainer started; not starting it\""),
+                 std::move(actions));
   }
-  std::vector<Action> actions;
   const auto step = e.point ? std::optional<std::uint64_t>(e.point->step) : std::nullopt;
   if (counters_.attempts > 0 && job_.restart.no_progress_limit > 0) {
     const bool advanced = step && (!counters_.last_resume_step || *step > *counters_.last_resume_step);
@@ -108,7 +124,8 @@ std::vector<Action> Fsm::OnResumeSelected(const ResumeSelectedEvent& e, TimePoin
       return Finish(ExitCode::kFailed, "giving up: " + std::to_string(counters_.no_progress_streak) +
                            " restarts in a row without progress (each resumed from " + at +
                            "; restart.no_progress_limit = " +
-                           std::to_string(job_.restart.no_progress_limit) + ")");
+                           std::to_string(job_.restart.no_progress_limit) + ")",
+                    std::move(actions));
     }
   }
   counters_.last_resume_step = step;
@@ -159,11 +176,10 @@ std::vector<Action> Fsm::OnChildExited(const ChildExitedEvent& e, TimePoint now)
                     std::move(actions));
     case StopReason::kNotice:
       counters_.preemptions += 1;
-      phase_ = Phase::kDrained;
       actions.push_back(AttemptEndedAction{st, Outcome::kPreempted, "drained"});
-      actions.push_back(Note(LogLevel::kWarning, "event=drained trainer=\"" + Describe(st) +
-                                                    "\" detail=\"waiting for the machine to go away, or for the notice to clear\""));
-      return actions;
+      return Drain(now, Note(LogLevel::kWarning, "event=drained trainer=\"" + Describe(st) +
+                                                     "\" detail=\"waiting for the machine to go away, or for the notice to clear\""),
+                   std::move(actions));
     case StopReason::kHang: {
       auto more = Fail(st, Outcome::kHang, now);
       actions.insert(actions.end(), more.begin(), more.end());
@@ -249,9 +265,8 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
                       {CancelTimerAction{TimerKind::kBackoff}});
       }
       if (e.reason == StopReason::kNotice) {
-        phase_ = Phase::kDrained;
-        return {CancelTimerAction{TimerKind::kBackoff},
-                Note(LogLevel::kWarning, "event=drained reason=notice detail=\"notice during backoff; no new trainer is started\"")};
+        return Drain(now, Note(LogLevel::kWarning, "event=drained reason=notice detail=\"notice during backoff; no new trainer is started\""),
+                     {CancelTimerAction{TimerKind::kBackoff}});
       }
       if (e.reason == StopReason::kBudget) {
         return Finish(ExitCode::kBudget, "the cost budget is exhausted while waiting to restart", {CancelTimerAction{TimerKind::kBackoff}});
@@ -320,15 +335,14 @@ std::vector<Action> Fsm::OnCheckpointRequested(const CheckpointRequestedEvent& e
           SignalAction{job_.signals.checkpoint, job_.signals.Recipients(), /*only_to_handlers=*/true}};
 }
 
-std::vector<Action> Fsm::OnNoticeCleared(TimePoint) {
+std::vector<Action> Fsm::OnNoticeCleared(TimePoint now) {
   if (phase_ == Phase::kSelecting && pending_stop_ == StopReason::kNotice) {
     pending_stop_ = StopReason::kNone;
     return {Note(LogLevel::kInfo, "event=notice_cleared detail=\"the notice went away before the trainer started\"")};
   }
   if (phase_ != Phase::kDrained) return {};
-  phase_ = Phase::kSelecting;
-  return {Note(LogLevel::kWarning, "event=resume_after_notice detail=\"the notice cleared and the machine is alive: resuming\""),
-          SelectResumeAction{}};
+  return Select(now, {CancelTimerAction{TimerKind::kDrained},
+                      Note(LogLevel::kWarning, "event=resume_after_notice detail=\"the notice cleared and the machine is alive: resuming\"")});
 }
 
 std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
@@ -349,10 +363,48 @@ std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
                            " (a process stuck in the kernel?); giving up rather than starting a second trainer");
     case TimerKind::kBackoff:
       if (phase_ != Phase::kBackoff) return {};
-      phase_ = Phase::kSelecting;
-      return {SelectResumeAction{}};
+      return Select(now);
+    case TimerKind::kSelect:
+      if (phase_ != Phase::kSelecting) return {};
+      return OnSelectTimeout();
+    case TimerKind::kDrained:
+      // The notice neither took the machine nor cleared (a rebalance recommendation with
+      // provider.rebalance: stop, a maintenance event that never came): the machine is
+      // evidently staying, so it trains again rather than idling billed.
+      if (phase_ != Phase::kDrained) return {};
+      return Select(now, {Note(LogLevel::kWarning, "event=drained_timeout timeout=" +
+                                                      FormatDuration(job_.provider.drained_timeout) +
+                                                      " detail=\"the machine is still here and the notice never cleared: resuming\"")});
   }
   return {};
+}
+
+// The selection thread is stuck (a hung mount, a mirror restore that never returns): say
+// so and end rather than wait forever or start without knowing the newest checkpoint. A
+// stop that came meanwhile decides the code, as it would have at the end of the selection.
+std::vector<Action> Fsm::OnSelectTimeout() {
+  const std::string waited = "the checkpoint selection did not finish within checkpoints.select_timeout = " +
+                             FormatDuration(job_.checkpoints.select_timeout);
+  std::vector<Action> actions{Note(LogLevel::kError, "event=select_timeout timeout=" +
+                                                         FormatDuration(job_.checkpoints.select_timeout) + " dir=" +
+                                                         telemetry::Quote(job_.checkpoints.dir ? job_.checkpoints.dir->string() : "none"))};
+  switch (pending_stop_) {
+    case StopReason::kSignal:
+      return Finish(ExitCode::kStopped, "stopped on request before the trainer started (" + waited + "); the job is resumable",
+                    std::move(actions));
+    case StopReason::kBudget:
+      return Finish(ExitCode::kBudget, "the cost budget is exhausted; the trainer was not started again", std::move(actions));
+    case StopReason::kNotice:
+      return Finish(ExitCode::kStopped, "stopped for a preemption notice before the trainer started (" + waited +
+                                            "); the job is resumable", std::move(actions));
+    case StopReason::kHang:
+    case StopReason::kNone:
+      break;
+  }
+  const std::string where = job_.checkpoints.dir ? " (is " + job_.checkpoints.dir->string() + " on a stuck filesystem?)" : "";
+  return Finish(ExitCode::kFailed, "giving up: " + waited + where +
+                                       "; not starting the trainer without knowing the newest good checkpoint",
+                std::move(actions));
 }
 
 std::vector<Action> Fsm::OnWorkersGone() {

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <iterator>
+#include <map>
+#include <set>
 
 #include "spotvisor/config/loader.hpp"
 #include "spotvisor/config/signals.hpp"
@@ -94,21 +97,21 @@ const ChildExitedEvent kKilled{ExitStatus{0, SIGKILL}};
 const StopRequestedEvent kSigterm{StopReason::kSignal, std::nullopt, "SIGTERM to spotvisor"};
 
 TEST_F(FsmTest, CleanExitIsDone) {
-  Play({{StartEvent{}, 0, {"select"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(std::nullopt), 1, {"spawn"}},
         {kExit0, 500, {"ended:done", "exit:0"}}});
 }
 
 TEST_F(FsmTest, CustomSuccessCodes) {
   job_.job.success_exit_codes = {0, 42};
-  Play({{StartEvent{}, 0, {"select"}}, {At(7), 1, {"spawn"}}, {ChildExitedEvent{ExitStatus{42, 0}}, 9, {"ended:done", "exit:0"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(7), 1, {"spawn"}}, {ChildExitedEvent{ExitStatus{42, 0}}, 9, {"ended:done", "exit:0"}}});
 }
 
 TEST_F(FsmTest, CrashRestartsAfterBackoffWithResumePoint) {
-  Play({{StartEvent{}, 0, {"select"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(std::nullopt), 1, {"spawn"}},
         {kExit1, 50, {"ended:failed", "arm:2"}},
-        {TimerFiredEvent{TimerKind::kBackoff}, 150, {"select"}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 150, {"select", "arm:3"}},
         {At(20), 151, {"spawn"}}});
   const auto& spawn = std::get<SpawnAction>(last_.back());
   ASSERT_TRUE(spawn.resume);
@@ -118,14 +121,14 @@ TEST_F(FsmTest, CrashRestartsAfterBackoffWithResumePoint) {
 }
 
 TEST_F(FsmTest, SigtermStopsWithGraceThenExits75) {
-  Play({{StartEvent{}, 0, {"select"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(3), 1, {"spawn"}},
         {kSigterm, 100, {"signal:SIGTERM/group", "arm:0"}},
         {kExit0, 200, {"ended:stopped", "exit:75"}}});  // exit 0 after a stop is never "done"
 }
 
 TEST_F(FsmTest, GraceExpiryEscalatesToSigkill) {
-  Play({{StartEvent{}, 0, {"select"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(std::nullopt), 1, {"spawn"}},
         {kSigterm, 100, {"signal:SIGTERM/group", "arm:0"}},
         {TimerFiredEvent{TimerKind::kGrace}, 10100, {"kill", "arm:1"}},
@@ -133,7 +136,7 @@ TEST_F(FsmTest, GraceExpiryEscalatesToSigkill) {
 }
 
 TEST_F(FsmTest, SecondSigintKillsAtOnce) {
-  Play({{StartEvent{}, 0, {"select"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(std::nullopt), 1, {"spawn"}},
         {kSigterm, 100, {"signal:SIGTERM/group", "arm:0"}},
         {kSigterm, 200, {"kill", "arm:1"}},
@@ -143,14 +146,14 @@ TEST_F(FsmTest, SecondSigintKillsAtOnce) {
 TEST_F(FsmTest, MainTargetSignalsOnlyTheMainPid) {
   job_.signals.target = config::SignalTarget::kMain;
   job_.signals.on_notice = SIGINT;
-  Play({{StartEvent{}, 0, {"select"}}, {At(std::nullopt), 1, {"spawn"}}, {kSigterm, 5, {"signal:SIGINT/main", "arm:0"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(std::nullopt), 1, {"spawn"}}, {kSigterm, 5, {"signal:SIGINT/main", "arm:0"}}});
 }
 
 // signals.target: workers (what auto chooses for torchrun): the launcher is paused before its
 // workers hear of the stop, released with SIGTERM once they are gone, SIGKILL as ever.
 TEST_F(FsmTest, WorkersTargetHoldsTheLauncherUntilTheWorkersAreGone) {
   job_.signals.target = config::SignalTarget::kWorkers;
-  Play({{StartEvent{}, 0, {"select"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(3), 1, {"spawn"}},
         {kSigterm, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
         {WorkersGoneEvent{}, 40100, {"release:SIGTERM"}},
@@ -161,18 +164,18 @@ TEST_F(FsmTest, WorkersTargetHoldsTheLauncherUntilTheWorkersAreGone) {
 TEST_F(FsmTest, AutoTargetForALauncherIsWorkers) {
   job_.signals.auto_choice = config::SignalTarget::kWorkers;  // what Finalize chose for torchrun
   const StopRequestedEvent notice{StopReason::kNotice, seconds(80), "aws spot-itn"};
-  Play({{StartEvent{}, 0, {"select"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(std::nullopt), 1, {"spawn"}},
         {CheckpointRequestedEvent{"cadence"}, 5, {"signal:SIGUSR1/workers"}},  // no hold for a checkpoint
         {notice, 10, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
         {WorkersGoneEvent{}, 50000, {"release:SIGTERM"}},
-        {kExit1, 50100, {"ended:preempted"}}});  // a launcher's exit code after a notice: drained
-  EXPECT_EQ(last_.size(), 4u);
+        {kExit1, 50100, {"ended:preempted", "arm:4"}}});  // a launcher's exit code after a notice: drained
+  EXPECT_EQ(last_.size(), 5u);  // two cancels, ended, the drained line, the drained deadline
 }
 
 TEST_F(FsmTest, WorkersThatOutliveTheGraceAreKilledWithTheLauncherReleased) {
   job_.signals.target = config::SignalTarget::kWorkers;
-  Play({{StartEvent{}, 0, {"select"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(std::nullopt), 1, {"spawn"}},
         {kSigterm, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
         {TimerFiredEvent{TimerKind::kGrace}, 10100, {"release:SIGTERM", "kill", "arm:1"}},
@@ -182,7 +185,7 @@ TEST_F(FsmTest, WorkersThatOutliveTheGraceAreKilledWithTheLauncherReleased) {
 
 TEST_F(FsmTest, WorkersGoneOutsideAStopChangesNothing) {
   job_.signals.target = config::SignalTarget::kWorkers;
-  Play({{StartEvent{}, 0, {"select"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(std::nullopt), 1, {"spawn"}},
         {WorkersGoneEvent{}, 5, {}},  // torchrun between two --max_restarts attempts
         {kSigterm, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
@@ -192,28 +195,28 @@ TEST_F(FsmTest, WorkersGoneOutsideAStopChangesNothing) {
 }
 
 TEST_F(FsmTest, CheckpointRequestIsForwarded) {
-  Play({{StartEvent{}, 0, {"select"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(std::nullopt), 1, {"spawn"}},
         {CheckpointRequestedEvent{"SIGUSR1"}, 5, {"signal:SIGUSR1/group"}}});
 }
 
 TEST_F(FsmTest, StopDuringBackoffExits75WithoutStarting) {
-  Play({{StartEvent{}, 0, {"select"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(std::nullopt), 1, {"spawn"}},
         {kExit1, 50, {"ended:failed", "arm:2"}},
         {kSigterm, 60, {"exit:75"}}});
 }
 
 TEST_F(FsmTest, StopWhileSelectingExits75WithoutStarting) {
-  Play({{StartEvent{}, 0, {"select"}}, {kSigterm, 1, {}}, {At(9), 2, {"exit:75"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {kSigterm, 1, {}}, {At(9), 2, {"exit:75"}}});
 }
 
 TEST_F(FsmTest, MaxRestartsGivesUp) {
   job_.restart.max_restarts = 1;
-  Play({{StartEvent{}, 0, {"select"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(std::nullopt), 1, {"spawn"}},
         {kExit1, 50, {"ended:failed", "arm:2"}},
-        {TimerFiredEvent{TimerKind::kBackoff}, 150, {"select"}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 150, {"select", "arm:3"}},
         {At(std::nullopt), 151, {"spawn"}},
         {kExit1, 200, {"ended:failed", "exit:1"}}});
   EXPECT_NE(ExitMessage().find("restart.max_restarts = 1"), std::string::npos) << ExitMessage();
@@ -222,10 +225,10 @@ TEST_F(FsmTest, MaxRestartsGivesUp) {
 TEST_F(FsmTest, CrashLoopGivesUpAndSaysWhy) {
   job_.restart.crash_loop = {2, seconds(60)};
   job_.restart.no_progress_limit = 0;
-  Play({{StartEvent{}, 0, {"select"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(std::nullopt), 1, {"spawn"}},
         {kExit1, 10, {"ended:failed", "arm:2"}},
-        {TimerFiredEvent{TimerKind::kBackoff}, 110, {"select"}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 110, {"select", "arm:3"}},
         {At(std::nullopt), 111, {"spawn"}},
         {kExit1, 120, {"ended:failed", "exit:1"}}});
   EXPECT_NE(ExitMessage().find("crash loop, 2 failures within 1m"), std::string::npos) << ExitMessage();
@@ -234,23 +237,23 @@ TEST_F(FsmTest, CrashLoopGivesUpAndSaysWhy) {
 TEST_F(FsmTest, FailuresOutsideTheWindowAreNotACrashLoop) {
   job_.restart.crash_loop = {2, seconds(1)};
   job_.restart.no_progress_limit = 0;
-  Play({{StartEvent{}, 0, {"select"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(std::nullopt), 1, {"spawn"}},
         {kExit1, 10, {"ended:failed", "arm:2"}},
-        {TimerFiredEvent{TimerKind::kBackoff}, 110, {"select"}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 110, {"select", "arm:3"}},
         {At(std::nullopt), 111, {"spawn"}},
         {kExit1, 5000, {"ended:failed", "arm:2"}}});
 }
 
 TEST_F(FsmTest, NoProgressGivesUp) {
   job_.restart.no_progress_limit = 2;
-  Play({{StartEvent{}, 0, {"select"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(10), 1, {"spawn"}},
         {kExit1, 10, {"ended:failed", "arm:2"}},
-        {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select"}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select", "arm:3"}},
         {At(10), 201, {"spawn"}},
         {kExit1, 210, {"ended:failed", "arm:2"}},
-        {TimerFiredEvent{TimerKind::kBackoff}, 500, {"select"}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 500, {"select", "arm:3"}},
         {At(10), 501, {"exit:1"}}});
   EXPECT_NE(ExitMessage().find("2 restarts in a row without progress (each resumed from step 10"), std::string::npos)
       << ExitMessage();
@@ -258,13 +261,13 @@ TEST_F(FsmTest, NoProgressGivesUp) {
 
 TEST_F(FsmTest, ProgressResetsTheNoProgressStreak) {
   job_.restart.no_progress_limit = 2;
-  auto fsm = Play({{StartEvent{}, 0, {"select"}},
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
                    {At(10), 1, {"spawn"}},
                    {kExit1, 10, {"ended:failed", "arm:2"}},
-                   {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select"}},
+                   {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select", "arm:3"}},
                    {At(10), 201, {"spawn"}},
                    {kExit1, 210, {"ended:failed", "arm:2"}},
-                   {TimerFiredEvent{TimerKind::kBackoff}, 500, {"select"}},
+                   {TimerFiredEvent{TimerKind::kBackoff}, 500, {"select", "arm:3"}},
                    {At(11), 501, {"spawn"}}});
   EXPECT_EQ(fsm->counters().no_progress_streak, 0);
 }
@@ -273,11 +276,11 @@ TEST_F(FsmTest, HangsHaveTheirOwnBudget) {
   job_.restart.max_hangs = 1;
   job_.restart.no_progress_limit = 0;
   const StopRequestedEvent hang{StopReason::kHang, std::nullopt, "no heartbeat"};
-  auto fsm = Play({{StartEvent{}, 0, {"select"}},
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
                    {At(std::nullopt), 1, {"spawn"}},
                    {hang, 10, {"signal:SIGTERM/group", "arm:0"}},
                    {kExit0, 20, {"ended:hang", "arm:2"}},
-                   {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select"}},
+                   {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select", "arm:3"}},
                    {At(std::nullopt), 201, {"spawn"}},
                    {hang, 210, {"signal:SIGTERM/group", "arm:0"}},
                    {kExit0, 220, {"ended:hang", "exit:1"}}});
@@ -288,11 +291,11 @@ TEST_F(FsmTest, HangsHaveTheirOwnBudget) {
 TEST_F(FsmTest, NoticeDrainsThenResumesWhenClearedWithoutUsingABudget) {
   job_.restart.max_restarts = 0;
   const StopRequestedEvent notice{StopReason::kNotice, milliseconds(3000), "aws terminate"};
-  auto fsm = Play({{StartEvent{}, 0, {"select"}},
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
                    {At(5), 1, {"spawn"}},
                    {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
-                   {kExit0, 200, {"ended:preempted"}},
-                   {NoticeClearedEvent{}, 9000, {"select"}},
+                   {kExit0, 200, {"ended:preempted", "arm:4"}},
+                   {NoticeClearedEvent{}, 9000, {"select", "arm:3"}},
                    {At(6), 9001, {"spawn"}}});
   EXPECT_EQ(fsm->counters().preemptions, 1);
   EXPECT_EQ(fsm->counters().failures, 0);
@@ -300,42 +303,42 @@ TEST_F(FsmTest, NoticeDrainsThenResumesWhenClearedWithoutUsingABudget) {
 
 TEST_F(FsmTest, NoticeGraceIsCappedByTheDeadline) {
   const StopRequestedEvent notice{StopReason::kNotice, milliseconds(3000), "aws terminate"};
-  Play({{StartEvent{}, 0, {"select"}}, {At(5), 1, {"spawn"}}, {notice, 100, {"signal:SIGTERM/group", "arm:0"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(5), 1, {"spawn"}}, {notice, 100, {"signal:SIGTERM/group", "arm:0"}}});
   const auto& arm = std::get<ArmTimerAction>(last_.back());
   EXPECT_EQ(arm.at, t0_ + milliseconds(100) + milliseconds(3000));
 }
 
 TEST_F(FsmTest, SigtermWhileDrainedExits75) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "gcp preempted"};
-  Play({{StartEvent{}, 0, {"select"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(5), 1, {"spawn"}},
         {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
-        {kExit1, 200, {"ended:preempted"}},
+        {kExit1, 200, {"ended:preempted", "arm:4"}},
         {kSigterm, 300, {"exit:75"}}});
 }
 
 TEST_F(FsmTest, NoticeDuringBackoffStartsNoNewChild) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "gcp preempted"};
-  Play({{StartEvent{}, 0, {"select"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(std::nullopt), 1, {"spawn"}},
         {kExit1, 10, {"ended:failed", "arm:2"}},
-        {notice, 20, {}},
+        {notice, 20, {"arm:4"}},
         {TimerFiredEvent{TimerKind::kBackoff}, 120, {}}});
 }
 
 TEST_F(FsmTest, BudgetStopExits3) {
   const StopRequestedEvent budget{StopReason::kBudget, std::nullopt, "cost budget"};
-  Play({{StartEvent{}, 0, {"select"}}, {At(1), 1, {"spawn"}}, {budget, 5, {"signal:SIGTERM/group", "arm:0"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(1), 1, {"spawn"}}, {budget, 5, {"signal:SIGTERM/group", "arm:0"}},
         {kExit0, 9, {"ended:budget", "exit:3"}}});
 }
 
 // Three holes a review found (issue 12.7), one row each.
 TEST_F(FsmTest, NoticeDuringSelectionThatClearsResumesAndIsNotDrainedAgain) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "gcp preempted"};
-  auto fsm = Play({{StartEvent{}, 0, {"select"}},
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
                    {notice, 1, {}},
-                   {At(5), 2, {}},                       // drained before the start
-                   {NoticeClearedEvent{}, 9000, {"select"}},
+                   {At(5), 2, {"arm:4"}},                // drained before the start
+                   {NoticeClearedEvent{}, 9000, {"select", "arm:3"}},
                    {At(5), 9001, {"spawn"}}});           // resumed, not drained a second time
   EXPECT_EQ(fsm->phase(), Phase::kRunning);
 }
@@ -343,19 +346,19 @@ TEST_F(FsmTest, NoticeDuringSelectionThatClearsResumesAndIsNotDrainedAgain) {
 TEST_F(FsmTest, BudgetStopDuringSelectionExits3WithoutStartingTheTrainer) {
   const StopRequestedEvent budget{StopReason::kBudget, std::nullopt, "cost budget"};
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws terminate"};
-  Play({{StartEvent{}, 0, {"select"}}, {budget, 1, {}}, {notice, 2, {}}, {At(5), 3, {"exit:3"}}});
-  Play({{StartEvent{}, 0, {"select"}}, {notice, 1, {}}, {budget, 2, {}}, {At(5), 3, {"exit:3"}}});
-  Play({{StartEvent{}, 0, {"select"}}, {budget, 1, {}}, {kSigterm, 2, {}}, {At(5), 3, {"exit:75"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {budget, 1, {}}, {notice, 2, {}}, {At(5), 3, {"exit:3"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {notice, 1, {}}, {budget, 2, {}}, {At(5), 3, {"exit:3"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {budget, 1, {}}, {kSigterm, 2, {}}, {At(5), 3, {"exit:75"}}});
 }
 
 TEST_F(FsmTest, NoticeDuringAHangStopDrainsInsteadOfRestarting) {
   const StopRequestedEvent hang{StopReason::kHang, std::nullopt, "no heartbeat for 10m"};
   const StopRequestedEvent notice{StopReason::kNotice, milliseconds(2000), "aws terminate"};
-  auto fsm = Play({{StartEvent{}, 0, {"select"}},
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
                    {At(5), 1, {"spawn"}},
                    {hang, 100, {"signal:SIGTERM/group", "arm:0"}},   // grace until 10100
                    {notice, 200, {"arm:0"}},                       // the deadline is nearer: 2200
-                   {kKilled, 2300, {"ended:preempted"}}});
+                   {kKilled, 2300, {"ended:preempted", "arm:4"}}});
   EXPECT_EQ(fsm->phase(), Phase::kDrained);
   EXPECT_EQ(fsm->counters().hangs, 0);
   EXPECT_EQ(fsm->counters().preemptions, 1);
@@ -363,7 +366,7 @@ TEST_F(FsmTest, NoticeDuringAHangStopDrainsInsteadOfRestarting) {
 
 TEST_F(FsmTest, SpawnFailureCountsAsAFailure) {
   job_.restart.max_restarts = 0;
-  Play({{StartEvent{}, 0, {"select"}}, {At(std::nullopt), 1, {"spawn"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(std::nullopt), 1, {"spawn"}},
         {SpawnFailedEvent{"ENOMEM"}, 2, {"ended:spawn-failed", "exit:1"}}});
 }
 
@@ -419,12 +422,77 @@ TEST_F(FsmTest, RestoredCountersContinue) {
   c.attempts = 7;
   c.failures = 3;
   job_.restart.max_restarts = 3;
-  Play({{StartEvent{}, 0, {"select"}}, {At(4), 1, {"spawn"}}, {kExit1, 9, {"ended:failed", "exit:1"}}}, c);
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(4), 1, {"spawn"}}, {kExit1, 9, {"ended:failed", "exit:1"}}}, c);
+}
+
+// Deadlines (s6-supervise style): each waiting phase ends by a timer the Fsm arms.
+TEST_F(FsmTest, ASelectionThatNeverReturnsEndsWithExit1) {
+  job_.checkpoints.dir = "/ck";
+  job_.checkpoints.select_timeout = std::chrono::hours(2);
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}});
+  EXPECT_EQ(std::get<ArmTimerAction>(last_.back()).at, t0_ + std::chrono::hours(2));
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {TimerFiredEvent{TimerKind::kSelect}, 7200000, {"exit:1"}}});
+  EXPECT_NE(ExitMessage().find("checkpoints.select_timeout = 2h"), std::string::npos) << ExitMessage();
+  EXPECT_NE(ExitMessage().find("/ck"), std::string::npos) << ExitMessage();
+}
+
+TEST_F(FsmTest, AStopThatCameDuringAStuckSelectionDecidesItsExitCode) {
+  const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "gcp preempted"};
+  const StopRequestedEvent budget{StopReason::kBudget, std::nullopt, "cost budget"};
+  const TimerFiredEvent expired{TimerKind::kSelect};
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {kSigterm, 5, {}}, {expired, 9, {"exit:75"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {notice, 5, {}}, {expired, 9, {"exit:75"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {budget, 5, {}}, {expired, 9, {"exit:3"}}});
+}
+
+TEST_F(FsmTest, TheSelectionDeadlineEndsWithTheSelection) {
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
+                   {At(5), 1, {"spawn"}},
+                   {TimerFiredEvent{TimerKind::kSelect}, 7200000, {}}});  // a late tick changes nothing
+  EXPECT_EQ(fsm->phase(), Phase::kRunning);
+  job_.checkpoints.select_timeout = milliseconds(0);  // 0: no deadline
+  Play({{StartEvent{}, 0, {"select"}}});
+}
+
+TEST_F(FsmTest, DrainedForTooLongWithTheMachineStillHereResumes) {
+  job_.provider.drained_timeout = std::chrono::minutes(30);
+  const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws rebalance"};
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
+                   {At(5), 1, {"spawn"}},
+                   {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
+                   {kExit0, 200, {"ended:preempted", "arm:4"}}});
+  EXPECT_EQ(std::get<ArmTimerAction>(last_.back()).at, t0_ + milliseconds(200) + std::chrono::minutes(30));
+  fsm->Handle(TimerFiredEvent{TimerKind::kDrained}, t0_ + milliseconds(200) + std::chrono::minutes(30));
+  EXPECT_EQ(fsm->phase(), Phase::kSelecting);
+  const auto spawn = fsm->Handle(At(6), t0_ + std::chrono::minutes(31));
+  EXPECT_EQ(Kinds(spawn), (std::vector<std::string>{"spawn"}));
+  EXPECT_EQ(fsm->counters().preemptions, 1);
+  EXPECT_EQ(fsm->counters().failures, 0);
+}
+
+TEST_F(FsmTest, AClearedNoticeDisarmsTheDrainedDeadline) {
+  const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "azure preempt"};
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(5), 1, {"spawn"}},
+        {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
+        {kExit0, 200, {"ended:preempted", "arm:4"}},
+        {NoticeClearedEvent{}, 9000, {"select", "arm:3"}}});
+  bool cancelled = false;
+  for (const auto& a : last_) {
+    if (const auto* c = std::get_if<CancelTimerAction>(&a)) cancelled = cancelled || c->kind == TimerKind::kDrained;
+  }
+  EXPECT_TRUE(cancelled);
+  job_.provider.drained_timeout = milliseconds(0);  // 0: drained until the machine goes or the notice clears
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(5), 1, {"spawn"}},
+        {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
+        {kExit0, 200, {"ended:preempted"}}});
 }
 
 // Every phase × every event: the table says what each phase decides (the phase after, the
 // actions). A new event (the peer events of multi-node) fails here until every phase has
-// its cell; a new phase until it has its row.
+// its cell; a new phase until it has its row; a new timer until it has its column (each
+// waiting phase's deadline is one of them).
 TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   const std::vector<Event> events = {
       StartEvent{},
@@ -435,10 +503,24 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       CheckpointRequestedEvent{"SIGUSR1"},
       NoticeClearedEvent{},
       TimerFiredEvent{TimerKind::kGrace},
+      TimerFiredEvent{TimerKind::kKill},
+      TimerFiredEvent{TimerKind::kBackoff},
+      TimerFiredEvent{TimerKind::kSelect},
+      TimerFiredEvent{TimerKind::kDrained},
       WorkersGoneEvent{},
   };
-  ASSERT_EQ(events.size(), std::variant_size_v<Event>) << "an event without a column";
-  for (std::size_t i = 0; i < events.size(); ++i) ASSERT_EQ(events[i].index(), i);
+  // Every alternative of Event has a column, in order; TimerFiredEvent one per TimerKind.
+  std::set<std::size_t> kinds_seen;
+  std::set<TimerKind> timers_seen;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    if (i > 0) {
+      ASSERT_GE(events[i].index(), events[i - 1].index()) << "column " << i;
+    }
+    kinds_seen.insert(events[i].index());
+    if (const auto* t = std::get_if<TimerFiredEvent>(&events[i])) timers_seen.insert(t->kind);
+  }
+  ASSERT_EQ(kinds_seen.size(), std::variant_size_v<Event>) << "an event without a column";
+  ASSERT_EQ(timers_seen.size(), std::size(kTimerKinds)) << "a timer without a column";
   const ChildExitedEvent exit0{{0, 0}}, exit1{{1, 0}};
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws terminate"};
   const StopRequestedEvent sigterm{StopReason::kSignal, std::nullopt, "SIGTERM"};
@@ -459,10 +541,15 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   using P = Phase;
   using V = std::vector<std::string>;
   // Columns: start, resume selected, spawn failed, child exited (1), stop (SIGTERM),
-  // checkpoint requested, notice cleared, grace timer, workers gone.
+  // checkpoint requested, notice cleared, timers grace / kill / backoff / select / drained,
+  // workers gone.
   const std::map<Phase, std::vector<Cell>> table = {
       {P::kIdle,
-       {{P::kSelecting, V{"select"}},
+       {{P::kSelecting, V{"select", "arm:3"}},
+        {P::kIdle, V{}},
+        {P::kIdle, V{}},
+        {P::kIdle, V{}},
+        {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
@@ -480,6 +567,10 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kSelecting, V{}},
         {P::kSelecting, V{}},
         {P::kSelecting, V{}},
+        {P::kSelecting, V{}},
+        {P::kSelecting, V{}},
+        {P::kFinished, V{"exit:1"}},  // the selection is stuck
+        {P::kSelecting, V{}},
         {P::kSelecting, V{}}}},
       {P::kRunning,
        {{P::kRunning, V{}},
@@ -488,6 +579,10 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kBackoff, V{"ended:failed", "arm:2"}},
         {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}},
         {P::kRunning, V{"signal:SIGUSR1/group"}},
+        {P::kRunning, V{}},
+        {P::kRunning, V{}},
+        {P::kFinished, V{"exit:1"}},  // a group that outlives SIGKILL, whoever sent it
+        {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kRunning, V{}}}},
@@ -500,6 +595,10 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{"kill", "arm:1"}},
+        {P::kFinished, V{"exit:1"}},
+        {P::kStopping, V{}},
+        {P::kStopping, V{}},
+        {P::kStopping, V{}},
         {P::kStopping, V{}}}},
       {P::kBackoff,
        {{P::kBackoff, V{}},
@@ -510,6 +609,10 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
+        {P::kBackoff, V{}},
+        {P::kSelecting, V{"select", "arm:3"}},
+        {P::kBackoff, V{}},
+        {P::kBackoff, V{}},
         {P::kBackoff, V{}}}},
       {P::kDrained,
        {{P::kDrained, V{}},
@@ -518,11 +621,19 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDrained, V{}},
         {P::kFinished, V{"exit:75"}},
         {P::kDrained, V{}},
-        {P::kSelecting, V{"select"}},
+        {P::kSelecting, V{"select", "arm:3"}},
         {P::kDrained, V{}},
+        {P::kDrained, V{}},
+        {P::kDrained, V{}},
+        {P::kDrained, V{}},
+        {P::kSelecting, V{"select", "arm:3"}},  // the machine stayed: resume
         {P::kDrained, V{}}}},
       {P::kFinished,
        {{P::kFinished, V{}},
+        {P::kFinished, V{}},
+        {P::kFinished, V{}},
+        {P::kFinished, V{}},
+        {P::kFinished, V{}},
         {P::kFinished, V{}},
         {P::kFinished, V{}},
         {P::kFinished, V{}},
@@ -534,16 +645,16 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   };
   ASSERT_EQ(table.size(), paths.size()) << "a phase without a row";
   for (const auto& [phase, path] : paths) {
-    ASSERT_EQ(table.at(phase).size(), events.size()) << "phase " << static_cast<int>(phase);
+    ASSERT_EQ(table.at(phase).size(), events.size()) << "phase " << PhaseName(phase);
     for (std::size_t i = 0; i < events.size(); ++i) {
       Fsm fsm(job_, {}, 1);
       long ms = 0;
       for (const auto& e : path) fsm.Handle(e, t0_ + milliseconds(ms += 10));
-      ASSERT_EQ(fsm.phase(), phase) << "the path to phase " << static_cast<int>(phase);
+      ASSERT_EQ(fsm.phase(), phase) << "the path to phase " << PhaseName(phase);
       const auto actions = fsm.Handle(events[i], t0_ + milliseconds(ms + 10));
       const Cell& cell = table.at(phase)[i];
-      EXPECT_EQ(fsm.phase(), cell.after) << "phase " << static_cast<int>(phase) << ", event " << i;
-      EXPECT_EQ(Kinds(actions), cell.actions) << "phase " << static_cast<int>(phase) << ", event " << i;
+      EXPECT_EQ(fsm.phase(), cell.after) << "phase " << PhaseName(phase) << ", column " << i;
+      EXPECT_EQ(Kinds(actions), cell.actions) << "phase " << PhaseName(phase) << ", column " << i;
     }
   }
 }

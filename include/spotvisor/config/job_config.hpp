@@ -49,6 +49,7 @@ struct ProviderSection {
   std::filesystem::path file;                           // kind: file — its appearance is a notice
   std::filesystem::path dmi_root{"/sys/class/dmi/id"};  // kind: auto reads DMI here
   Duration resume_after = std::chrono::minutes(5);      // alive this long after a cleared notice: resume
+  Duration drained_timeout = std::chrono::minutes(30);  // drained this long, machine still here: resume; 0 = wait
 };
 
 // Who gets the stop and checkpoint signals: the trainer's process group, its main process,
@@ -94,6 +95,7 @@ struct CheckpointsSection {
   bool quarantine = true;                         // move bad ones into .spotvisor-quarantine/
   std::string latest_link;                        // name of a symlink to the newest good one
   bool rewrite_hints = false;                     // rewrite DeepSpeed/Megatron pointer files
+  Duration select_timeout = std::chrono::hours(2);  // one selection (restore + validation); 0 = none
   MirrorSection mirror;
 };
 

@@ -25,20 +25,31 @@ namespace spotvisor::supervisor {
 
 using TimePoint = std::chrono::steady_clock::time_point;
 
+// Every phase that waits for something outside has a deadline, a timer the Fsm arms on
+// entry (s6-supervise style); the phases without one say why.
 enum class Phase {
-  kIdle,       // not started yet
-  kSelecting,  // choosing the checkpoint to resume from
-  kRunning,    // the trainer runs
-  kStopping,   // we asked the trainer to stop; grace or kill timer armed
-  kBackoff,    // waiting before the next start
-  kDrained,    // stopped for a preemption notice; waiting for the machine to go, or to resume
-  kFinished,   // an Exit action was issued
+  kIdle,       // not started yet; left at once (the driver sends StartEvent): no deadline
+  kSelecting,  // choosing the checkpoint to resume from; deadline kSelect (select_timeout)
+  kRunning,    // the trainer runs: the work itself, bounded by the hang detector, not a timer
+  kStopping,   // we asked the trainer to stop; kGrace, then kKill after the SIGKILL
+  kBackoff,    // waiting before the next start; kBackoff
+  kDrained,    // stopped for a preemption notice; waiting for the machine to go, or to
+               // resume; kDrained (provider.drained_timeout): the machine stayed, resume
+  kFinished,   // an Exit action was issued; terminal
 };
 
 // Why we asked the trainer to stop (kNone: it stopped on its own).
 enum class StopReason { kNone, kSignal, kNotice, kHang, kBudget };
 
-enum class TimerKind { kGrace, kKill, kBackoff };
+enum class TimerKind {
+  kGrace,    // the stop's grace window ends: SIGKILL
+  kKill,     // the group outlived SIGKILL for signals.kill_timeout: give up (exit 1)
+  kBackoff,  // the restart delay is over: select
+  kSelect,   // the selection took checkpoints.select_timeout: give up (a stuck filesystem)
+  kDrained,  // drained for provider.drained_timeout and the machine is still here: resume
+};
+inline constexpr TimerKind kTimerKinds[] = {TimerKind::kGrace, TimerKind::kKill, TimerKind::kBackoff,
+                                            TimerKind::kSelect, TimerKind::kDrained};
 
 // How the whole process group ended: exit code, or the signal that killed the main child.
 struct ExitStatus {
@@ -160,6 +171,11 @@ class Fsm {
 
   // A failure or hang: count it, then either give up or back off.
   std::vector<Action> Fail(const ExitStatus& status, Outcome outcome, TimePoint now);
+  // Into kSelecting: the selection and its deadline.
+  std::vector<Action> Select(TimePoint now, std::vector<Action> actions = {});
+  // Into kDrained: its deadline, and `note` said first.
+  std::vector<Action> Drain(TimePoint now, LogAction note, std::vector<Action> actions = {});
+  std::vector<Action> OnSelectTimeout();
   std::vector<Action> Finish(ExitCode code, std::string message, std::vector<Action> actions = {});
   bool IsSuccess(const ExitStatus& status) const;
 
