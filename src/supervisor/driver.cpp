@@ -12,9 +12,10 @@
 #include <vector>
 
 #include "driver_impl.hpp"
-#include "journal_counters.hpp"
 #include "spotvisor/config/signals.hpp"
+#include "spotvisor/supervisor/journal_counters.hpp"
 #include "spotvisor/supervisor/posix_host.hpp"
+#include "spotvisor/supervisor/stop_ladder.hpp"
 #include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::supervisor {
@@ -102,20 +103,21 @@ bool Driver::Impl::StopLeftovers() {
   Log(LogLevel::kWarning, "event=leftover_found pgid=" + std::to_string(child->pid) + " processes=" +
                               std::to_string(pids.size()) +
                               " detail=\"the previous supervisor's trainer group is still alive; stopping it before starting\"");
-  // The leftover gets the usual stop signal and at most the grace window (capped: it
-  // has been orphaned for a while already), then SIGKILL.
-  const auto term_wait = std::min<std::chrono::milliseconds>(job_.signals.grace, std::chrono::seconds(10));
-  for (int sig : {job_.signals.on_notice, SIGKILL}) {
-    host_->SignalGroup(child->pid, sig);
-    const auto deadline = host_->Now() + (sig == SIGKILL ? job_.signals.kill_timeout : term_wait);
-    while (host_->Now() < deadline && !host_->Leftovers(*child).empty()) {
-      std::this_thread::sleep_for(kLeftoverPoll);
+  // The ladder (stop_ladder.hpp) decides; this only sends, polls and sleeps.
+  StopLadder ladder(LeftoverLadder(job_.signals.on_notice, job_.signals.grace, job_.signals.kill_timeout));
+  for (;;) {
+    const auto now = host_->Now();
+    const auto step = ladder.Next(host_->Leftovers(*child).empty(), now);
+    if (step.move == StopLadder::Move::kSignal) host_->SignalGroup(child->pid, step.signo);
+    if (step.move == StopLadder::Move::kWait) {
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(kLeftoverPoll, step.until - now));
     }
-    if (host_->Leftovers(*child).empty()) {
+    if (step.move == StopLadder::Move::kStopped) {
       Log(LogLevel::kInfo, "event=leftover_stopped pgid=" + std::to_string(child->pid) +
-                               " signal=" + config::SignalName(sig));
+                               " signal=" + config::SignalName(step.signo));
       return true;
     }
+    if (step.move == StopLadder::Move::kGiveUp) break;
   }
   Log(LogLevel::kCritical, "event=cannot_start reason=\"leftover processes of group " + std::to_string(child->pid) +
                                " survive SIGKILL; refusing to start a second trainer\"");

@@ -1,5 +1,5 @@
 // The Fsm's counters to and from the journal; see journal_counters.hpp.
-#include "journal_counters.hpp"
+#include "spotvisor/supervisor/journal_counters.hpp"
 
 #include <algorithm>
 

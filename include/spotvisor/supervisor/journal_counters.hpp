@@ -1,5 +1,5 @@
-// Private to src/supervisor/: the Fsm's counters to and from the job journal, pure. The
-// clocks are arguments: the journal keeps unix ms, the Fsm steady time.
+// The Fsm's counters to and from the job journal, pure (the driver's only; public so that
+// the unit tests reach it). The clocks are arguments: the journal keeps unix ms, the Fsm steady time.
 #pragma once
 
 #include <cstdint>
