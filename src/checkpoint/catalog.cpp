@@ -243,12 +243,21 @@ Result<Selection> Catalog::Select(bool act, const VerdictCache* validated_now) {
                                 " bytes=" + std::to_string(selection.temp_left_bytes) + " names=" + Quote(names) +
                                 " note=\"half-written saves, never resumed from; safe to delete while no trainer runs\"");
   }
-  if (!act) return selection;
-  if (chosen != nullptr) {
+  if (act && chosen != nullptr) {
     if (auto st = AfterChoice(*chosen, !selection.rejected.empty()); !st) {
       Log(LogLevel::kError, "event=checkpoint_upkeep_failed error=" + Quote(st.error().message));
     }
   }
+  if (chosen != nullptr) {
+    // The older good ones, by the verdicts already held (retention erased its deletions).
+    selection.good.push_back(*selection.chosen);
+    for (auto it = entries->begin() + (chosen - entries->data()) + 1; it != entries->end(); ++it) {
+      if (!it->scan_error.empty()) continue;
+      const auto v = cache_.Find(it->name, it->key, options_.validator.level);
+      if (v && v->good) selection.good.push_back(ResumePoint{it->path, it->step});
+    }
+  }
+  if (!act) return selection;
   if (auto st = cache_.Save(); !st) Log(LogLevel::kWarning, "event=checkpoint_cache_not_saved error=" + Quote(st.error().message));
   return selection;
 }

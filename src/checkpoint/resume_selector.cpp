@@ -31,6 +31,11 @@ class CatalogSelector final : public ResumeSelector {
 
 }  // namespace
 
+std::vector<ResumePoint> GoodSteps(const Selection& selection) {
+  if (selection.good.empty() && selection.chosen) return {*selection.chosen};
+  return selection.good;
+}
+
 std::unique_ptr<ResumeSelector> MakeResumeSelector(const config::JobConfig& job) {
   if (!job.checkpoints.dir) return std::make_unique<FreshStart>();
   return std::make_unique<CatalogSelector>(job);

@@ -39,6 +39,9 @@ Result<process::SpawnSpec> BuildSpawnSpec(const config::JobConfig& job, const Sp
   spec.env["SPOTVISOR_CHECKPOINT_DIR"] = job.checkpoints.dir ? job.checkpoints.dir->string() : "";
   spec.env["SPOTVISOR_RESUME_FROM"] = attempt.resume ? attempt.resume->path.string() : "";
   spec.env["SPOTVISOR_RESUME_STEP"] = attempt.resume ? std::to_string(attempt.resume->step) : "";
+  spec.env["SPOTVISOR_NODE_RANK"] = std::to_string(attempt.place.rank);
+  spec.env["SPOTVISOR_NNODES"] = std::to_string(attempt.place.world);
+  spec.env["SPOTVISOR_EPOCH"] = std::to_string(attempt.place.epoch);
   return spec;
 }
 

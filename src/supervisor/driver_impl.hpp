@@ -19,6 +19,7 @@
 #include "spotvisor/process/output_relay.hpp"
 #include "spotvisor/state/job_lock.hpp"
 #include "spotvisor/state/journal.hpp"
+#include "spotvisor/supervisor/coordinator.hpp"
 #include "spotvisor/supervisor/driver.hpp"
 #include "spotvisor/supervisor/fsm.hpp"
 #include "spotvisor/supervisor/host.hpp"
@@ -71,6 +72,7 @@ class Driver::Impl final : public RunControl {
   // driver_notices.cpp
   void Perform(const SelectResumeAction&);
   void OnSelected(Result<checkpoint::Selection> selection);
+  void Perform(const ProposeResumeAction& a);
   void OnNotice(const preemption::Notice& n);
   void OnNoticeCleared();
   void ValidateAfterDrain();
@@ -87,6 +89,7 @@ class Driver::Impl final : public RunControl {
   boost::asio::steady_timer workers_poll_;                     // waiting for a launcher's workers to stop
   boost::asio::steady_timer resume_timer_;                     // a cleared notice, confirmed
   std::unique_ptr<preemption::Watcher> watcher_;               // null for provider none
+  std::unique_ptr<Coordinator> coordinator_ = std::make_unique<LocalCoordinator>();  // agrees on each start
   std::optional<preemption::Notice> notice_;                   // the stop notice being handled
   std::vector<std::unique_ptr<RunObserver>> observers_;        // see run_observer.hpp
   std::vector<std::unique_ptr<process::OutputRelay>> relays_;  // trainers' output, until EOF

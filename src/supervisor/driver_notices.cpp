@@ -1,7 +1,8 @@
 // The driver's side of preemption notices and of checkpoint selection (see
 // driver_impl.hpp): a notice becomes a stop (grace capped by its deadline) or a checkpoint
 // request, and is written to the notice file; a cleared notice resumes after
-// provider.resume_after; the selection runs on pool_ and comes back as an event.
+// provider.resume_after; the selection runs on pool_ and comes back as an event, and the
+// start it allows is agreed through the coordinator.
 #include <boost/asio/post.hpp>
 #include <ctime>
 #include <nlohmann/json.hpp>
@@ -50,7 +51,14 @@ void Driver::Impl::OnSelected(Result<checkpoint::Selection> selection) {
     return;
   }
   for (auto& o : observers_) o->OnSelection(*selection);  // (the catalog logged each rejection)
-  Dispatch(ResumeSelectedEvent{selection->chosen});
+  Dispatch(ResumeSelectedEvent{checkpoint::GoodSteps(*selection)});
+}
+
+void Driver::Impl::Perform(const ProposeResumeAction& a) {
+  // The answer may come before Propose returns: it enters the Fsm on a later turn.
+  coordinator_->Propose(a, [this](GroupAgreedEvent agreed) {
+    asio::post(io_, [this, agreed = std::move(agreed)] { Dispatch(agreed); });
+  });
 }
 
 void Driver::Impl::OnNotice(const preemption::Notice& n) {

@@ -49,6 +49,7 @@ const char* PhaseName(Phase p) {
   switch (p) {
     case Phase::kIdle: return "idle";
     case Phase::kSelecting: return "selecting";
+    case Phase::kJoining: return "joining";
     case Phase::kRunning: return "running";
     case Phase::kStopping: return "stopping";
     case Phase::kBackoff: return "backoff";
@@ -75,6 +76,7 @@ std::vector<Action> Fsm::Handle(const Event& event, TimePoint now) {
         if constexpr (std::is_same_v<E, NoticeClearedEvent>) return OnNoticeCleared(now);
         if constexpr (std::is_same_v<E, TimerFiredEvent>) return OnTimer(e, now);
         if constexpr (std::is_same_v<E, WorkersGoneEvent>) return OnWorkersGone();
+        if constexpr (std::is_same_v<E, GroupAgreedEvent>) return OnGroupAgreed(e, now);
       },
       event);
 }
@@ -115,6 +117,16 @@ std::vector<Action> Fsm::OnResumeSelected(const ResumeSelectedEvent& e, TimePoin
     return Drain(now, Note(LogLevel::kWarning, "event=drained reason=notice detail=\"notice arrived before the trainer started; not starting it\""),
                  std::move(actions));
   }
+  // Every start is agreed with the group, a single node's included (one code path).
+  phase_ = Phase::kJoining;
+  actions.push_back(ProposeResumeAction{e.good, counters_.attempts + 1});
+  actions.push_back(ArmTimerAction{TimerKind::kJoin, now + kJoinTimeout});
+  return actions;
+}
+
+std::vector<Action> Fsm::OnGroupAgreed(const GroupAgreedEvent& e, TimePoint now) {
+  if (phase_ != Phase::kJoining) return {};  // a late answer: the start was given up
+  std::vector<Action> actions{CancelTimerAction{TimerKind::kJoin}};
   const auto step = e.point ? std::optional<std::uint64_t>(e.point->step) : std::nullopt;
   if (counters_.attempts > 0 && job_.restart.no_progress_limit > 0) {
     const bool advanced = step && (!counters_.last_resume_step || *step > *counters_.last_resume_step);
@@ -134,7 +146,7 @@ std::vector<Action> Fsm::OnResumeSelected(const ResumeSelectedEvent& e, TimePoin
   started_at_ = now;
   stop_reason_ = StopReason::kNone;
   stop_requests_ = 0;
-  actions.push_back(SpawnAction{e.point, counters_.attempts, counters_.attempts - 1});
+  actions.push_back(SpawnAction{e.point, counters_.attempts, counters_.attempts - 1, e.place});
   return actions;
 }
 
@@ -275,6 +287,22 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
     case Phase::kDrained:
       if (by_signal) return Finish(ExitCode::kStopped, "stopped on request after a preemption notice; the job is resumable");
       return {};
+    case Phase::kJoining: {
+      // No trainer yet and nothing of ours in flight: a stop acts at once.
+      std::vector<Action> actions{CancelTimerAction{TimerKind::kJoin}};
+      if (by_signal) {
+        return Finish(ExitCode::kStopped, "stopped on request before the trainer started; the job is resumable",
+                      std::move(actions));
+      }
+      if (e.reason == StopReason::kBudget) {
+        return Finish(ExitCode::kBudget, "the cost budget is exhausted; the trainer was not started again", std::move(actions));
+      }
+      if (e.reason == StopReason::kNotice) {
+        return Drain(now, Note(LogLevel::kWarning, "event=drained reason=notice detail=\"notice before the trainer started; not starting it\""),
+                     std::move(actions));
+      }
+      return {};
+    }
     case Phase::kStopping:
       if (e.reason == StopReason::kNotice && stop_reason_ == StopReason::kHang) {
         // The machine is going away: the hung trainer's end is a drain, not a restart, and
@@ -367,6 +395,10 @@ std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
     case TimerKind::kSelect:
       if (phase_ != Phase::kSelecting) return {};
       return OnSelectTimeout();
+    case TimerKind::kJoin:
+      if (phase_ != Phase::kJoining) return {};
+      return Finish(ExitCode::kStopped, "the group did not agree on a start within " + FormatDuration(kJoinTimeout) +
+                                            "; the job is resumable");
     case TimerKind::kDrained:
       // The notice neither took the machine nor cleared (a rebalance recommendation with
       // provider.rebalance: stop, a maintenance event that never came): the machine is

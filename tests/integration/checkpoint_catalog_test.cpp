@@ -467,5 +467,84 @@ TEST_F(CheckpointCatalog, CommandsTakeAJobFileAndLevelsDiffer) {
   EXPECT_FALSE(fs::exists(tmp_ / "state" / "checkpoint-cache.tsv")) << "latest and checkpoints never write";
 }
 
+
+// Room for the group: the selection lists every good step it knows, newest first, so that
+// peers can intersect them. Safetensors directories (no torch needed).
+class SelectionGoodSteps : public ::testing::Test {
+ protected:
+  SelectionGoodSteps() {
+    for (int step : {10, 20, 30}) testing::WriteValidCheckpoint(dir_ / ("ckpt_step" + std::to_string(step)));
+    fs::create_directories(dir_ / "ckpt_step40");  // empty: bad
+  }
+  Result<Catalog> Make(int keep = 0) {
+    CatalogOptions o;
+    o.dir = dir_;
+    o.pattern = "ckpt_step{step}";
+    o.cache_file = tmp_ / "state" / "checkpoint-cache.tsv";
+    o.keep = keep;
+    return Catalog::Create(o);
+  }
+  static std::vector<std::uint64_t> Steps(const std::vector<ResumePoint>& points) {
+    std::vector<std::uint64_t> out;
+    for (const auto& p : points) out.push_back(p.step);
+    return out;
+  }
+  TempDir tmp_;
+  fs::path dir_ = tmp_ / "ckpt";
+};
+
+TEST_F(SelectionGoodSteps, TheChosenOneFirstThenTheOlderOnesJudgedGoodBefore) {
+  {
+    auto catalog = Make();
+    ASSERT_TRUE(catalog) << catalog.error().message;
+    auto sel = catalog->Select(/*act=*/true);
+    ASSERT_TRUE(sel && sel->chosen);
+    EXPECT_EQ(sel->chosen->step, 30u);
+    // The older ones were never judged: not validated now (every byte, every start).
+    EXPECT_EQ(Steps(sel->good), (std::vector<std::uint64_t>{30}));
+    EXPECT_EQ(GoodSteps(*sel).size(), 1u);
+    auto entries = catalog->Scan();
+    ASSERT_TRUE(entries);
+    catalog->Judge(*entries, /*use_cache=*/true);  // what the checkpoint watcher does as they appear
+    ASSERT_TRUE(catalog->SaveCache());
+  }
+  auto catalog = Make();
+  ASSERT_TRUE(catalog);
+  auto sel = catalog->Select(/*act=*/true);
+  ASSERT_TRUE(sel && sel->chosen);
+  EXPECT_EQ(Steps(sel->good), (std::vector<std::uint64_t>{30, 20, 10}));
+  EXPECT_EQ(sel->good.front().path, dir_ / "ckpt_step30");
+  EXPECT_EQ(sel->good.back().path, dir_ / "ckpt_step10");
+  ASSERT_EQ(sel->rejected.size(), 1u);  // the bad newer one is never among them
+  EXPECT_EQ(Steps(catalog->Select(/*act=*/false)->good), (std::vector<std::uint64_t>{30, 20, 10}));
+  // A good one that changed since its verdict is left out until judged again.
+  testing::WriteFile(dir_ / "ckpt_step20" / "extra.txt", "x");
+  EXPECT_EQ(Steps(catalog->Select(/*act=*/false)->good), (std::vector<std::uint64_t>{30, 10}));
+}
+
+TEST_F(SelectionGoodSteps, RetentionsDeletionsAreNotAmongThem) {
+  auto catalog = Make(/*keep=*/2);
+  ASSERT_TRUE(catalog);
+  auto sel = catalog->Select(/*act=*/true);
+  ASSERT_TRUE(sel && sel->chosen);
+  EXPECT_FALSE(fs::exists(dir_ / "ckpt_step10"));
+  EXPECT_EQ(Steps(sel->good), (std::vector<std::uint64_t>{30, 20}));  // retention judged them all
+}
+
+TEST_F(SelectionGoodSteps, NothingGoodIsAnEmptyList) {
+  fs::remove_all(dir_);
+  fs::create_directories(dir_ / "ckpt_step5");
+  auto catalog = Make();
+  ASSERT_TRUE(catalog);
+  auto sel = catalog->Select(/*act=*/true);
+  ASSERT_TRUE(sel);
+  EXPECT_FALSE(sel->chosen);
+  EXPECT_TRUE(sel->good.empty());
+  EXPECT_TRUE(GoodSteps(*sel).empty());
+  Selection only_chosen;  // a selector that fills `chosen` alone
+  only_chosen.chosen = ResumePoint{dir_ / "ckpt_step5", 5};
+  EXPECT_EQ(Steps(GoodSteps(only_chosen)), (std::vector<std::uint64_t>{5}));
+}
+
 }  // namespace
 }  // namespace spotvisor::checkpoint

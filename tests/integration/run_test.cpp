@@ -101,6 +101,11 @@ TEST(Run, CrashRestartsWithTheNewestCheckpointsResumeArgs) {
   EXPECT_EQ(Field(lines[1], "SPOTVISOR_RESUME_STEP"), "12");
   EXPECT_EQ(Field(lines[1], "SPOTVISOR_ATTEMPT"), "2");
   EXPECT_EQ(Field(lines[1], "SPOTVISOR_RESTART_COUNT"), "1");
+  // A single node is rank 0 of 1; every start is a new epoch.
+  EXPECT_EQ(Field(lines[0], "SPOTVISOR_NODE_RANK"), "0");
+  EXPECT_EQ(Field(lines[0], "SPOTVISOR_NNODES"), "1");
+  EXPECT_EQ(Field(lines[0], "SPOTVISOR_EPOCH"), "1");
+  EXPECT_EQ(Field(lines[1], "SPOTVISOR_EPOCH"), "2");
   EXPECT_NE(out.find("outcome=failed"), std::string::npos) << out;
   // The journal recorded both attempts.
   const auto attempts = ReadLines(dir / "state" / "attempts.jsonl");

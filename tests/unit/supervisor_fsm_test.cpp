@@ -6,9 +6,11 @@
 #include <iterator>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "spotvisor/config/loader.hpp"
 #include "spotvisor/config/signals.hpp"
+#include "spotvisor/supervisor/coordinator.hpp"
 #include "spotvisor/supervisor/fsm.hpp"
 
 namespace spotvisor::supervisor {
@@ -23,6 +25,7 @@ std::string Kind(const Action& a) {
       [](const auto& x) -> std::string {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, SelectResumeAction>) return "select";
+        if constexpr (std::is_same_v<T, ProposeResumeAction>) return "propose";
         if constexpr (std::is_same_v<T, SpawnAction>) return "spawn";
         if constexpr (std::is_same_v<T, SignalAction>) return "signal:" + config::SignalName(x.signo) + "/" + config::ToString(x.to);
         if constexpr (std::is_same_v<T, HoldLaunchersAction>) return "hold";
@@ -48,6 +51,21 @@ std::vector<std::string> Kinds(const std::vector<Action>& actions) {
   return out;
 }
 
+// The driver's part for a single node: a proposal is answered by the LocalCoordinator at
+// once, and the answer handled at the same time; the row sees both.
+std::vector<Action> HandleAsTheDriver(Fsm& fsm, const Event& event, TimePoint at) {
+  auto actions = fsm.Handle(event, at);
+  for (const auto& a : actions) {
+    if (const auto* proposal = std::get_if<ProposeResumeAction>(&a)) {
+      std::vector<Action> more;
+      LocalCoordinator().Propose(*proposal, [&](GroupAgreedEvent agreed) { more = fsm.Handle(agreed, at); });
+      actions.insert(actions.end(), more.begin(), more.end());
+      break;
+    }
+  }
+  return actions;
+}
+
 struct Row {
   Event event;
   long at_ms;
@@ -68,7 +86,7 @@ class FsmTest : public ::testing::Test {
   std::unique_ptr<Fsm> Play(const std::vector<Row>& rows, Counters start = {}) {
     auto fsm = std::make_unique<Fsm>(job_, std::move(start), 1);
     for (std::size_t i = 0; i < rows.size(); ++i) {
-      last_ = fsm->Handle(rows[i].event, t0_ + milliseconds(rows[i].at_ms));
+      last_ = HandleAsTheDriver(*fsm, rows[i].event, t0_ + milliseconds(rows[i].at_ms));
       EXPECT_EQ(Kinds(last_), rows[i].expect) << "row " << i;
     }
     return fsm;
@@ -83,7 +101,7 @@ class FsmTest : public ::testing::Test {
 
   static ResumeSelectedEvent At(std::optional<std::uint64_t> step) {
     if (!step) return ResumeSelectedEvent{};
-    return ResumeSelectedEvent{checkpoint::ResumePoint{"/ck/ckpt_step" + std::to_string(*step), *step}};
+    return ResumeSelectedEvent{{checkpoint::ResumePoint{"/ck/ckpt_step" + std::to_string(*step), *step}}};
   }
 
   config::JobConfig job_;
@@ -98,21 +116,21 @@ const StopRequestedEvent kSigterm{StopReason::kSignal, std::nullopt, "SIGTERM to
 
 TEST_F(FsmTest, CleanExitIsDone) {
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"spawn"}},
+        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
         {kExit0, 500, {"ended:done", "exit:0"}}});
 }
 
 TEST_F(FsmTest, CustomSuccessCodes) {
   job_.job.success_exit_codes = {0, 42};
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(7), 1, {"spawn"}}, {ChildExitedEvent{ExitStatus{42, 0}}, 9, {"ended:done", "exit:0"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(7), 1, {"propose", "arm:5", "spawn"}}, {ChildExitedEvent{ExitStatus{42, 0}}, 9, {"ended:done", "exit:0"}}});
 }
 
 TEST_F(FsmTest, CrashRestartsAfterBackoffWithResumePoint) {
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"spawn"}},
+        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
         {kExit1, 50, {"ended:failed", "arm:2"}},
         {TimerFiredEvent{TimerKind::kBackoff}, 150, {"select", "arm:3"}},
-        {At(20), 151, {"spawn"}}});
+        {At(20), 151, {"propose", "arm:5", "spawn"}}});
   const auto& spawn = std::get<SpawnAction>(last_.back());
   ASSERT_TRUE(spawn.resume);
   EXPECT_EQ(spawn.resume->step, 20u);
@@ -122,14 +140,14 @@ TEST_F(FsmTest, CrashRestartsAfterBackoffWithResumePoint) {
 
 TEST_F(FsmTest, SigtermStopsWithGraceThenExits75) {
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(3), 1, {"spawn"}},
+        {At(3), 1, {"propose", "arm:5", "spawn"}},
         {kSigterm, 100, {"signal:SIGTERM/group", "arm:0"}},
         {kExit0, 200, {"ended:stopped", "exit:75"}}});  // exit 0 after a stop is never "done"
 }
 
 TEST_F(FsmTest, GraceExpiryEscalatesToSigkill) {
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"spawn"}},
+        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
         {kSigterm, 100, {"signal:SIGTERM/group", "arm:0"}},
         {TimerFiredEvent{TimerKind::kGrace}, 10100, {"kill", "arm:1"}},
         {kKilled, 10110, {"ended:stopped", "exit:75"}}});
@@ -137,7 +155,7 @@ TEST_F(FsmTest, GraceExpiryEscalatesToSigkill) {
 
 TEST_F(FsmTest, SecondSigintKillsAtOnce) {
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"spawn"}},
+        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
         {kSigterm, 100, {"signal:SIGTERM/group", "arm:0"}},
         {kSigterm, 200, {"kill", "arm:1"}},
         {kKilled, 210, {"ended:stopped", "exit:75"}}});
@@ -146,7 +164,7 @@ TEST_F(FsmTest, SecondSigintKillsAtOnce) {
 TEST_F(FsmTest, MainTargetSignalsOnlyTheMainPid) {
   job_.signals.target = config::SignalTarget::kMain;
   job_.signals.on_notice = SIGINT;
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(std::nullopt), 1, {"spawn"}}, {kSigterm, 5, {"signal:SIGINT/main", "arm:0"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}}, {kSigterm, 5, {"signal:SIGINT/main", "arm:0"}}});
 }
 
 // signals.target: workers (what auto chooses for torchrun): the launcher is paused before its
@@ -154,7 +172,7 @@ TEST_F(FsmTest, MainTargetSignalsOnlyTheMainPid) {
 TEST_F(FsmTest, WorkersTargetHoldsTheLauncherUntilTheWorkersAreGone) {
   job_.signals.target = config::SignalTarget::kWorkers;
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(3), 1, {"spawn"}},
+        {At(3), 1, {"propose", "arm:5", "spawn"}},
         {kSigterm, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
         {WorkersGoneEvent{}, 40100, {"release:SIGTERM"}},
         {WorkersGoneEvent{}, 40200, {}},  // released once
@@ -165,7 +183,7 @@ TEST_F(FsmTest, AutoTargetForALauncherIsWorkers) {
   job_.signals.auto_choice = config::SignalTarget::kWorkers;  // what Finalize chose for torchrun
   const StopRequestedEvent notice{StopReason::kNotice, seconds(80), "aws spot-itn"};
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"spawn"}},
+        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
         {CheckpointRequestedEvent{"cadence"}, 5, {"signal:SIGUSR1/workers"}},  // no hold for a checkpoint
         {notice, 10, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
         {WorkersGoneEvent{}, 50000, {"release:SIGTERM"}},
@@ -176,7 +194,7 @@ TEST_F(FsmTest, AutoTargetForALauncherIsWorkers) {
 TEST_F(FsmTest, WorkersThatOutliveTheGraceAreKilledWithTheLauncherReleased) {
   job_.signals.target = config::SignalTarget::kWorkers;
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"spawn"}},
+        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
         {kSigterm, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
         {TimerFiredEvent{TimerKind::kGrace}, 10100, {"release:SIGTERM", "kill", "arm:1"}},
         {WorkersGoneEvent{}, 10105, {}},
@@ -186,7 +204,7 @@ TEST_F(FsmTest, WorkersThatOutliveTheGraceAreKilledWithTheLauncherReleased) {
 TEST_F(FsmTest, WorkersGoneOutsideAStopChangesNothing) {
   job_.signals.target = config::SignalTarget::kWorkers;
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"spawn"}},
+        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
         {WorkersGoneEvent{}, 5, {}},  // torchrun between two --max_restarts attempts
         {kSigterm, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
         {kSigterm, 200, {"kill", "arm:1"}},  // "now": SIGKILL ends the paused launcher too
@@ -196,13 +214,13 @@ TEST_F(FsmTest, WorkersGoneOutsideAStopChangesNothing) {
 
 TEST_F(FsmTest, CheckpointRequestIsForwarded) {
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"spawn"}},
+        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
         {CheckpointRequestedEvent{"SIGUSR1"}, 5, {"signal:SIGUSR1/group"}}});
 }
 
 TEST_F(FsmTest, StopDuringBackoffExits75WithoutStarting) {
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"spawn"}},
+        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
         {kExit1, 50, {"ended:failed", "arm:2"}},
         {kSigterm, 60, {"exit:75"}}});
 }
@@ -214,10 +232,10 @@ TEST_F(FsmTest, StopWhileSelectingExits75WithoutStarting) {
 TEST_F(FsmTest, MaxRestartsGivesUp) {
   job_.restart.max_restarts = 1;
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"spawn"}},
+        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
         {kExit1, 50, {"ended:failed", "arm:2"}},
         {TimerFiredEvent{TimerKind::kBackoff}, 150, {"select", "arm:3"}},
-        {At(std::nullopt), 151, {"spawn"}},
+        {At(std::nullopt), 151, {"propose", "arm:5", "spawn"}},
         {kExit1, 200, {"ended:failed", "exit:1"}}});
   EXPECT_NE(ExitMessage().find("restart.max_restarts = 1"), std::string::npos) << ExitMessage();
 }
@@ -226,10 +244,10 @@ TEST_F(FsmTest, CrashLoopGivesUpAndSaysWhy) {
   job_.restart.crash_loop = {2, seconds(60)};
   job_.restart.no_progress_limit = 0;
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"spawn"}},
+        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
         {kExit1, 10, {"ended:failed", "arm:2"}},
         {TimerFiredEvent{TimerKind::kBackoff}, 110, {"select", "arm:3"}},
-        {At(std::nullopt), 111, {"spawn"}},
+        {At(std::nullopt), 111, {"propose", "arm:5", "spawn"}},
         {kExit1, 120, {"ended:failed", "exit:1"}}});
   EXPECT_NE(ExitMessage().find("crash loop, 2 failures within 1m"), std::string::npos) << ExitMessage();
 }
@@ -238,23 +256,23 @@ TEST_F(FsmTest, FailuresOutsideTheWindowAreNotACrashLoop) {
   job_.restart.crash_loop = {2, seconds(1)};
   job_.restart.no_progress_limit = 0;
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"spawn"}},
+        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
         {kExit1, 10, {"ended:failed", "arm:2"}},
         {TimerFiredEvent{TimerKind::kBackoff}, 110, {"select", "arm:3"}},
-        {At(std::nullopt), 111, {"spawn"}},
+        {At(std::nullopt), 111, {"propose", "arm:5", "spawn"}},
         {kExit1, 5000, {"ended:failed", "arm:2"}}});
 }
 
 TEST_F(FsmTest, NoProgressGivesUp) {
   job_.restart.no_progress_limit = 2;
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(10), 1, {"spawn"}},
+        {At(10), 1, {"propose", "arm:5", "spawn"}},
         {kExit1, 10, {"ended:failed", "arm:2"}},
         {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select", "arm:3"}},
-        {At(10), 201, {"spawn"}},
+        {At(10), 201, {"propose", "arm:5", "spawn"}},
         {kExit1, 210, {"ended:failed", "arm:2"}},
         {TimerFiredEvent{TimerKind::kBackoff}, 500, {"select", "arm:3"}},
-        {At(10), 501, {"exit:1"}}});
+        {At(10), 501, {"propose", "arm:5", "exit:1"}}});
   EXPECT_NE(ExitMessage().find("2 restarts in a row without progress (each resumed from step 10"), std::string::npos)
       << ExitMessage();
 }
@@ -262,13 +280,13 @@ TEST_F(FsmTest, NoProgressGivesUp) {
 TEST_F(FsmTest, ProgressResetsTheNoProgressStreak) {
   job_.restart.no_progress_limit = 2;
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
-                   {At(10), 1, {"spawn"}},
+                   {At(10), 1, {"propose", "arm:5", "spawn"}},
                    {kExit1, 10, {"ended:failed", "arm:2"}},
                    {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select", "arm:3"}},
-                   {At(10), 201, {"spawn"}},
+                   {At(10), 201, {"propose", "arm:5", "spawn"}},
                    {kExit1, 210, {"ended:failed", "arm:2"}},
                    {TimerFiredEvent{TimerKind::kBackoff}, 500, {"select", "arm:3"}},
-                   {At(11), 501, {"spawn"}}});
+                   {At(11), 501, {"propose", "arm:5", "spawn"}}});
   EXPECT_EQ(fsm->counters().no_progress_streak, 0);
 }
 
@@ -277,11 +295,11 @@ TEST_F(FsmTest, HangsHaveTheirOwnBudget) {
   job_.restart.no_progress_limit = 0;
   const StopRequestedEvent hang{StopReason::kHang, std::nullopt, "no heartbeat"};
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
-                   {At(std::nullopt), 1, {"spawn"}},
+                   {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
                    {hang, 10, {"signal:SIGTERM/group", "arm:0"}},
                    {kExit0, 20, {"ended:hang", "arm:2"}},
                    {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select", "arm:3"}},
-                   {At(std::nullopt), 201, {"spawn"}},
+                   {At(std::nullopt), 201, {"propose", "arm:5", "spawn"}},
                    {hang, 210, {"signal:SIGTERM/group", "arm:0"}},
                    {kExit0, 220, {"ended:hang", "exit:1"}}});
   EXPECT_EQ(fsm->counters().failures, 0);
@@ -292,18 +310,18 @@ TEST_F(FsmTest, NoticeDrainsThenResumesWhenClearedWithoutUsingABudget) {
   job_.restart.max_restarts = 0;
   const StopRequestedEvent notice{StopReason::kNotice, milliseconds(3000), "aws terminate"};
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
-                   {At(5), 1, {"spawn"}},
+                   {At(5), 1, {"propose", "arm:5", "spawn"}},
                    {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
                    {kExit0, 200, {"ended:preempted", "arm:4"}},
                    {NoticeClearedEvent{}, 9000, {"select", "arm:3"}},
-                   {At(6), 9001, {"spawn"}}});
+                   {At(6), 9001, {"propose", "arm:5", "spawn"}}});
   EXPECT_EQ(fsm->counters().preemptions, 1);
   EXPECT_EQ(fsm->counters().failures, 0);
 }
 
 TEST_F(FsmTest, NoticeGraceIsCappedByTheDeadline) {
   const StopRequestedEvent notice{StopReason::kNotice, milliseconds(3000), "aws terminate"};
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(5), 1, {"spawn"}}, {notice, 100, {"signal:SIGTERM/group", "arm:0"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(5), 1, {"propose", "arm:5", "spawn"}}, {notice, 100, {"signal:SIGTERM/group", "arm:0"}}});
   const auto& arm = std::get<ArmTimerAction>(last_.back());
   EXPECT_EQ(arm.at, t0_ + milliseconds(100) + milliseconds(3000));
 }
@@ -311,7 +329,7 @@ TEST_F(FsmTest, NoticeGraceIsCappedByTheDeadline) {
 TEST_F(FsmTest, SigtermWhileDrainedExits75) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "gcp preempted"};
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(5), 1, {"spawn"}},
+        {At(5), 1, {"propose", "arm:5", "spawn"}},
         {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
         {kExit1, 200, {"ended:preempted", "arm:4"}},
         {kSigterm, 300, {"exit:75"}}});
@@ -320,7 +338,7 @@ TEST_F(FsmTest, SigtermWhileDrainedExits75) {
 TEST_F(FsmTest, NoticeDuringBackoffStartsNoNewChild) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "gcp preempted"};
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"spawn"}},
+        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
         {kExit1, 10, {"ended:failed", "arm:2"}},
         {notice, 20, {"arm:4"}},
         {TimerFiredEvent{TimerKind::kBackoff}, 120, {}}});
@@ -328,7 +346,7 @@ TEST_F(FsmTest, NoticeDuringBackoffStartsNoNewChild) {
 
 TEST_F(FsmTest, BudgetStopExits3) {
   const StopRequestedEvent budget{StopReason::kBudget, std::nullopt, "cost budget"};
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(1), 1, {"spawn"}}, {budget, 5, {"signal:SIGTERM/group", "arm:0"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(1), 1, {"propose", "arm:5", "spawn"}}, {budget, 5, {"signal:SIGTERM/group", "arm:0"}},
         {kExit0, 9, {"ended:budget", "exit:3"}}});
 }
 
@@ -339,7 +357,7 @@ TEST_F(FsmTest, NoticeDuringSelectionThatClearsResumesAndIsNotDrainedAgain) {
                    {notice, 1, {}},
                    {At(5), 2, {"arm:4"}},                // drained before the start
                    {NoticeClearedEvent{}, 9000, {"select", "arm:3"}},
-                   {At(5), 9001, {"spawn"}}});           // resumed, not drained a second time
+                   {At(5), 9001, {"propose", "arm:5", "spawn"}}});           // resumed, not drained a second time
   EXPECT_EQ(fsm->phase(), Phase::kRunning);
 }
 
@@ -355,7 +373,7 @@ TEST_F(FsmTest, NoticeDuringAHangStopDrainsInsteadOfRestarting) {
   const StopRequestedEvent hang{StopReason::kHang, std::nullopt, "no heartbeat for 10m"};
   const StopRequestedEvent notice{StopReason::kNotice, milliseconds(2000), "aws terminate"};
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
-                   {At(5), 1, {"spawn"}},
+                   {At(5), 1, {"propose", "arm:5", "spawn"}},
                    {hang, 100, {"signal:SIGTERM/group", "arm:0"}},   // grace until 10100
                    {notice, 200, {"arm:0"}},                       // the deadline is nearer: 2200
                    {kKilled, 2300, {"ended:preempted", "arm:4"}}});
@@ -366,7 +384,7 @@ TEST_F(FsmTest, NoticeDuringAHangStopDrainsInsteadOfRestarting) {
 
 TEST_F(FsmTest, SpawnFailureCountsAsAFailure) {
   job_.restart.max_restarts = 0;
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(std::nullopt), 1, {"spawn"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
         {SpawnFailedEvent{"ENOMEM"}, 2, {"ended:spawn-failed", "exit:1"}}});
 }
 
@@ -379,7 +397,7 @@ TEST_F(FsmTest, BackoffGrowsCapsAndResetsAfterAHealthyRun) {
   TimePoint now = t0_;
   fsm.Handle(StartEvent{}, now);
   for (int i = 0; i < 4; ++i) {
-    fsm.Handle(At(std::nullopt), now);
+    HandleAsTheDriver(fsm, At(std::nullopt), now);
     now += milliseconds(10);
     for (const auto& a : fsm.Handle(kExit1, now)) {
       if (auto* arm = std::get_if<ArmTimerAction>(&a)) {
@@ -391,7 +409,7 @@ TEST_F(FsmTest, BackoffGrowsCapsAndResetsAfterAHealthyRun) {
   }
   EXPECT_EQ(delays, (std::vector<long>{100, 200, 350, 350}));
   // A run longer than reset_after starts the backoff afresh.
-  fsm.Handle(At(std::nullopt), now);
+  HandleAsTheDriver(fsm, At(std::nullopt), now);
   now += seconds(61);
   for (const auto& a : fsm.Handle(kExit1, now)) {
     if (auto* arm = std::get_if<ArmTimerAction>(&a)) {
@@ -422,7 +440,7 @@ TEST_F(FsmTest, RestoredCountersContinue) {
   c.attempts = 7;
   c.failures = 3;
   job_.restart.max_restarts = 3;
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(4), 1, {"spawn"}}, {kExit1, 9, {"ended:failed", "exit:1"}}}, c);
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(4), 1, {"propose", "arm:5", "spawn"}}, {kExit1, 9, {"ended:failed", "exit:1"}}}, c);
 }
 
 // Deadlines (s6-supervise style): each waiting phase ends by a timer the Fsm arms.
@@ -447,7 +465,7 @@ TEST_F(FsmTest, AStopThatCameDuringAStuckSelectionDecidesItsExitCode) {
 
 TEST_F(FsmTest, TheSelectionDeadlineEndsWithTheSelection) {
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
-                   {At(5), 1, {"spawn"}},
+                   {At(5), 1, {"propose", "arm:5", "spawn"}},
                    {TimerFiredEvent{TimerKind::kSelect}, 7200000, {}}});  // a late tick changes nothing
   EXPECT_EQ(fsm->phase(), Phase::kRunning);
   job_.checkpoints.select_timeout = milliseconds(0);  // 0: no deadline
@@ -458,14 +476,14 @@ TEST_F(FsmTest, DrainedForTooLongWithTheMachineStillHereResumes) {
   job_.provider.drained_timeout = std::chrono::minutes(30);
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws rebalance"};
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
-                   {At(5), 1, {"spawn"}},
+                   {At(5), 1, {"propose", "arm:5", "spawn"}},
                    {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
                    {kExit0, 200, {"ended:preempted", "arm:4"}}});
   EXPECT_EQ(std::get<ArmTimerAction>(last_.back()).at, t0_ + milliseconds(200) + std::chrono::minutes(30));
   fsm->Handle(TimerFiredEvent{TimerKind::kDrained}, t0_ + milliseconds(200) + std::chrono::minutes(30));
   EXPECT_EQ(fsm->phase(), Phase::kSelecting);
-  const auto spawn = fsm->Handle(At(6), t0_ + std::chrono::minutes(31));
-  EXPECT_EQ(Kinds(spawn), (std::vector<std::string>{"spawn"}));
+  const auto spawn = HandleAsTheDriver(*fsm, At(6), t0_ + std::chrono::minutes(31));
+  EXPECT_EQ(Kinds(spawn), (std::vector<std::string>{"propose", "arm:5", "spawn"}));
   EXPECT_EQ(fsm->counters().preemptions, 1);
   EXPECT_EQ(fsm->counters().failures, 0);
 }
@@ -473,7 +491,7 @@ TEST_F(FsmTest, DrainedForTooLongWithTheMachineStillHereResumes) {
 TEST_F(FsmTest, AClearedNoticeDisarmsTheDrainedDeadline) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "azure preempt"};
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(5), 1, {"spawn"}},
+        {At(5), 1, {"propose", "arm:5", "spawn"}},
         {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
         {kExit0, 200, {"ended:preempted", "arm:4"}},
         {NoticeClearedEvent{}, 9000, {"select", "arm:3"}}});
@@ -484,9 +502,107 @@ TEST_F(FsmTest, AClearedNoticeDisarmsTheDrainedDeadline) {
   EXPECT_TRUE(cancelled);
   job_.provider.drained_timeout = milliseconds(0);  // 0: drained until the machine goes or the notice clears
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(5), 1, {"spawn"}},
+        {At(5), 1, {"propose", "arm:5", "spawn"}},
         {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
         {kExit0, 200, {"ended:preempted"}}});
+}
+
+// Room for the group: every start is proposed and agreed (a single node through the
+// LocalCoordinator, at once), and the spawn carries the agreed place.
+TEST_F(FsmTest, TheProposalCarriesEveryGoodStepNewestFirst) {
+  ResumeSelectedEvent selected;
+  for (std::uint64_t step : {30u, 20u, 10u}) {
+    selected.good.push_back(checkpoint::ResumePoint{"/ck/ckpt_step" + std::to_string(step), step});
+  }
+  Fsm fsm(job_, {}, 1);
+  fsm.Handle(StartEvent{}, t0_);
+  const auto actions = fsm.Handle(selected, t0_ + milliseconds(1));
+  EXPECT_EQ(Kinds(actions), (std::vector<std::string>{"propose", "arm:5"}));
+  EXPECT_EQ(fsm.phase(), Phase::kJoining);
+  const auto& proposal = std::get<ProposeResumeAction>(actions[1]);
+  ASSERT_EQ(proposal.good.size(), 3u);
+  EXPECT_EQ(proposal.good[0].step, 30u);
+  EXPECT_EQ(proposal.good[2].step, 10u);
+  EXPECT_EQ(proposal.attempt, 1);
+  EXPECT_EQ(std::get<ArmTimerAction>(actions[2]).at, t0_ + milliseconds(1) + kJoinTimeout);
+}
+
+TEST_F(FsmTest, ASingleNodeIsRankZeroOfOneWithTheAttemptAsItsEpoch) {
+  Counters restored;
+  restored.attempts = 7;  // the epoch continues across supervisor restarts
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(20), 1, {"propose", "arm:5", "spawn"}}}, restored);
+  const auto& spawn = std::get<SpawnAction>(last_.back());
+  ASSERT_TRUE(spawn.resume);
+  EXPECT_EQ(spawn.resume->step, 20u);
+  EXPECT_EQ(spawn.place.rank, 0);
+  EXPECT_EQ(spawn.place.world, 1);
+  EXPECT_EQ(spawn.place.epoch, 8u);
+  EXPECT_EQ(spawn.attempt, 8);
+}
+
+TEST_F(FsmTest, TheSpawnResumesFromWhatTheGroupAgreedWithItsPlace) {
+  ResumeSelectedEvent selected{{checkpoint::ResumePoint{"/ck/ckpt_step30", 30}, checkpoint::ResumePoint{"/ck/ckpt_step20", 20}}};
+  const GroupAgreedEvent agreed{checkpoint::ResumePoint{"/ck/ckpt_step20", 20}, GroupPlace{2, 4, 9}};
+  Fsm fsm(job_, {}, 1);
+  fsm.Handle(StartEvent{}, t0_);
+  fsm.Handle(selected, t0_);
+  const auto actions = fsm.Handle(agreed, t0_ + milliseconds(5));
+  EXPECT_EQ(Kinds(actions), (std::vector<std::string>{"spawn"}));
+  const auto& spawn = std::get<SpawnAction>(actions.back());
+  EXPECT_EQ(spawn.resume->step, 20u);  // the older step every peer has
+  EXPECT_EQ(spawn.place.rank, 2);
+  EXPECT_EQ(spawn.place.world, 4);
+  EXPECT_EQ(spawn.place.epoch, 9u);
+  EXPECT_EQ(fsm.counters().last_resume_step, std::optional<std::uint64_t>(20));
+  EXPECT_TRUE(fsm.Handle(agreed, t0_ + milliseconds(6)).empty());  // agreed once
+}
+
+TEST_F(FsmTest, AStopWhileJoiningActsAtOnce) {
+  const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "gcp preempted"};
+  const StopRequestedEvent budget{StopReason::kBudget, std::nullopt, "cost budget"};
+  const StopRequestedEvent hang{StopReason::kHang, std::nullopt, "no heartbeat"};
+  const ResumeSelectedEvent selected{{checkpoint::ResumePoint{"/ck/ckpt_step5", 5}}};
+  for (const auto& [stop, expect, after] : std::vector<std::tuple<StopRequestedEvent, std::vector<std::string>, Phase>>{
+           {kSigterm, {"exit:75"}, Phase::kFinished},
+           {budget, {"exit:3"}, Phase::kFinished},
+           {notice, {"arm:4"}, Phase::kDrained},
+           {hang, {}, Phase::kJoining}}) {
+    Fsm fsm(job_, {}, 1);
+    fsm.Handle(StartEvent{}, t0_);
+    fsm.Handle(selected, t0_);
+    EXPECT_EQ(Kinds(fsm.Handle(stop, t0_ + milliseconds(1))), expect) << stop.detail;
+    EXPECT_EQ(fsm.phase(), after) << stop.detail;
+    // The group's answer after the stop starts nothing.
+    EXPECT_EQ(Kinds(fsm.Handle(GroupAgreedEvent{}, t0_ + milliseconds(2))),
+              after == Phase::kJoining ? std::vector<std::string>{"spawn"} : std::vector<std::string>{})
+        << stop.detail;
+  }
+}
+
+TEST_F(FsmTest, AGroupThatNeverAgreesEndsWithExit75) {
+  Fsm fsm(job_, {}, 1);
+  fsm.Handle(StartEvent{}, t0_);
+  fsm.Handle(At(5), t0_);
+  last_ = fsm.Handle(TimerFiredEvent{TimerKind::kJoin}, t0_ + kJoinTimeout);
+  EXPECT_EQ(Kinds(last_), (std::vector<std::string>{"exit:75"}));
+  EXPECT_NE(ExitMessage().find("did not agree on a start within 10m"), std::string::npos) << ExitMessage();
+}
+
+TEST(LocalCoordinator, AgreesAtOnceWithTheNewestGoodStep) {
+  std::optional<GroupAgreedEvent> agreed;
+  LocalCoordinator().Propose(ProposeResumeAction{{checkpoint::ResumePoint{"/ck/b", 9}, checkpoint::ResumePoint{"/ck/a", 4}}, 3},
+                             [&](GroupAgreedEvent e) { agreed = std::move(e); });
+  ASSERT_TRUE(agreed);
+  ASSERT_TRUE(agreed->point);
+  EXPECT_EQ(agreed->point->path, "/ck/b");
+  EXPECT_EQ(agreed->place.rank, 0);
+  EXPECT_EQ(agreed->place.world, 1);
+  EXPECT_EQ(agreed->place.epoch, 3u);
+  agreed.reset();
+  LocalCoordinator().Propose(ProposeResumeAction{{}, 1}, [&](GroupAgreedEvent e) { agreed = std::move(e); });
+  ASSERT_TRUE(agreed);
+  EXPECT_FALSE(agreed->point);  // nothing good: a fresh start
+  EXPECT_EQ(agreed->place.epoch, 1u);
 }
 
 // Every phase × every event: the table says what each phase decides (the phase after, the
@@ -507,7 +623,9 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       TimerFiredEvent{TimerKind::kBackoff},
       TimerFiredEvent{TimerKind::kSelect},
       TimerFiredEvent{TimerKind::kDrained},
+      TimerFiredEvent{TimerKind::kJoin},
       WorkersGoneEvent{},
+      GroupAgreedEvent{},
   };
   // Every alternative of Event has a column, in order; TimerFiredEvent one per TimerKind.
   std::set<std::size_t> kinds_seen;
@@ -524,15 +642,17 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   const ChildExitedEvent exit0{{0, 0}}, exit1{{1, 0}};
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws terminate"};
   const StopRequestedEvent sigterm{StopReason::kSignal, std::nullopt, "SIGTERM"};
+  const GroupAgreedEvent agreed{};
   // The events that lead to each phase.
   const std::map<Phase, std::vector<Event>> paths = {
       {Phase::kIdle, {}},
       {Phase::kSelecting, {StartEvent{}}},
-      {Phase::kRunning, {StartEvent{}, ResumeSelectedEvent{}}},
-      {Phase::kStopping, {StartEvent{}, ResumeSelectedEvent{}, sigterm}},
-      {Phase::kBackoff, {StartEvent{}, ResumeSelectedEvent{}, exit1}},
-      {Phase::kDrained, {StartEvent{}, ResumeSelectedEvent{}, notice, exit1}},
-      {Phase::kFinished, {StartEvent{}, ResumeSelectedEvent{}, exit0}},
+      {Phase::kJoining, {StartEvent{}, ResumeSelectedEvent{}}},
+      {Phase::kRunning, {StartEvent{}, ResumeSelectedEvent{}, agreed}},
+      {Phase::kStopping, {StartEvent{}, ResumeSelectedEvent{}, agreed, sigterm}},
+      {Phase::kBackoff, {StartEvent{}, ResumeSelectedEvent{}, agreed, exit1}},
+      {Phase::kDrained, {StartEvent{}, ResumeSelectedEvent{}, agreed, notice, exit1}},
+      {Phase::kFinished, {StartEvent{}, ResumeSelectedEvent{}, agreed, exit0}},
   };
   struct Cell {
     Phase after;
@@ -541,8 +661,8 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   using P = Phase;
   using V = std::vector<std::string>;
   // Columns: start, resume selected, spawn failed, child exited (1), stop (SIGTERM),
-  // checkpoint requested, notice cleared, timers grace / kill / backoff / select / drained,
-  // workers gone.
+  // checkpoint requested, notice cleared, timers grace / kill / backoff / select / drained /
+  // join, workers gone, group agreed.
   const std::map<Phase, std::vector<Cell>> table = {
       {P::kIdle,
        {{P::kSelecting, V{"select", "arm:3"}},
@@ -557,10 +677,12 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
+        {P::kIdle, V{}},
+        {P::kIdle, V{}},
         {P::kIdle, V{}}}},
       {P::kSelecting,
        {{P::kSelecting, V{}},
-        {P::kRunning, V{"spawn"}},
+        {P::kJoining, V{"propose", "arm:5"}},
         {P::kSelecting, V{}},
         {P::kSelecting, V{}},
         {P::kSelecting, V{}},
@@ -571,7 +693,25 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kSelecting, V{}},
         {P::kFinished, V{"exit:1"}},  // the selection is stuck
         {P::kSelecting, V{}},
+        {P::kSelecting, V{}},
+        {P::kSelecting, V{}},
         {P::kSelecting, V{}}}},
+      {P::kJoining,
+       {{P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kFinished, V{"exit:75"}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kFinished, V{"exit:75"}},  // the group never agreed
+        {P::kJoining, V{}},
+        {P::kRunning, V{"spawn"}}}},
       {P::kRunning,
        {{P::kRunning, V{}},
         {P::kRunning, V{}},
@@ -582,6 +722,8 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kFinished, V{"exit:1"}},  // a group that outlives SIGKILL, whoever sent it
+        {P::kRunning, V{}},
+        {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kRunning, V{}},
@@ -599,6 +741,8 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
+        {P::kStopping, V{}},
+        {P::kStopping, V{}},
         {P::kStopping, V{}}}},
       {P::kBackoff,
        {{P::kBackoff, V{}},
@@ -611,6 +755,8 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kSelecting, V{"select", "arm:3"}},
+        {P::kBackoff, V{}},
+        {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}}}},
@@ -627,9 +773,13 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDrained, V{}},
         {P::kDrained, V{}},
         {P::kSelecting, V{"select", "arm:3"}},  // the machine stayed: resume
+        {P::kDrained, V{}},
+        {P::kDrained, V{}},
         {P::kDrained, V{}}}},
       {P::kFinished,
        {{P::kFinished, V{}},
+        {P::kFinished, V{}},
+        {P::kFinished, V{}},
         {P::kFinished, V{}},
         {P::kFinished, V{}},
         {P::kFinished, V{}},

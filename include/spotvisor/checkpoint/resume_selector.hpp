@@ -31,6 +31,11 @@ struct Rejection {
 
 struct Selection {
   std::optional<ResumePoint> chosen;   // none: start fresh
+  // Every checkpoint known good, newest first (peers intersect them): `chosen` first,
+  // validated now; then the older ones whose verdict the cache holds as good for their
+  // unchanged size/mtime/inode (one never judged is left out: validating it would read
+  // every byte before every start). Retention's deletions are not in it.
+  std::vector<ResumePoint> good;
   std::vector<Rejection> rejected;     // newest first
   // Temp-named entries in checkpoints.dir (half-written saves a killed trainer left):
   // never used, never deleted by spotvisor, reported because they take space. Filled
@@ -51,5 +56,8 @@ class ResumeSelector {
 // job's config says so. Returns a selector that always answers "start fresh" when the
 // job has no checkpoints.dir.
 std::unique_ptr<ResumeSelector> MakeResumeSelector(const config::JobConfig& job);
+
+// `selection.good`, or `chosen` alone for a selector that fills only that.
+std::vector<ResumePoint> GoodSteps(const Selection& selection);
 
 }  // namespace spotvisor::checkpoint

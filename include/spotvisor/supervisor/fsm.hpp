@@ -30,6 +30,8 @@ using TimePoint = std::chrono::steady_clock::time_point;
 enum class Phase {
   kIdle,       // not started yet; left at once (the driver sends StartEvent): no deadline
   kSelecting,  // choosing the checkpoint to resume from; deadline kSelect (select_timeout)
+  kJoining,    // our good steps proposed, waiting for the group to agree on the start (a
+               // single node agrees at once: LocalCoordinator); deadline kJoin: exit 75
   kRunning,    // the trainer runs: the work itself, bounded by the hang detector, not a timer
   kStopping,   // we asked the trainer to stop; kGrace, then kKill after the SIGKILL
   kBackoff,    // waiting before the next start; kBackoff
@@ -47,9 +49,20 @@ enum class TimerKind {
   kBackoff,  // the restart delay is over: select
   kSelect,   // the selection took checkpoints.select_timeout: give up (a stuck filesystem)
   kDrained,  // drained for provider.drained_timeout and the machine is still here: resume
+  kJoin,     // the group did not agree on a start within kJoinTimeout: exit 75
 };
 inline constexpr TimerKind kTimerKinds[] = {TimerKind::kGrace, TimerKind::kKill, TimerKind::kBackoff,
-                                            TimerKind::kSelect, TimerKind::kDrained};
+                                            TimerKind::kSelect, TimerKind::kDrained, TimerKind::kJoin};
+// How long a start waits for the group's agreement. Never reached by a single node (its
+// coordinator agrees at once); multi-node (issue 14) makes it coordination.join_timeout.
+inline constexpr std::chrono::minutes kJoinTimeout{10};
+
+// Where this node stands in the group for one start.
+struct GroupPlace {
+  int rank = 0;             // this node's rank, 0..world-1
+  int world = 1;            // nodes in the group (torchrun's --nnodes)
+  std::uint64_t epoch = 0;  // the group's restart generation, new for every start
+};
 
 // How the whole process group ended: exit code, or the signal that killed the main child.
 struct ExitStatus {
@@ -60,7 +73,7 @@ struct ExitStatus {
 // ---- events ----
 struct StartEvent {};
 struct ResumeSelectedEvent {
-  std::optional<checkpoint::ResumePoint> point;
+  std::vector<checkpoint::ResumePoint> good;  // every good checkpoint, newest first; empty: none
 };
 struct SpawnFailedEvent {
   std::string message;
@@ -81,16 +94,29 @@ struct TimerFiredEvent {
   TimerKind kind;
 };
 struct WorkersGoneEvent {};  // after WatchWorkersAction: the launcher has no live worker left
+// After ProposeResumeAction: the coordinator's answer, where the group starts from and this
+// node's place in it.
+struct GroupAgreedEvent {
+  std::optional<checkpoint::ResumePoint> point;  // none: a fresh start
+  GroupPlace place;
+};
 using Event = std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent,
                            StopRequestedEvent, CheckpointRequestedEvent, NoticeClearedEvent,
-                           TimerFiredEvent, WorkersGoneEvent>;
+                           TimerFiredEvent, WorkersGoneEvent, GroupAgreedEvent>;
 
 // ---- actions ----
 struct SelectResumeAction {};
+// Ask the coordinator (coordinator.hpp) where to start from: our good steps, newest first.
+// Its answer comes back as GroupAgreedEvent.
+struct ProposeResumeAction {
+  std::vector<checkpoint::ResumePoint> good;
+  int attempt = 0;  // the attempt this start will be (a single node's epoch)
+};
 struct SpawnAction {
   std::optional<checkpoint::ResumePoint> resume;
   int attempt = 0;        // 1-based, continues across supervisor restarts
   int restart_count = 0;  // attempt - 1
+  GroupPlace place;       // rank, world and epoch the group agreed on
 };
 struct SignalAction {
   int signo = 0;
@@ -129,7 +155,7 @@ struct ExitAction {
   ExitCode code = ExitCode::kDone;
   std::string message;  // one line for people
 };
-using Action = std::variant<SelectResumeAction, SpawnAction, SignalAction, HoldLaunchersAction,
+using Action = std::variant<SelectResumeAction, ProposeResumeAction, SpawnAction, SignalAction, HoldLaunchersAction,
                             ReleaseLaunchersAction, WatchWorkersAction, KillGroupAction,
                             ArmTimerAction, CancelTimerAction, AttemptEndedAction, LogAction,
                             ExitAction>;
@@ -168,6 +194,7 @@ class Fsm {
   std::vector<Action> OnNoticeCleared(TimePoint now);
   std::vector<Action> OnTimer(const TimerFiredEvent& e, TimePoint now);
   std::vector<Action> OnWorkersGone();
+  std::vector<Action> OnGroupAgreed(const GroupAgreedEvent& e, TimePoint now);
 
   // A failure or hang: count it, then either give up or back off.
   std::vector<Action> Fail(const ExitStatus& status, Outcome outcome, TimePoint now);
