@@ -52,14 +52,13 @@ TEST(JournalCounters, AttemptsOnlyTheJournalKnowsAreCountedByOutcome) {
   s.failures = 1;
   s.consecutive_failures = 1;
   const std::vector<state::AttemptRecord> attempts = {
-      Attempt(1, Outcome::kFailed),      Attempt(2, Outcome::kDone),     // known to state.json
-      Attempt(3, Outcome::kFailed),      Attempt(4, Outcome::kSpawnFailed),
-      Attempt(5, Outcome::kHang),        Attempt(6, Outcome::kPreempted),
-      Attempt(7, Outcome::kStopped),     Attempt(8, Outcome::kBudget),
+      Attempt(1, Outcome::kFailed),    Attempt(2, Outcome::kDone),  // known to state.json
+      Attempt(3, Outcome::kFailed),    Attempt(4, Outcome::kSpawnFailed), Attempt(5, Outcome::kHang),
+      Attempt(6, Outcome::kPreempted), Attempt(7, Outcome::kStopped),     Attempt(8, Outcome::kBudget),
   };
   const Counters c = RestoreCounters(s, attempts, kNowMs, kNow);
   EXPECT_EQ(c.attempts, 8);
-  EXPECT_EQ(c.failures, 3);              // 1 + failed + spawn-failed
+  EXPECT_EQ(c.failures, 3);  // 1 + failed + spawn-failed
   EXPECT_EQ(c.consecutive_failures, 3);
   EXPECT_EQ(c.hangs, 1);
   EXPECT_EQ(c.preemptions, 1);

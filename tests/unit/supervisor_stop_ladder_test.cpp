@@ -69,7 +69,7 @@ TEST(StopLadder, AGroupThatOutlivesSigkillIsGivenUpOnceItsWaitIsOver) {
                 {false, 2500, Move::kSignal, SIGKILL, 7500},  // late poll: the wait counts from the signal
                 {false, 7499, Move::kWait, SIGKILL, 7500},
                 {false, 7500, Move::kGiveUp, SIGKILL, 0},
-                {false, 9000, Move::kGiveUp, SIGKILL, 0},   // and stays given up
+                {false, 9000, Move::kGiveUp, SIGKILL, 0},    // and stays given up
                 {true, 9500, Move::kStopped, SIGKILL, 0}});  // unless it went after all
 }
 
