@@ -515,7 +515,7 @@ TEST_F(SelectionGoodSteps, TheChosenOneFirstThenTheOlderOnesJudgedGoodBefore) {
   EXPECT_EQ(Steps(sel->good), (std::vector<std::uint64_t>{30, 20, 10}));
   EXPECT_EQ(sel->good.front().path, dir_ / "ckpt_step30");
   EXPECT_EQ(sel->good.back().path, dir_ / "ckpt_step10");
-  ASSERT_EQ(sel->rejected.size(), 1u);  // the bad newer one is never among them
+  EXPECT_TRUE(fs::exists(dir_ / ".spotvisor-quarantine" / "ckpt_step40"));  // the bad one: quarantined, never good
   EXPECT_EQ(Steps(catalog->Select(/*act=*/false)->good), (std::vector<std::uint64_t>{30, 20, 10}));
   // A good one that changed since its verdict is left out until judged again.
   testing::WriteFile(dir_ / "ckpt_step20" / "extra.txt", "x");
