@@ -62,6 +62,7 @@ void AddDrillCommand(CLI::App& app, int& exit_code) {
     if (!flags->scratch.empty()) o.scratch = std::filesystem::absolute(flags->scratch);
     o.keep_scratch = flags->keep_scratch;
     o.has_result_file = job->job.result_file.has_value();
+    o.stop_exit_code = job->job.stop_exit_code;
     o.pattern = job->checkpoints.pattern;
     auto report = drill::RunDrill(o);
     if (!report) {

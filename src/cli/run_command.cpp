@@ -11,8 +11,10 @@
 #include "run_observers.hpp"
 #include "spotvisor/cli/app.hpp"
 #include "spotvisor/config/loader.hpp"
+#include "spotvisor/platform/slurm.hpp"
 #include "spotvisor/supervisor/driver.hpp"
 #include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/telemetry/termination_message.hpp"
 
 namespace spotvisor::cli {
 namespace {
@@ -33,7 +35,8 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       "  spotvisor run --checkpoint-dir ./ckpt --pattern 'ckpt_step{step}' \\\n"
       "      --resume-arg='--resume_from={checkpoint}' -- /usr/bin/python3 train.py --ckpt-dir ./ckpt\n"
       "Exit codes: 0 done, 1 failed permanently, 3 cost budget exhausted, 64 usage,\n"
-      "  73 already running, 75 stopped (notice or SIGTERM/SIGINT; resumable), 78 configuration error.");
+      "  73 already running, 75 stopped (notice or a signals.stop_on signal; resumable; job.stop_exit_code\n"
+      "  changes it: 143 or 200 for Kubernetes/Kubeflow, never 137), 78 configuration error.");
   AddJobOptions(*run, options->job, /*with_command=*/true);
   run->add_flag("--print-config", options->print_config, "Print the effective configuration (secrets redacted) and exit");
   run->callback([options, &exit_code] {
@@ -57,6 +60,9 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
     }
     supervisor::Driver driver(*job, std::move(parts->selector));
     for (auto& observer : parts->observers) driver.AddObserver(std::move(observer));
+    // After the telemetry observers (run.json is saved first); scontrol requeue comes last.
+    if (auto t = telemetry::MakeTerminationLogObserver(*job)) driver.AddObserver(std::move(t));
+    if (auto s = platform::MakeSlurmObserver(*job)) driver.AddObserver(std::move(s));
     exit_code = driver.Run();
   });
 }

@@ -148,6 +148,7 @@ std::string ToYaml(const JobConfig& c) {
   for (const auto& [k, v] : c.job.env) y << YAML::Key << k << YAML::Value << (LooksSecret(k) ? "<redacted>" : v);
   y << YAML::EndMap;
   y << YAML::Key << "success_exit_codes" << YAML::Value << YAML::Flow << c.job.success_exit_codes;
+  y << YAML::Key << "stop_exit_code" << YAML::Value << c.job.stop_exit_code;
   Optional(y, "result_file", "job.result_file", OptPath(c.job.result_file));
   y << YAML::Key << "labels" << YAML::Value << YAML::BeginMap;
   for (const auto& [k, v] : c.job.labels) y << YAML::Key << k << YAML::Value << v;
@@ -182,6 +183,9 @@ std::string ToYaml(const JobConfig& c) {
   y << YAML::Key << "signals" << YAML::Value << YAML::BeginMap;
   y << YAML::Key << "on_notice" << YAML::Value << SignalName(s.on_notice);
   y << YAML::Key << "checkpoint" << YAML::Value << SignalName(s.checkpoint);
+  std::vector<std::string> stop_on;
+  for (int signo : s.stop_on) stop_on.push_back(SignalName(signo));
+  y << YAML::Key << "stop_on" << YAML::Value << YAML::Flow << stop_on;
   y << YAML::Key << "target" << YAML::Value << ToString(s.target);
   if (!s.target_why.empty()) {
     y << YAML::Comment(std::string("signals go to: ") + ToString(s.Recipients()) + " (" + s.target_why + ")");
@@ -265,9 +269,16 @@ std::string ToYaml(const JobConfig& c) {
   for (const auto& f : t.fingerprint_files) y << f.string();
   y << YAML::EndSeq;
   y << YAML::Key << "gpu_interval" << YAML::Value << FormatDuration(t.gpu_interval);
+  Optional(y, "termination_log", "telemetry.termination_log", OptPath(t.termination_log));
   y << YAML::EndMap;
   EmitCost(y, c.cost);
   EmitHooks(y, c.hooks);
+  y << YAML::Key << "slurm" << YAML::Value << YAML::BeginMap;
+  std::vector<std::string> requeue_on;
+  for (int signo : c.slurm.requeue_on) requeue_on.push_back(signo == kRequeueOnNotice ? "notice" : SignalName(signo));
+  y << YAML::Key << "requeue_on" << YAML::Value << YAML::Flow << requeue_on;
+  y << YAML::Key << "scontrol" << YAML::Value << c.slurm.scontrol;
+  y << YAML::EndMap;
   y << YAML::EndMap;
   return std::string(y.c_str()) + "\n";
 }

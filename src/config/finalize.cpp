@@ -6,6 +6,7 @@
 
 #include "spotvisor/checkpoint/name_pattern.hpp"
 #include "spotvisor/config/loader.hpp"
+#include "spotvisor/config/signals.hpp"
 #include "spotvisor/config/templates.hpp"
 #include "spotvisor/process/launcher.hpp"
 #include "spotvisor/process/spawn.hpp"
@@ -53,6 +54,33 @@ void ChooseSignalTarget(const std::vector<std::string>& command, SignalsSection&
     s.auto_choice = SignalTarget::kGroup;
     s.target_why = "auto: job.command starts no launcher (torchrun, accelerate, deepspeed, mpirun)";
   }
+}
+
+// The exit code of a resumable stop and the signals that ask for one: what Kubernetes,
+// Kubeflow, SLURM and systemd read from them must stay unambiguous.
+Status CheckStopContract(const JobConfig& job) {
+  const int code = job.job.stop_exit_code;
+  if (code < 1 || code > 255) return Error{Where(job, "job.stop_exit_code") + "must be 1..255"};
+  if (code == 137) {
+    return Error{Where(job, "job.stop_exit_code") +
+                 "137 is what SIGKILL (and Kubernetes' OOMKilled) looks like; pick another (e.g. 143 or 200)"};
+  }
+  for (int own : {1, 3, 64, 73, 78}) {
+    if (code == own) {
+      return Error{Where(job, "job.stop_exit_code") + std::to_string(code) +
+                   " already means something else to spotvisor (1 failed, 3 budget, 64 usage, 73 locked, 78 config)"};
+    }
+  }
+  if (job.signals.stop_on.empty()) {
+    return Error{Where(job, "signals.stop_on") + "must name at least one signal (SIGTERM is what a stop usually is)"};
+  }
+  for (int signo : job.signals.stop_on) {
+    if (signo == SIGKILL || signo == SIGSTOP || signo == SIGCHLD || signo == SIGCONT || signo == SIGPIPE) {
+      return Error{Where(job, "signals.stop_on") + SignalName(signo) +
+                   " cannot mean stop (it cannot be caught, or spotvisor needs it for itself)"};
+    }
+  }
+  return Ok{};
 }
 
 }  // namespace
@@ -110,6 +138,7 @@ Status Finalize(JobConfig& job, bool need_command) {
       return Error{Where(job, key) + "SIGKILL and SIGSTOP cannot be caught, so a trainer could never checkpoint on them"};
     }
   }
+  if (Status s = CheckStopContract(job); !s) return s.error();
   ChooseSignalTarget(job.job.command, job.signals);
   if (job.telemetry.state_dir.empty()) job.telemetry.state_dir = job.base_dir / ".spotvisor" / job.job.name;
   if (std::filesystem::exists(job.telemetry.state_dir, ec) &&

@@ -33,6 +33,7 @@ class Reader : public NodeReader {
         {"telemetry", [&](const YAML::Node& n, const std::string& p) { ReadTelemetry(n, p); }},
         {"cost", [&](const YAML::Node& n, const std::string& p) { ReadCost(n, p); }},
         {"hooks", [&](const YAML::Node& n, const std::string& p) { ReadHooks(n, p); }},
+        {"slurm", [&](const YAML::Node& n, const std::string& p) { ReadSlurm(n, p); }},
     });
   }
 
@@ -57,6 +58,7 @@ class Reader : public NodeReader {
            j.success_exit_codes.clear();
            for (const auto& item : n) j.success_exit_codes.push_back(Int(item, k, 0, 255));
          }},
+        {"stop_exit_code", [&](const YAML::Node& n, const std::string& k) { j.stop_exit_code = Int(n, k, 1, 255); }},
         {"result_file", [&](const YAML::Node& n, const std::string& k) { j.result_file = Path(n, k); }},
         {"labels", [&](const YAML::Node& n, const std::string& k) {
            if (!n.IsMap()) Fail(n, k, "expected a mapping name: value, e.g. {model: llama-7b, precision: bf16}");
@@ -105,6 +107,11 @@ class Reader : public NodeReader {
     Map(node, p, {
         {"on_notice", [&](const YAML::Node& n, const std::string& k) { v.on_notice = Signal(n, k); }},
         {"checkpoint", [&](const YAML::Node& n, const std::string& k) { v.checkpoint = Signal(n, k); }},
+        {"stop_on", [&](const YAML::Node& n, const std::string& k) {
+           if (!n.IsSequence()) Fail(n, k, "expected a list of signals, e.g. [SIGTERM, SIGINT, SIGUSR2]");
+           v.stop_on.clear();
+           for (const auto& item : n) v.stop_on.push_back(Signal(item, k));
+         }},
         {"target", [&](const YAML::Node& n, const std::string& k) {
            v.target = Enum<SignalTarget>(n, k, {{"auto", SignalTarget::kAuto}, {"group", SignalTarget::kGroup},
                                                 {"main", SignalTarget::kMain}, {"workers", SignalTarget::kWorkers}});
@@ -247,6 +254,21 @@ class Reader : public NodeReader {
            for (const auto& item : n) v.fingerprint_files.push_back(Path(item, k));
          }},
         {"gpu_interval", [&](const YAML::Node& n, const std::string& k) { v.gpu_interval = Dur(n, k); }},
+        {"termination_log", [&](const YAML::Node& n, const std::string& k) { v.termination_log = Path(n, k); }},
+    });
+  }
+
+  void ReadSlurm(const YAML::Node& node, const std::string& p) {
+    auto& v = job_.slurm;
+    Map(node, p, {
+        {"requeue_on", [&](const YAML::Node& n, const std::string& k) {
+           if (!n.IsSequence()) Fail(n, k, "expected a list of signals and 'notice', e.g. [notice, SIGUSR2]");
+           v.requeue_on.clear();
+           for (const auto& item : n) {
+             v.requeue_on.push_back(item.IsScalar() && item.Scalar() == "notice" ? kRequeueOnNotice : Signal(item, k));
+           }
+         }},
+        {"scontrol", [&](const YAML::Node& n, const std::string& k) { v.scontrol = String(n, k); }},
     });
   }
 

@@ -201,7 +201,7 @@ Result<DrillReport> RunDrill(const DrillOptions& o) {
       }
       kill(sv, SIGTERM);
       const auto code = WaitExited(sv, budget);
-      if (!code || (*code != 75 && *code != 0)) return RunFailed("the interrupted supervisor", interrupted, code);
+      if (!code || (*code != o.stop_exit_code && *code != 0)) return RunFailed("the interrupted supervisor", interrupted, code);
       if (o.kind == InterruptionKind::kNotice) mock.Clear();
       if (code == 0) {
         inj.note = "the job finished while stopping";

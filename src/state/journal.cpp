@@ -77,6 +77,7 @@ json ToJson(const AttemptRecord& r) {
   PutOptional(j, "resume_step", r.resume_step);
   PutOptional(j, "exit_code", r.exit_code);
   PutOptional(j, "signal", r.signal);
+  PutOptional(j, "slurm_restart_count", r.slurm_restart_count);
   return j;
 }
 
@@ -90,6 +91,7 @@ AttemptRecord AttemptFromJson(const json& j) {
   r.resume_step = GetOptional<std::uint64_t>(j, "resume_step");
   r.exit_code = GetOptional<int>(j, "exit_code");
   r.signal = GetOptional<int>(j, "signal");
+  r.slurm_restart_count = GetOptional<int>(j, "slurm_restart_count");
   r.outcome = j.value("outcome", "");
   r.next = j.value("next", "");
   return r;

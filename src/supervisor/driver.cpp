@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
+#include <algorithm>
 #include <csignal>
 #include <thread>
 #include <vector>
@@ -36,11 +37,12 @@ Driver::Impl::Impl(const config::JobConfig& job, std::unique_ptr<checkpoint::Res
     : job_(job),
       selector_(selector ? std::move(selector) : checkpoint::MakeResumeSelector(job)),
       host_(host ? std::move(host) : MakePosixHost()),
-      signals_(io_, SIGINT, SIGTERM, SIGHUP),
+      signals_(io_),
       group_poll_(io_),
       workers_poll_(io_),
       resume_timer_(io_) {
-  signals_.add(SIGUSR1);
+  for (int signo : job_.signals.stop_on) signals_.add(signo);  // signals.stop_on: "stop"
+  if (!StopsOn(SIGUSR1)) signals_.add(SIGUSR1);                 // else "checkpoint now"
   for (auto kind : kTimerKinds) timers_.emplace(kind, asio::steady_timer(io_));
 }
 
@@ -127,13 +129,19 @@ bool Driver::Impl::StopLeftovers() {
 void Driver::Impl::WaitSignals() {
   signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
     if (ec) return;  // cancelled at shutdown
-    if (signo == SIGUSR1) {
+    if (!StopsOn(signo)) {
       Dispatch(CheckpointRequestedEvent{"SIGUSR1 to spotvisor"});
     } else {
+      for (auto& o : observers_) o->OnStopSignal(signo);
       Dispatch(StopRequestedEvent{StopReason::kSignal, std::nullopt, config::SignalName(signo) + " to spotvisor"});
     }
     if (!finished_) WaitSignals();
   });
+}
+
+bool Driver::Impl::StopsOn(int signo) const {
+  const auto& on = job_.signals.stop_on;
+  return std::find(on.begin(), on.end(), signo) != on.end();
 }
 
 void Driver::Impl::Dispatch(const Event& event) {
@@ -181,14 +189,17 @@ void Driver::Impl::Perform(const AttemptEndedAction& a) {
 
 void Driver::Impl::Perform(const LogAction& a) { Log(a.level, a.text); }
 
-void Driver::Impl::Perform(const ExitAction& a) { Shutdown(Code(a.code), a.message); }
+// job.stop_exit_code stands for the Fsm's kStopped (Kubernetes wants 129-255, systemd 75).
+void Driver::Impl::Perform(const ExitAction& a) {
+  Shutdown(a.code == ExitCode::kStopped ? job_.job.stop_exit_code : Code(a.code), a.message);
+}
 
 void Driver::Impl::Shutdown(int code, const std::string& message) {
   if (finished_) return;
   finished_ = true;
   exit_code_ = code;
   persisted_.last_exit_message = message;
-  const LogLevel level = code == 0 || code == Code(ExitCode::kStopped) ? LogLevel::kInfo : LogLevel::kError;
+  const LogLevel level = code == 0 || code == job_.job.stop_exit_code ? LogLevel::kInfo : LogLevel::kError;
   Log(level, "event=exit code=" + std::to_string(code) + " message=" + Quote(message));
   for (auto& [kind, timer] : timers_) timer.cancel();
   group_poll_.cancel();

@@ -48,6 +48,7 @@ class Driver::Impl final : public RunControl {
   // driver.cpp
   bool StopLeftovers();
   void WaitSignals();
+  bool StopsOn(int signo) const;  // signo is in signals.stop_on
   void Dispatch(const Event& event);
   void Perform(const ArmTimerAction& a);
   void Perform(const CancelTimerAction& a);

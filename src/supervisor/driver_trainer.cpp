@@ -7,6 +7,7 @@
 #include "child_environment.hpp"
 #include "driver_impl.hpp"
 #include "spotvisor/config/signals.hpp"
+#include "spotvisor/platform/slurm.hpp"
 #include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::supervisor {
@@ -54,6 +55,7 @@ void Driver::Impl::Perform(const SpawnAction& a) {
   current_.attempt = a.attempt;
   current_.started_ms = state::UnixMillisNow();
   current_.pid = pid;
+  if (const auto slurm = platform::CurrentSlurmJob()) current_.slurm_restart_count = slurm->restart_count.value_or(0);
   if (a.resume) {
     current_.resume_from = a.resume->path.string();
     current_.resume_step = a.resume->step;

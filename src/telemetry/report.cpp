@@ -64,7 +64,7 @@ json AttemptsJson(const RunSummary& s) {
                    {"outcome", a.running ? "running" : r.outcome}, {"next", r.next}, {"status", status},
                    {"resumed_from", Opt(r.resume_from)}, {"resume_step", Opt(r.resume_step)},
                    {"reached_step", Opt(a.reached_step)}, {"lost_seconds", Round(a.lost_seconds, 3)},
-                   {"steps_lost_measured", a.steps_lost_measured},
+                   {"steps_lost_measured", a.steps_lost_measured}, {"slurm_restart_count", Opt(r.slurm_restart_count)},
                    {"steps_lost_estimated", a.steps_lost_estimated ? json(Round(*a.steps_lost_estimated, 1)) : json(nullptr)}});
   }
   return out;

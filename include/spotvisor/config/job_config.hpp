@@ -22,6 +22,7 @@ struct JobSection {
   std::filesystem::path workdir;                 // default: the job file's directory
   std::map<std::string, std::string> env;        // added to the inherited environment
   std::vector<int> success_exit_codes{0};        // exit codes that mean "the job is done"
+  int stop_exit_code = 75;                       // spotvisor's own exit code for "stopped, resumable"
   std::optional<std::filesystem::path> result_file;  // what the trainer writes at the end
   std::map<std::string, std::string> labels;     // free-form (model version, precision, ...): report + info metric
 };
@@ -62,6 +63,9 @@ const char* ToString(SignalTarget target);
 struct SignalsSection {
   int on_notice = SIGTERM;     // sent on a notice and on SIGTERM/SIGINT to spotvisor
   int checkpoint = SIGUSR1;    // "checkpoint now and continue"
+  // Signals to spotvisor that mean "stop" (SLURM: add SIGUSR1/SIGUSR2). SIGUSR1 not listed
+  // here means "checkpoint now"; any other signal not listed keeps its default action.
+  std::vector<int> stop_on{SIGTERM, SIGINT, SIGHUP};
   SignalTarget target = SignalTarget::kAuto;        // as configured
   SignalTarget auto_choice = SignalTarget::kGroup;  // what kAuto came to (Finalize)
   std::string target_why;                           // why, in words (Finalize)
@@ -152,6 +156,15 @@ struct TelemetrySection {
   std::optional<std::filesystem::path> report_path;  // default: <state_dir>/report.{md,json}
   std::vector<std::filesystem::path> fingerprint_files;  // lock file, image digest file: hashed into the report
   Duration gpu_interval = std::chrono::seconds(10);      // NVML sampling period; 0 = no GPU telemetry
+  std::optional<std::filesystem::path> termination_log;  // one JSON line <= 4 KiB at exit (/dev/termination-log)
+};
+
+// Under SLURM (SLURM_JOB_ID set): after a resumable stop for one of `requeue_on` (signal
+// numbers; kRequeueOnNotice = a preemption notice), run `scontrol requeue $SLURM_JOB_ID`.
+inline constexpr int kRequeueOnNotice = 0;
+struct SlurmSection {
+  std::vector<int> requeue_on{kRequeueOnNotice, SIGUSR1, SIGUSR2};  // empty = never requeue
+  std::string scontrol = "scontrol";              // the command (a name on PATH or a path)
 };
 
 // One price or quantity of the cost model. Never a silent zero: a component nobody priced
@@ -208,6 +221,7 @@ struct JobConfig {
   TelemetrySection telemetry;
   CostSection cost;
   HooksSection hooks;
+  SlurmSection slurm;
   std::map<std::string, int> key_lines;           // "restart.backoff.max" -> line in source_file
 };
 

@@ -28,6 +28,7 @@ struct DrillOptions {
   bool keep_scratch = false;                  // default: removed when identical
   bool has_result_file = false;               // the job declares job.result_file
   std::string pattern;                        // checkpoints.pattern of the job
+  int stop_exit_code = 75;                    // job.stop_exit_code: what an interrupted run exits with
 };
 
 // One injected interruption and what it cost.

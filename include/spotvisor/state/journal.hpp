@@ -45,6 +45,7 @@ struct AttemptRecord {
   std::optional<int> signal;
   std::string outcome;  // done | failed | stopped | preempted | hang | budget | spawn-failed
   std::string next;     // what the supervisor did about it
+  std::optional<int> slurm_restart_count;  // SLURM_RESTART_COUNT under SLURM (0 before a requeue)
 };
 
 class Journal {

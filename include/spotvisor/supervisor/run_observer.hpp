@@ -61,6 +61,8 @@ class RunObserver {
   }
   // The whole group is gone; `record` is what the journal got.
   virtual void OnAttemptEnded(const state::AttemptRecord& record) { (void)record; }
+  // A signal of signals.stop_on reached spotvisor (the stop it asks for follows).
+  virtual void OnStopSignal(int signo) { (void)signo; }
   // A preemption notice (or an early hint such as AWS rebalance) was received.
   virtual void OnNotice(const preemption::Notice& notice) { (void)notice; }
   // `signo` reached at least one process of `to` (kGroup, kMain or kWorkers).
