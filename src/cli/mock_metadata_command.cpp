@@ -25,6 +25,7 @@ struct MockMetadataFlags {
   std::string preempt_after;                  // --preempt-after
   std::string action = "terminate";           // --action
   bool imdsv2_required = false;               // --imdsv2-required
+  bool gke_workload_identity = false;         // --gke-workload-identity
   std::string vm_name = "spotvisor-mock-vm";  // --vm-name
   int azure_rate_limit = 5;                   // --azure-rate-limit
   std::string flap;                           // --flap
@@ -79,6 +80,7 @@ int RunMockMetadata(const MockMetadataFlags& flags) {
   options.listen_port = listen->second;
   options.action = flags.action;
   options.imdsv2_required = flags.imdsv2_required;
+  options.gke_workload_identity = flags.gke_workload_identity;
   options.vm_name = flags.vm_name;
   options.azure_rate_limit = flags.azure_rate_limit;
   for (const auto& [name, text, target] :
@@ -141,6 +143,9 @@ void AddMockMetadataCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--imdsv2-required", flags->imdsv2_required,
                 "aws/alibaba: refuse GETs without a valid session token (401)");
+  cmd->add_flag("--gke-workload-identity", flags->gke_workload_identity,
+                "gcp: answer as the GKE metadata server does to a pod: instance/preempted and "
+                "instance/maintenance-event are 404");
   cmd->add_option("--vm-name", flags->vm_name, "azure: this VM's name")->capture_default_str();
   cmd->add_option("--azure-rate-limit", flags->azure_rate_limit,
                   "azure: requests per second before 429 (0 = off)")

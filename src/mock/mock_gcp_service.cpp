@@ -1,7 +1,8 @@
 // The GCE metadata server fake: `Metadata-Flavor: Google` required on requests and sent on
 // answers, an ETag per value, `wait_for_change` held until the value's ETag differs from
 // `last_etag` (or `timeout_sec` passes), 404 HTML for unknown keys, directory listings,
-// `recursive=true` as JSON.
+// `recursive=true` as JSON. With gke_workload_identity, the GKE metadata server's narrower
+// instance/ (no preempted, no maintenance-event: 404).
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -23,7 +24,7 @@ std::string NotFoundPage() {
 
 class GcpMockService final : public MockService {
  public:
-  explicit GcpMockService(const MockOptions&) {
+  explicit GcpMockService(const MockOptions& options) {
     values_ = {
         {"instance/preempted", "FALSE"},
         {"instance/maintenance-event", "NONE"},
@@ -39,6 +40,14 @@ class GcpMockService final : public MockService {
         {"project/project-id", "spotvisor-mock"},
         {"project/numeric-project-id", "123456789012"},
     };
+    hidden_ = options.gke_workload_identity;
+    if (hidden_) {  // what a pod sees behind the GKE metadata server
+      std::erase_if(values_, [](const auto& kv) {
+        const std::string& key = kv.first;
+        return key.rfind("instance/", 0) == 0 && key != "instance/id" && key != "instance/hostname" &&
+               key != "instance/zone";
+      });
+    }
     for (const auto& [key, value] : values_) versions_[key] = 1;
   }
 
@@ -99,6 +108,7 @@ class GcpMockService final : public MockService {
 
  private:
   void Set(const std::string& key, const std::string& value) {
+    if (hidden_ && key.rfind("instance/", 0) == 0 && !values_.contains(key)) return;  // still 404
     if (values_[key] == value) return;
     values_[key] = value;
     ++versions_[key];
@@ -192,6 +202,7 @@ class GcpMockService final : public MockService {
 
   std::map<std::string, std::string> values_;      // key -> value
   std::map<std::string, std::uint64_t> versions_;  // key -> change count (feeds the ETag)
+  bool hidden_ = false;                            // GKE metadata server: most of instance/ is 404
   bool preempted_ = false;
 };
 

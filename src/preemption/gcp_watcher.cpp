@@ -112,6 +112,10 @@ void GcpWatcher::OnAnswer(Subscription& sub, http::HttpOutcome outcome) {
     Retry(sub, tuning_.retry_after_503);
     return;
   }
+  if (response.status == 404) {
+    Hidden(sub);
+    return;
+  }
   if (response.status != 200) {
     sub.condition.Bad(ConditionKey(outcome), sub.key + ": " + Describe(outcome));
     Retry(sub, sub.backoff.Next());
@@ -159,6 +163,20 @@ bool GcpWatcher::Interpret(Subscription& sub) {
   n.id = "gcp-" + n.kind + "-" + (sub.etag.empty() ? std::to_string(sub.transitions) : sub.etag);
   n.detail = sub.key + "=" + sub.value;
   return Emit(sub.key, n);
+}
+
+void GcpWatcher::Hidden(Subscription& sub) {
+  if (!hidden_warned_) {
+    hidden_warned_ = true;
+    Log(LogLevel::kWarning,
+        "event=watcher_blind provider=gcp key=" + Quote(sub.key) + " status=404 endpoint=" +
+            Quote(sub.client.endpoint().url) +
+            " cause=\"the metadata server hides instance/preempted: GKE Workload Identity (the GKE metadata server) "
+            "conceals it from pods\" detail=\"no preemption notice from metadata; spotvisor goes on with SIGTERM "
+            "alone (the kubelet's stop). To see notices run the pod with hostNetwork: true, or set provider.kind: none\"");
+  } else {
+    Log(LogLevel::kInfo, "event=watcher_key_hidden provider=gcp key=" + Quote(sub.key) + " status=404");
+  }
 }
 
 void GcpWatcher::Retry(Subscription& sub, Duration delay) {

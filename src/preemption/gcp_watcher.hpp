@@ -1,6 +1,7 @@
 // GCP: `instance/preempted` and `instance/maintenance-event`, each long-polled on its own
 // connection with wait_for_change + last_etag + timeout_sec, so a flip is seen the moment
-// the metadata server answers. io thread only.
+// the metadata server answers. A key answered with 404 (GKE Workload Identity hides them)
+// is given up with one warning: supervision goes on with SIGTERM alone. io thread only.
 #pragma once
 
 #include <array>
@@ -46,10 +47,13 @@ class GcpWatcher final : public WatcherBase {
   // Reports the meaning of `sub.value`; false when the watcher was stopped meanwhile.
   bool Interpret(Subscription& sub);
   void Retry(Subscription& sub, Duration delay);
+  // A 404 for the key: the GKE metadata server (Workload Identity) hides it. No more polls.
+  void Hidden(Subscription& sub);
 
   config::ProviderSection cfg_;                        // window, intervals
   WatcherTuning tuning_;                               // timeout_sec, 503 delay
   std::array<std::unique_ptr<Subscription>, 2> subs_;  // preempted, maintenance-event
+  bool hidden_warned_ = false;                         // the one warning about hidden keys was given
 };
 
 }  // namespace spotvisor::preemption

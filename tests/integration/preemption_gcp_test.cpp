@@ -10,6 +10,7 @@
 #include "integration/preemption_test_util.hpp"
 #include "spotvisor/mock/mock_metadata_server.hpp"
 #include "spotvisor/preemption/watcher.hpp"
+#include "support/log_capture.hpp"
 
 namespace spotvisor {
 namespace {
@@ -171,6 +172,31 @@ TEST(GcpWatcherTest, RequestsCarryTheProtocol) {
       io, [&] { return !rec.notices.empty(); }, 2s));
   EXPECT_GE(mock.requests_to(kPreempted), 1u);
   EXPECT_GE(mock.requests_to(kMaintenance), 1u);
+}
+
+// A pod behind the GKE metadata server (Workload Identity) gets 404 for both keys: one
+// warning naming the cause, no retries (no error-backoff spam), and a stop still comes
+// from SIGTERM alone (the watcher simply has nothing to say).
+TEST(GcpWatcherTest, HiddenKeysUnderGkeWorkloadIdentityGiveOneWarningAndNoRetries) {
+  boost::asio::io_context io;
+  mock::MockOptions options;
+  options.gke_workload_identity = true;
+  mock::MockMetadataServer mock(io, mock::MockProvider::kGcp, options);
+  ASSERT_TRUE(mock.Start().ok());
+  Recorder rec;
+  testing::LogCapture logs;
+  auto watcher = Watch(io, FastProvider(ProviderKind::kGcp, mock.url()), rec);
+  ASSERT_TRUE(RunUntil(io, [&] { return mock.requests() >= 2; }, 2s));
+  RunFor(io, 500ms);  // many poll intervals of FastProvider
+  EXPECT_EQ(mock.requests_to(kPreempted), 1u) << logs.Joined();
+  EXPECT_EQ(mock.requests_to(kMaintenance), 1u);
+  EXPECT_EQ(logs.Count("event=watcher_blind"), 1) << logs.Joined();
+  EXPECT_EQ(logs.Count("Workload Identity"), 1);
+  EXPECT_EQ(logs.Count("hostNetwork"), 1);
+  EXPECT_EQ(logs.Count("condition="), 0) << logs.Joined();  // no error conditions logged
+  mock.Preempt();  // the hidden key stays hidden: no notice can come
+  RunFor(io, 200ms);
+  EXPECT_TRUE(rec.notices.empty());
 }
 
 }  // namespace

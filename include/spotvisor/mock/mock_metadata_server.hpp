@@ -37,6 +37,8 @@ struct MockOptions {
   std::string vm_name = "spotvisor-mock-vm";  // azure: this VM's name
   bool other_vm_events = true;                // azure: a preemption also lists another VM's event
   int azure_rate_limit = 5;                   // azure: requests per second before 429; 0 = off
+  bool gke_workload_identity = false;         // gcp: the GKE metadata server: instance/ holds only
+                                              // attributes/ hostname id service-accounts/ zone (404 else)
   // A flapping service: every `flap` the metadata paths change behaviour, in turn: healthy,
   // connection dropped unanswered, no answer for a whole period, 200 with garbage, 503,
   // bytes that are not HTTP. Control paths always answer. Stops after `flap_for`.
