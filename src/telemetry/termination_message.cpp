@@ -10,10 +10,10 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "spotvisor/checkpoint/resume_selector.hpp"
 #include "spotvisor/state/journal.hpp"
 #include "spotvisor/telemetry/log.hpp"
 #include "spotvisor/telemetry/report.hpp"
-#include "spotvisor/telemetry/run_ledger.hpp"
 
 namespace spotvisor::telemetry {
 namespace {
@@ -130,12 +130,18 @@ class TerminationLogObserver final : public supervisor::RunObserver {
     const auto& dir = job_.telemetry.state_dir;
     json report = nullptr;
     if (auto r = BuildReport(dir, state::UnixMillisNow())) report = std::move(*r);
+    // The newest checkpoint a next start can resume from, at the structure level (headers and
+    // sizes, no hashing: the stop window may be short; the next start validates fully). No
+    // quarantine, no links: nothing on disk changes here.
+    config::JobConfig quick = job_;
+    quick.checkpoints.validate = config::ValidateLevel::kStructure;
+    quick.checkpoints.quarantine = false;
+    quick.checkpoints.latest_link.clear();
+    quick.checkpoints.rewrite_hints = false;
     std::string checkpoint;
-    if (auto ledger = RunLedger::Load(dir)) {
-      std::uint64_t best = 0;
-      for (const auto& c : ledger->checkpoints) {
-        if (c.good && (checkpoint.empty() || c.step >= best)) checkpoint = c.name, best = c.step;
-      }
+    if (auto selection = checkpoint::MakeResumeSelector(quick)->SelectForResume(); selection && selection->chosen) {
+      checkpoint = selection->chosen->path.filename().string();
+      if (report.is_object()) report["checkpoints"]["newest_good_step"] = selection->chosen->step;
     }
     const std::string line = TerminationMessage(code, message, report, checkpoint);
     const auto& path = *job_.telemetry.termination_log;

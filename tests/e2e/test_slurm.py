@@ -8,7 +8,8 @@ PreemptMode=REQUEUE and SlurmctldParameters=preempt_send_user_signal.
 
   Slurm   a batch job `srun spotvisor run --config job.yaml` (sbatch --requeue
           --signal=USR2@10 --open-mode=append) runs the real PyTorch example. A job in
-          `urgent` preempts it: SLURM sends SIGUSR2 (signals.stop_on), the trainer
+          `urgent` preempts it: SLURM sends SIGUSR2 to the step (signals.stop_on; the
+          trainer, which gets it too, saves on it: --stop-signal SIGUSR2), the trainer
           checkpoints, spotvisor exits 75 after `scontrol requeue`; the job runs again with
           SLURM_RESTART_COUNT=1, resumes and ends with the weights of an uninterrupted run.
           The attempts in the state dir carry slurm_restart_count 0 and 1.
@@ -204,10 +205,14 @@ class Slurm(E2ECase):
         return path.read_text(errors="replace")[-6000:] if path.exists() else "(no output file)"
 
     def test_preempted_job_checkpoints_is_requeued_and_resumes_exactly(self):
-        job = write_job(self.dir / "job.yaml", name="e2e-slurm", command=example_command(step_sleep=0.3),
+        # SLURM signals every process of the step (proctrack), the trainer too: it must treat
+        # USR2 as "save and exit" itself, and spotvisor passes the same signal on.
+        job = write_job(self.dir / "job.yaml", name="e2e-slurm",
+                        command=[*example_command(step_sleep=0.3), "--stop-signal", "SIGUSR2"],
                         resume_args=["--resume_from={checkpoint}"], pattern="ckpt_step{step}", grace="20s")
-        job.write_text(job.read_text().replace("  checkpoint: SIGUSR1\n",
-                                               "  checkpoint: SIGUSR1\n  stop_on: [SIGTERM, SIGINT, SIGHUP, SIGUSR2]\n"))
+        text = job.read_text().replace("  on_notice: SIGTERM\n", "  on_notice: SIGUSR2\n")
+        job.write_text(text.replace("  checkpoint: SIGUSR1\n",
+                                    "  checkpoint: SIGUSR1\n  stop_on: [SIGTERM, SIGINT, SIGHUP, SIGUSR2]\n"))
         script = self.dir / "job.sh"
         script.write_text(f"#!/bin/sh\nexec srun --kill-on-bad-exit=0 {self.binary} run --config {job}\n")
         script.chmod(0o755)
@@ -231,6 +236,7 @@ class Slurm(E2ECase):
         self.assertIn("detail=\"SIGUSR2 to spotvisor\"", first)  # the stop came as SLURM's user signal
         self.assertEqual(len(events(first, "slurm_requeued")), 1, first)
         self.assertEqual(events(first, "exit")[0]["code"], "75", first)
+        self.assertIn("[trainer] saved", first)  # the stop checkpointed (not killed by USR2)
         # SLURM holds a requeued job back ~2 min (BeginTime): release it, as an admin may.
         self.wait_job(job_id, "pending after the requeue", lambda f: f.get("JobState") == "PENDING", 120)
         self.cluster.run(["scontrol", "update", f"JobId={job_id}", "BeginTime=now"], check=False)
