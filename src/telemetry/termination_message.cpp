@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -85,7 +86,10 @@ std::string TerminationMessage(int exit_code, const std::string& why, const json
     if (longest == nullptr || longest->get_ref<const std::string&>().size() <= 16) break;
     const std::string& s = longest->get_ref<const std::string&>();
     const std::size_t over = line.size() - limit;
-    const std::size_t keep = s.size() > over + 16 ? s.size() - over : 16;
+    // Cut in proportion to how the string grows when escaped (control characters: 6x).
+    const std::size_t escaped = Dump(json(s)).size();
+    const std::size_t target = escaped > over ? escaped - over : 0;
+    const std::size_t keep = std::max<std::size_t>(16, s.size() * target / escaped);
     *longest = Shorten(s, std::min(keep, s.size() - 1));
     line = Dump(m);
   }
