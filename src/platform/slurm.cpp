@@ -36,7 +36,8 @@ class SlurmObserver final : public supervisor::RunObserver {
  public:
   SlurmObserver(const config::JobConfig& job, SlurmJob slurm) : job_(job), slurm_(std::move(slurm)) {}
 
-  void OnStart(supervisor::RunControl&) override {
+  void OnStart(supervisor::RunControl& control) override {
+    control_ = &control;
     Log(LogLevel::kInfo, "event=slurm_job job_id=" + Quote(slurm_.job_id) + " restart_count=" +
                              (slurm_.restart_count ? std::to_string(*slurm_.restart_count) : std::string("0")) +
                              " requeue_on=" + Quote(RequeueOnText()));
@@ -62,7 +63,9 @@ class SlurmObserver final : public supervisor::RunObserver {
       return;
     }
     const std::vector<std::string> argv{job_.slurm.scontrol, "requeue", slurm_.job_id};
-    auto outcome = mirror::RunCommand(argv, job_.job.workdir, kRequeueTimeout);
+    if (control_ == nullptr) return;
+    // The waiter reaps through the child table itself: no deadlock on the io thread.
+    auto outcome = mirror::RunCommand(control_->children(), argv, job_.job.workdir, kRequeueTimeout);
     if (!outcome || !outcome->ok()) {
       Log(LogLevel::kError, "event=slurm_requeue_failed job_id=" + Quote(slurm_.job_id) + " cause=" + cause +
                                 " error=" + Quote(outcome ? outcome->Describe() : outcome.error().message) +
@@ -85,6 +88,7 @@ class SlurmObserver final : public supervisor::RunObserver {
   const config::JobConfig& job_;  // not owned
   SlurmJob slurm_;
   std::optional<int> cause_;      // the first stop's cause: a signal, or kRequeueOnNotice
+  supervisor::RunControl* control_ = nullptr;  // from OnStart; the run outlives us
 };
 
 }  // namespace
