@@ -109,7 +109,7 @@ TEST_F(DeployManifestsTest, SchemaErrorsFail) {
   EXPECT_NE(BrokenJob("jobset.yaml", "action: RestartJobSetAndIgnoreMaxRestarts", "action: Retry")
                 .find("must be equal to one of the allowed values"),
             std::string::npos);
-  EXPECT_NE(BrokenJob("jobset.yaml", "parallelism: 1", "parallelism: one").find("parallelism must be integer"),
+  EXPECT_NE(BrokenJob("jobset.yaml", "parallelism: 1\n", "parallelism: one\n").find("parallelism must be integer"),
             std::string::npos);
 }
 
