@@ -134,8 +134,12 @@ TEST_P(BadEndpointTest, NoNoticeNoCrashLoggedOnce) {
   testing::Recorder rec;
   (*watcher)->Start(rec.OnNotice(), rec.OnCleared());
 
+  // A GCP 404 is the metadata server hiding the key from a pod (GKE Workload Identity): it
+  // is said once as the watcher going blind, not as an endpoint condition.
+  const std::string said = kind == ProviderKind::kGcp && bad == Bad::kNotFoundHtml ? "event=watcher_blind"
+                                                                                    : "event=endpoint_condition";
   testing::RunFor(io, 400ms);
-  const int logged = logs.Count("event=endpoint_condition");
+  const int logged = logs.Count(said);
   testing::RunFor(io, 400ms);
   EXPECT_TRUE(rec.notices.empty()) << rec.notices[0].id;
   EXPECT_EQ(rec.cleared, 0);
@@ -145,7 +149,7 @@ TEST_P(BadEndpointTest, NoNoticeNoCrashLoggedOnce) {
   } else {
     EXPECT_GE(logged, 1) << "the condition must be logged";
   }
-  EXPECT_EQ(logs.Count("event=endpoint_condition"), logged) << "logged again on later polls";
+  EXPECT_EQ(logs.Count(said), logged) << "logged again on later polls";
   (*watcher)->Stop();
 }
 
