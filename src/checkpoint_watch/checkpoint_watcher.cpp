@@ -21,8 +21,8 @@ using telemetry::Quote;
 
 }  // namespace
 
-CheckpointWatcher::CheckpointWatcher(const config::JobConfig& job, std::shared_ptr<DirKeeper> keeper, WatchTiming timing)
-    : job_(job), keeper_(std::move(keeper)), timing_(timing) {}
+CheckpointWatcher::CheckpointWatcher(std::shared_ptr<DirKeeper> keeper, WatchTiming timing)
+    : keeper_(std::move(keeper)), timing_(timing) {}
 
 // Work posted before this call has run once Call returns (the keeper is first in, first out).
 CheckpointWatcher::~CheckpointWatcher() {

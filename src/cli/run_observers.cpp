@@ -19,7 +19,7 @@ Result<RunParts> AssembleRun(const config::JobConfig& job) {
   if (job.checkpoints.dir) {
     auto keeper = std::make_shared<checkpoint_watch::DirKeeper>(job);
     parts.selector = checkpoint_watch::MakeKeptSelector(keeper);
-    auto owned = std::make_unique<checkpoint_watch::CheckpointWatcher>(job, std::move(keeper));
+    auto owned = std::make_unique<checkpoint_watch::CheckpointWatcher>(std::move(keeper));
     watcher = owned.get();
     parts.observers.push_back(std::move(owned));
   }

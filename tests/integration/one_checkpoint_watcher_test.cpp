@@ -93,7 +93,7 @@ TEST(OneCheckpointWatcher, EachNewCheckpointIsReadOnceForEverySubscriber) {
   testing::LogCapture logs;
   Control control(job);
   auto keeper = std::make_shared<DirKeeper>(job);
-  CheckpointWatcher watcher(job, keeper, {200ms, 20ms});
+  CheckpointWatcher watcher(keeper, {200ms, 20ms});
   // Three subscribers, as telemetry, cadence and the mirror are.
   std::vector<std::vector<std::string>> got(3);
   for (auto& names : got) {
@@ -134,7 +134,7 @@ TEST(OneCheckpointWatcher, ABadCheckpointIsToldOnceItHeldStill) {
   const auto job = Job(dir, "");
   Control control(job);
   auto keeper = std::make_shared<DirKeeper>(job);
-  CheckpointWatcher watcher(job, keeper, {100ms, 20ms});
+  CheckpointWatcher watcher(keeper, {100ms, 20ms});
   std::vector<CheckpointVerdict> got;
   watcher.Subscribe([&](const std::vector<CheckpointVerdict>& verdicts) {
     got.insert(got.end(), verdicts.begin(), verdicts.end());

@@ -2,8 +2,8 @@
 // while a requested checkpoint is awaited), judges each new or changed checkpoint when it
 // sees it — one validation at the job's level, on the DirKeeper's thread; a bad verdict is
 // told once the checkpoint held still for half a slow period (a save caught half-way is
-// judged again when it changes) — applies checkpoints.keep after a new good one, hands its
-// subscribers on the io thread: telemetry (the run record, metrics, on_checkpoint),
+// judged again when it changes) — applies checkpoints.keep after a new good one, and hands
+// each verdict to its subscribers on the io thread: telemetry (the run record, metrics, on_checkpoint),
 // cadence (the cost of a request) and the mirror. What existed at start is the baseline,
 // not news. A RunObserver; Subscribe and Hurry on the io thread.
 #pragma once
@@ -49,7 +49,8 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   using Subscriber = std::function<void(const std::vector<CheckpointVerdict>&)>;
 
   // `job` must have checkpoints.dir and outlive the watcher; `keeper` owns the directory.
-  CheckpointWatcher(const config::JobConfig& job, std::shared_ptr<DirKeeper> keeper, WatchTiming timing = {});
+  // The job is the keeper's (its checkpoints.dir, pattern and level).
+  explicit CheckpointWatcher(std::shared_ptr<DirKeeper> keeper, WatchTiming timing = {});
   ~CheckpointWatcher() override;  // waits for a scan in progress
 
   // Before OnStart; subscribers run on the io thread in subscription order.
@@ -79,7 +80,6 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   std::vector<CheckpointVerdict> Scan();
   CheckpointVerdict JudgeOne(checkpoint::CatalogEntry& entry);
 
-  const config::JobConfig& job_;                       // not owned
   std::shared_ptr<DirKeeper> keeper_;                  // the directory's one owner
   WatchTiming timing_;                                 // poll periods
   std::vector<Subscriber> subscribers_;                // io thread
