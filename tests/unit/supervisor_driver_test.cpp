@@ -9,6 +9,7 @@
 #include <csignal>
 #include <map>
 #include <memory>
+#include <thread>
 #include <optional>
 
 #include "spotvisor/config/loader.hpp"
@@ -184,6 +185,14 @@ class SteppingSelector final : public checkpoint::ResumeSelector {
   int calls_ = 0;
 };
 
+// A drained supervisor waits for the machine to go; SIGTERM to spotvisor ends that wait (as
+// systemd does at shutdown). Sent once the log says drained.
+std::thread StopOnceDrained(const testing::LogCapture& log) {
+  return std::thread([&log] {
+    if (testing::WaitUntil([&log] { return log.Count("event=drained ") > 0; })) std::raise(SIGTERM);
+  });
+}
+
 class DriverTest : public ::testing::Test {
  protected:
   config::JobConfig Job() {
@@ -255,9 +264,7 @@ TEST_F(DriverTest, StopRequestReachesTheTrainerAndEndsResumable) {
   Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
   // A notice drains the trainer; the drained supervisor then waits for the machine to go.
   // SIGTERM to spotvisor ends that wait (as systemd does at shutdown): exit 75.
-  std::thread stopper([&] {
-    if (testing::WaitUntil([&] { return log.Count("event=drained ") > 0; })) std::raise(SIGTERM);
-  });
+  std::thread stopper = StopOnceDrained(log);
   const int code = driver.Run();
   stopper.join();
 
@@ -280,9 +287,7 @@ TEST_F(DriverTest, ATrainerThatIgnoresTheStopIsKilledAtTheEndOfTheGrace) {
   FakeHost& fake = *host;
   testing::LogCapture log;
   Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
-  std::thread stopper([&] {
-    if (testing::WaitUntil([&] { return log.Count("event=drained ") > 0; })) std::raise(SIGTERM);
-  });
+  std::thread stopper = StopOnceDrained(log);
   const int code = driver.Run();
   stopper.join();
 
