@@ -10,8 +10,8 @@
 
 namespace spotvisor::supervisor {
 
-using std::chrono::milliseconds;
 using fsm_detail::Note;
+using std::chrono::milliseconds;
 
 std::string Describe(const ExitStatus& status) {
   if (status.signal != 0) return "killed by " + config::SignalName(status.signal);
@@ -20,14 +20,22 @@ std::string Describe(const ExitStatus& status) {
 
 const char* PhaseName(Phase p) {
   switch (p) {
-    case Phase::kIdle: return "idle";
-    case Phase::kSelecting: return "selecting";
-    case Phase::kJoining: return "joining";
-    case Phase::kRunning: return "running";
-    case Phase::kStopping: return "stopping";
-    case Phase::kBackoff: return "backoff";
-    case Phase::kDrained: return "drained";
-    case Phase::kFinished: return "finished";
+    case Phase::kIdle:
+      return "idle";
+    case Phase::kSelecting:
+      return "selecting";
+    case Phase::kJoining:
+      return "joining";
+    case Phase::kRunning:
+      return "running";
+    case Phase::kStopping:
+      return "stopping";
+    case Phase::kBackoff:
+      return "backoff";
+    case Phase::kDrained:
+      return "drained";
+    case Phase::kFinished:
+      return "finished";
   }
   return "?";
 }
@@ -48,7 +56,7 @@ std::vector<Action> Fsm::Handle(const Event& event, TimePoint now) {
         if constexpr (std::is_same_v<E, CheckpointRequestedEvent>) return OnCheckpointRequested(e);
         if constexpr (std::is_same_v<E, NoticeClearedEvent>) return OnNoticeCleared(now);
         if constexpr (std::is_same_v<E, TimerFiredEvent>) return OnTimer(e, now);
-        if constexpr (std::is_same_v<E, WorkersGoneEvent>) return OnWorkersGone();
+        if constexpr (std::is_same_v<E, WorkersGoneEvent>) return OnWorkersGone(now);
         if constexpr (std::is_same_v<E, GroupAgreedEvent>) return OnGroupAgreed(e, now);
       },
       event);
@@ -83,12 +91,16 @@ std::vector<Action> Fsm::OnResumeSelected(const ResumeSelectedEvent& e, TimePoin
                   std::move(actions));
   }
   if (pending_stop_ == StopReason::kBudget) {
-    return Finish(ExitCode::kBudget, "the cost budget is exhausted; the trainer was not started again", std::move(actions));
+    return Finish(ExitCode::kBudget, "the cost budget is exhausted; the trainer was not started again",
+                  std::move(actions));
   }
   if (pending_stop_ == StopReason::kNotice) {
     pending_stop_ = StopReason::kNone;  // consumed: a later clear resumes, and that start is not drained again
-    return Drain(now, Note(LogLevel::kWarning, "event=drained reason=notice detail=\"notice arrived before the trainer started; not starting it\""),
-                 std::move(actions));
+    return Drain(
+        now,
+        Note(LogLevel::kWarning,
+             "event=drained reason=notice detail=\"notice arrived before the trainer started; not starting it\""),
+        std::move(actions));
   }
   // Every start is agreed with the group, a single node's included (one code path).
   phase_ = Phase::kJoining;
@@ -106,10 +118,10 @@ std::vector<Action> Fsm::OnGroupAgreed(const GroupAgreedEvent& e, TimePoint now)
     counters_.no_progress_streak = advanced ? 0 : counters_.no_progress_streak + 1;
     if (counters_.no_progress_streak >= job_.restart.no_progress_limit) {
       const std::string at = step ? "step " + std::to_string(*step) : "no checkpoint";
-      return Finish(ExitCode::kFailed, "giving up: " + std::to_string(counters_.no_progress_streak) +
-                           " restarts in a row without progress (each resumed from " + at +
-                           "; restart.no_progress_limit = " +
-                           std::to_string(job_.restart.no_progress_limit) + ")",
+      return Finish(ExitCode::kFailed,
+                    "giving up: " + std::to_string(counters_.no_progress_streak) +
+                        " restarts in a row without progress (each resumed from " + at +
+                        "; restart.no_progress_limit = " + std::to_string(job_.restart.no_progress_limit) + ")",
                     std::move(actions));
     }
   }
@@ -139,8 +151,10 @@ bool Fsm::IsSuccess(const ExitStatus& status) const {
 
 std::vector<Action> Fsm::OnChildExited(const ChildExitedEvent& e, TimePoint now) {
   if (phase_ != Phase::kRunning && phase_ != Phase::kStopping) return {};
-  std::vector<Action> actions{CancelTimerAction{TimerKind::kGrace}, CancelTimerAction{TimerKind::kKill}};
+  std::vector<Action> actions{CancelTimerAction{TimerKind::kGrace}, CancelTimerAction{TimerKind::kKill},
+                              CancelTimerAction{TimerKind::kLauncher}};
   launchers_held_ = false;  // they are gone with the group
+  launcher_released_ = false;
   const ExitStatus& st = e.status;
   const StopReason reason = stop_reason_;
   stop_reason_ = StopReason::kNone;
@@ -153,7 +167,8 @@ std::vector<Action> Fsm::OnChildExited(const ChildExitedEvent& e, TimePoint now)
       break;
     case StopReason::kSignal:
       actions.push_back(AttemptEndedAction{st, Outcome::kStopped, "exit 75"});
-      return Finish(ExitCode::kStopped, "stopped on request; the trainer ended with " + Describe(st) + "; the job is resumable",
+      return Finish(ExitCode::kStopped,
+                    "stopped on request; the trainer ended with " + Describe(st) + "; the job is resumable",
                     std::move(actions));
     case StopReason::kBudget:
       actions.push_back(AttemptEndedAction{st, Outcome::kBudget, "exit 3"});
@@ -162,9 +177,11 @@ std::vector<Action> Fsm::OnChildExited(const ChildExitedEvent& e, TimePoint now)
     case StopReason::kNotice:
       counters_.preemptions += 1;
       actions.push_back(AttemptEndedAction{st, Outcome::kPreempted, "drained"});
-      return Drain(now, Note(LogLevel::kWarning, "event=drained trainer=\"" + Describe(st) +
-                                                     "\" detail=\"waiting for the machine to go away, or for the notice to clear\""),
-                   std::move(actions));
+      return Drain(
+          now,
+          Note(LogLevel::kWarning, "event=drained trainer=\"" + Describe(st) +
+                                       "\" detail=\"waiting for the machine to go away, or for the notice to clear\""),
+          std::move(actions));
     case StopReason::kHang: {
       auto more = Fail(st, Outcome::kHang, now);
       actions.insert(actions.end(), more.begin(), more.end());
@@ -199,14 +216,12 @@ std::vector<Action> Fsm::Fail(const ExitStatus& status, Outcome outcome, TimePoi
       counters_.recent_failures.pop_front();
     }
     if (counters_.failures > r.max_restarts) {
-      why = "giving up: the trainer failed " + std::to_string(counters_.failures) +
-            " times, last with " + Describe(status) + " (restart.max_restarts = " +
-            std::to_string(r.max_restarts) + ")";
+      why = "giving up: the trainer failed " + std::to_string(counters_.failures) + " times, last with " +
+            Describe(status) + " (restart.max_restarts = " + std::to_string(r.max_restarts) + ")";
     } else if (r.crash_loop.failures > 0 &&
                static_cast<int>(counters_.recent_failures.size()) >= r.crash_loop.failures) {
-      why = "giving up: crash loop, " + std::to_string(counters_.recent_failures.size()) +
-            " failures within " + FormatDuration(r.crash_loop.window) + ", last with " + Describe(status) +
-            " (restart.crash_loop)";
+      why = "giving up: crash loop, " + std::to_string(counters_.recent_failures.size()) + " failures within " +
+            FormatDuration(r.crash_loop.window) + ", last with " + Describe(status) + " (restart.crash_loop)";
     }
   }
   if (!why.empty()) {
@@ -215,10 +230,10 @@ std::vector<Action> Fsm::Fail(const ExitStatus& status, Outcome outcome, TimePoi
   }
   const auto delay = NextBackoff();
   actions.push_back(AttemptEndedAction{status, outcome, "restart in " + FormatDuration(delay)});
-  actions.push_back(Note(LogLevel::kWarning, "event=restart_scheduled outcome=" + std::string(ToString(outcome)) + " status=\"" +
-                                                Describe(status) + "\" delay=" + FormatDuration(delay) +
-                                                " failures=" + std::to_string(counters_.failures) +
-                                                " hangs=" + std::to_string(counters_.hangs)));
+  actions.push_back(Note(LogLevel::kWarning, "event=restart_scheduled outcome=" + std::string(ToString(outcome)) +
+                                                 " status=\"" + Describe(status) + "\" delay=" + FormatDuration(delay) +
+                                                 " failures=" + std::to_string(counters_.failures) +
+                                                 " hangs=" + std::to_string(counters_.hangs)));
   phase_ = Phase::kBackoff;
   actions.push_back(ArmTimerAction{TimerKind::kBackoff, now + delay});
   return actions;

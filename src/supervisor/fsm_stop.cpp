@@ -1,5 +1,5 @@
 // The supervisor policy's stops (see fsm.hpp): a stop request in every phase, the timers
-// (grace, kill, backoff, selection, drained, join), a checkpoint request, a cleared notice,
+// (grace, kill, backoff, selection, drained, join, a lingering launcher), a checkpoint request, a cleared notice,
 // and a launcher whose workers are gone. The rest of the Fsm is in fsm.cpp.
 #include <algorithm>
 
@@ -9,10 +9,10 @@
 
 namespace spotvisor::supervisor {
 
-using std::chrono::milliseconds;
 using fsm_detail::Note;
 using fsm_detail::Precedence;
 using fsm_detail::ReasonName;
+using std::chrono::milliseconds;
 
 std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint now) {
   const bool by_signal = e.reason == StopReason::kSignal;
@@ -20,23 +20,27 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
     case Phase::kIdle:
     case Phase::kSelecting:
       if (Precedence(e.reason) > Precedence(pending_stop_)) pending_stop_ = e.reason;
-      return {Note(LogLevel::kInfo, std::string("event=stop_requested reason=") + ReasonName(e.reason) +
-                                       " detail=\"" + e.detail + "\" phase=selecting")};
+      return {Note(LogLevel::kInfo, std::string("event=stop_requested reason=") + ReasonName(e.reason) + " detail=\"" +
+                                        e.detail + "\" phase=selecting")};
     case Phase::kBackoff:
       if (by_signal) {
         return Finish(ExitCode::kStopped, "stopped on request while waiting to restart; the job is resumable",
                       {CancelTimerAction{TimerKind::kBackoff}});
       }
       if (e.reason == StopReason::kNotice) {
-        return Drain(now, Note(LogLevel::kWarning, "event=drained reason=notice detail=\"notice during backoff; no new trainer is started\""),
+        return Drain(now,
+                     Note(LogLevel::kWarning,
+                          "event=drained reason=notice detail=\"notice during backoff; no new trainer is started\""),
                      {CancelTimerAction{TimerKind::kBackoff}});
       }
       if (e.reason == StopReason::kBudget) {
-        return Finish(ExitCode::kBudget, "the cost budget is exhausted while waiting to restart", {CancelTimerAction{TimerKind::kBackoff}});
+        return Finish(ExitCode::kBudget, "the cost budget is exhausted while waiting to restart",
+                      {CancelTimerAction{TimerKind::kBackoff}});
       }
       return {};
     case Phase::kDrained:
-      if (by_signal) return Finish(ExitCode::kStopped, "stopped on request after a preemption notice; the job is resumable");
+      if (by_signal)
+        return Finish(ExitCode::kStopped, "stopped on request after a preemption notice; the job is resumable");
       return {};
     case Phase::kJoining: {
       // No trainer yet and nothing of ours in flight: a stop acts at once.
@@ -46,10 +50,13 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
                       std::move(actions));
       }
       if (e.reason == StopReason::kBudget) {
-        return Finish(ExitCode::kBudget, "the cost budget is exhausted; the trainer was not started again", std::move(actions));
+        return Finish(ExitCode::kBudget, "the cost budget is exhausted; the trainer was not started again",
+                      std::move(actions));
       }
       if (e.reason == StopReason::kNotice) {
-        return Drain(now, Note(LogLevel::kWarning, "event=drained reason=notice detail=\"notice before the trainer started; not starting it\""),
+        return Drain(now,
+                     Note(LogLevel::kWarning,
+                          "event=drained reason=notice detail=\"notice before the trainer started; not starting it\""),
                      std::move(actions));
       }
       return {};
@@ -59,8 +66,8 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
         // The machine is going away: the hung trainer's end is a drain, not a restart, and
         // the notice's deadline may be nearer than the hang stop's grace.
         stop_reason_ = StopReason::kNotice;
-        std::vector<Action> actions{Note(LogLevel::kWarning, "event=stop_reason_changed from=hang to=notice detail=\"" +
-                                                                 e.detail + "\"")};
+        std::vector<Action> actions{
+            Note(LogLevel::kWarning, "event=stop_reason_changed from=hang to=notice detail=\"" + e.detail + "\"")};
         if (e.grace_cap && now + *e.grace_cap < grace_at_) {
           grace_at_ = now + std::max(milliseconds(0), *e.grace_cap);
           actions.push_back(ArmTimerAction{TimerKind::kGrace, grace_at_});
@@ -73,9 +80,11 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
         if (stop_reason_ != StopReason::kSignal) stop_reason_ = StopReason::kSignal;
         if (stop_requests_ >= 2) {
           launchers_held_ = false;  // SIGKILL ends paused processes too
-          return {Note(LogLevel::kWarning, "event=stop_escalated detail=\"second stop request: SIGKILL to the group now\""),
-                  CancelTimerAction{TimerKind::kGrace}, KillGroupAction{},
-                  ArmTimerAction{TimerKind::kKill, now + job_.signals.kill_timeout}};
+          launcher_released_ = false;
+          return {
+              Note(LogLevel::kWarning, "event=stop_escalated detail=\"second stop request: SIGKILL to the group now\""),
+              CancelTimerAction{TimerKind::kGrace}, CancelTimerAction{TimerKind::kLauncher}, KillGroupAction{},
+              ArmTimerAction{TimerKind::kKill, now + job_.signals.kill_timeout}};
         }
       }
       return {};
@@ -90,10 +99,10 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
   std::chrono::milliseconds grace = job_.signals.grace;
   if (e.grace_cap) grace = std::max(std::chrono::milliseconds(0), std::min(grace, *e.grace_cap));
   const auto to = job_.signals.Recipients();
-  std::vector<Action> actions{Note(LogLevel::kWarning, std::string("event=stopping reason=") + ReasonName(e.reason) +
-                                                           " detail=\"" + e.detail + "\" signal=" +
-                                                           config::SignalName(job_.signals.on_notice) + " target=" +
-                                                           config::ToString(to) + " grace=" + FormatDuration(grace))};
+  std::vector<Action> actions{
+      Note(LogLevel::kWarning, std::string("event=stopping reason=") + ReasonName(e.reason) + " detail=\"" + e.detail +
+                                   "\" signal=" + config::SignalName(job_.signals.on_notice) +
+                                   " target=" + config::ToString(to) + " grace=" + FormatDuration(grace))};
   // A launcher is held before its workers hear of the stop, so that none of them can exit
   // into a launcher that restarts it or starts its own kill timer.
   launchers_held_ = to == config::SignalTarget::kWorkers;
@@ -107,10 +116,11 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
 
 std::vector<Action> Fsm::OnCheckpointRequested(const CheckpointRequestedEvent& e) {
   if (phase_ != Phase::kRunning) {
-    return {Note(LogLevel::kInfo, "event=checkpoint_request_ignored detail=\"" + e.detail + "\" reason=\"no running trainer\"")};
+    return {Note(LogLevel::kInfo,
+                 "event=checkpoint_request_ignored detail=\"" + e.detail + "\" reason=\"no running trainer\"")};
   }
-  return {Note(LogLevel::kInfo, "event=checkpoint_requested detail=\"" + e.detail + "\" signal=" +
-                                   config::SignalName(job_.signals.checkpoint)),
+  return {Note(LogLevel::kInfo, "event=checkpoint_requested detail=\"" + e.detail +
+                                    "\" signal=" + config::SignalName(job_.signals.checkpoint)),
           SignalAction{job_.signals.checkpoint, job_.signals.Recipients(), /*only_to_handlers=*/true}};
 }
 
@@ -120,26 +130,32 @@ std::vector<Action> Fsm::OnNoticeCleared(TimePoint now) {
     return {Note(LogLevel::kInfo, "event=notice_cleared detail=\"the notice went away before the trainer started\"")};
   }
   if (phase_ != Phase::kDrained) return {};
-  return Select(now, {CancelTimerAction{TimerKind::kDrained},
-                      Note(LogLevel::kWarning, "event=resume_after_notice detail=\"the notice cleared and the machine is alive: resuming\"")});
+  return Select(now,
+                {CancelTimerAction{TimerKind::kDrained},
+                 Note(LogLevel::kWarning,
+                      "event=resume_after_notice detail=\"the notice cleared and the machine is alive: resuming\"")});
 }
 
 std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
   switch (e.kind) {
     case TimerKind::kGrace: {
       if (phase_ != Phase::kStopping) return {};
-      std::vector<Action> actions{Note(LogLevel::kWarning, "event=grace_expired detail=\"the trainer did not stop within the grace window: SIGKILL to the group\"")};
+      std::vector<Action> actions{Note(
+          LogLevel::kWarning,
+          "event=grace_expired detail=\"the trainer did not stop within the grace window: SIGKILL to the group\"")};
       if (launchers_held_) actions.push_back(ReleaseLaunchersAction{SIGTERM});
       launchers_held_ = false;
+      launcher_released_ = false;
+      actions.push_back(CancelTimerAction{TimerKind::kLauncher});
       actions.push_back(KillGroupAction{});
       actions.push_back(ArmTimerAction{TimerKind::kKill, now + job_.signals.kill_timeout});
       return actions;
     }
     case TimerKind::kKill:
       if (phase_ != Phase::kStopping && phase_ != Phase::kRunning) return {};
-      return Finish(ExitCode::kFailed, "the trainer's process group survived SIGKILL for " +
-                           FormatDuration(job_.signals.kill_timeout) +
-                           " (a process stuck in the kernel?); giving up rather than starting a second trainer");
+      return Finish(ExitCode::kFailed,
+                    "the trainer's process group survived SIGKILL for " + FormatDuration(job_.signals.kill_timeout) +
+                        " (a process stuck in the kernel?); giving up rather than starting a second trainer");
     case TimerKind::kBackoff:
       if (phase_ != Phase::kBackoff) return {};
       return Select(now);
@@ -150,14 +166,26 @@ std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
       if (phase_ != Phase::kJoining) return {};
       return Finish(ExitCode::kStopped, "the group did not agree on a start within " + FormatDuration(kJoinTimeout) +
                                             "; the job is resumable");
+    case TimerKind::kLauncher: {
+      // Its workers saved and stopped, and it got SIGTERM, yet it is still here: torch
+      // 1.13's agent, caught by our SIGTERM inside its own shutdown, waits on its
+      // rendezvous thread. Nothing is left to save: SIGKILL now, not at the grace's end.
+      if (phase_ != Phase::kStopping || !launcher_released_) return {};
+      launcher_released_ = false;
+      return {Note(LogLevel::kWarning, "event=launcher_lingers timeout=" + FormatDuration(job_.signals.kill_timeout) +
+                                           " detail=\"every worker has stopped but the launcher did not exit after "
+                                           "SIGTERM: SIGKILL to the group\""),
+              CancelTimerAction{TimerKind::kGrace}, KillGroupAction{},
+              ArmTimerAction{TimerKind::kKill, now + job_.signals.kill_timeout}};
+    }
     case TimerKind::kDrained:
       // The notice neither took the machine nor cleared (a rebalance recommendation with
       // provider.rebalance: stop, a maintenance event that never came): the machine is
       // evidently staying, so it trains again rather than idling billed.
       if (phase_ != Phase::kDrained) return {};
-      return Select(now, {Note(LogLevel::kWarning, "event=drained_timeout timeout=" +
-                                                      FormatDuration(job_.provider.drained_timeout) +
-                                                      " detail=\"the machine is still here and the notice never cleared: resuming\"")});
+      return Select(now, {Note(LogLevel::kWarning,
+                               "event=drained_timeout timeout=" + FormatDuration(job_.provider.drained_timeout) +
+                                   " detail=\"the machine is still here and the notice never cleared: resuming\"")});
   }
   return {};
 }
@@ -168,34 +196,41 @@ std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
 std::vector<Action> Fsm::OnSelectTimeout() {
   const std::string waited = "the checkpoint selection did not finish within checkpoints.select_timeout = " +
                              FormatDuration(job_.checkpoints.select_timeout);
-  std::vector<Action> actions{Note(LogLevel::kError, "event=select_timeout timeout=" +
-                                                         FormatDuration(job_.checkpoints.select_timeout) + " dir=" +
-                                                         telemetry::Quote(job_.checkpoints.dir ? job_.checkpoints.dir->string() : "none"))};
+  std::vector<Action> actions{Note(
+      LogLevel::kError, "event=select_timeout timeout=" + FormatDuration(job_.checkpoints.select_timeout) + " dir=" +
+                            telemetry::Quote(job_.checkpoints.dir ? job_.checkpoints.dir->string() : "none"))};
   switch (pending_stop_) {
     case StopReason::kSignal:
-      return Finish(ExitCode::kStopped, "stopped on request before the trainer started (" + waited + "); the job is resumable",
+      return Finish(ExitCode::kStopped,
+                    "stopped on request before the trainer started (" + waited + "); the job is resumable",
                     std::move(actions));
     case StopReason::kBudget:
-      return Finish(ExitCode::kBudget, "the cost budget is exhausted; the trainer was not started again", std::move(actions));
+      return Finish(ExitCode::kBudget, "the cost budget is exhausted; the trainer was not started again",
+                    std::move(actions));
     case StopReason::kNotice:
-      return Finish(ExitCode::kStopped, "stopped for a preemption notice before the trainer started (" + waited +
-                                            "); the job is resumable", std::move(actions));
+      return Finish(ExitCode::kStopped,
+                    "stopped for a preemption notice before the trainer started (" + waited + "); the job is resumable",
+                    std::move(actions));
     case StopReason::kHang:
     case StopReason::kNone:
       break;
   }
-  const std::string where = job_.checkpoints.dir ? " (is " + job_.checkpoints.dir->string() + " on a stuck filesystem?)" : "";
-  return Finish(ExitCode::kFailed, "giving up: " + waited + where +
-                                       "; not starting the trainer without knowing the newest good checkpoint",
-                std::move(actions));
+  const std::string where =
+      job_.checkpoints.dir ? " (is " + job_.checkpoints.dir->string() + " on a stuck filesystem?)" : "";
+  return Finish(
+      ExitCode::kFailed,
+      "giving up: " + waited + where + "; not starting the trainer without knowing the newest good checkpoint",
+      std::move(actions));
 }
 
-std::vector<Action> Fsm::OnWorkersGone() {
+// The launcher may now exit as its workers did; if it has not within signals.kill_timeout,
+// kLauncher ends it.
+std::vector<Action> Fsm::OnWorkersGone(TimePoint now) {
   if (phase_ != Phase::kStopping || !launchers_held_) return {};
   launchers_held_ = false;
+  launcher_released_ = true;
   return {Note(LogLevel::kInfo, "event=workers_gone detail=\"every worker has stopped: SIGTERM to the launcher\""),
-          ReleaseLaunchersAction{SIGTERM}};
+          ReleaseLaunchersAction{SIGTERM}, ArmTimerAction{TimerKind::kLauncher, now + job_.signals.kill_timeout}};
 }
-
 
 }  // namespace spotvisor::supervisor

@@ -171,8 +171,15 @@ class TorchrunLongSave(TorchrunCase):
         log = sv.text()
         self.assertEqual(len(events(log, "workers_gone")), 1, log)
         self.assertEqual(events(log, "grace_expired"), [])
-        self.assertEqual([e["signal"] for e in events(log, "signal_sent")],
-                         ["SIGSTOP", "SIGTERM", "SIGTERM+SIGCONT"], log)
+        sent = [e["signal"] for e in events(log, "signal_sent")]
+        self.assertEqual(sent[:3], ["SIGSTOP", "SIGTERM", "SIGTERM+SIGCONT"], log)
+        # torch 1.13's agent may be in its own shutdown when our SIGTERM comes and then
+        # waits on its rendezvous thread: signals.kill_timeout later it gets SIGKILL, long
+        # before the grace ends (issue 11's race on a loaded machine).
+        if len(events(log, "launcher_lingers")):
+            self.assertEqual(sent[3:], ["SIGKILL"], log)
+        else:
+            self.assertEqual(sent[3:], [], log)
         sv.signal(signal.SIGTERM)
         self.assert_exit(sv, 75, 60)
         self.assertIn(path, self.good_checkpoints())

@@ -27,7 +27,8 @@ std::string Kind(const Action& a) {
         if constexpr (std::is_same_v<T, SelectResumeAction>) return "select";
         if constexpr (std::is_same_v<T, ProposeResumeAction>) return "propose";
         if constexpr (std::is_same_v<T, SpawnAction>) return "spawn";
-        if constexpr (std::is_same_v<T, SignalAction>) return "signal:" + config::SignalName(x.signo) + "/" + config::ToString(x.to);
+        if constexpr (std::is_same_v<T, SignalAction>)
+          return "signal:" + config::SignalName(x.signo) + "/" + config::ToString(x.to);
         if constexpr (std::is_same_v<T, HoldLaunchersAction>) return "hold";
         if constexpr (std::is_same_v<T, ReleaseLaunchersAction>) return "release:" + config::SignalName(x.signo);
         if constexpr (std::is_same_v<T, WatchWorkersAction>) return "watch";
@@ -122,7 +123,9 @@ TEST_F(FsmTest, CleanExitIsDone) {
 
 TEST_F(FsmTest, CustomSuccessCodes) {
   job_.job.success_exit_codes = {0, 42};
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(7), 1, {"propose", "arm:5", "spawn"}}, {ChildExitedEvent{ExitStatus{42, 0}}, 9, {"ended:done", "exit:0"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(7), 1, {"propose", "arm:5", "spawn"}},
+        {ChildExitedEvent{ExitStatus{42, 0}}, 9, {"ended:done", "exit:0"}}});
 }
 
 TEST_F(FsmTest, CrashRestartsAfterBackoffWithResumePoint) {
@@ -164,7 +167,9 @@ TEST_F(FsmTest, SecondSigintKillsAtOnce) {
 TEST_F(FsmTest, MainTargetSignalsOnlyTheMainPid) {
   job_.signals.target = config::SignalTarget::kMain;
   job_.signals.on_notice = SIGINT;
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}}, {kSigterm, 5, {"signal:SIGINT/main", "arm:0"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
+        {kSigterm, 5, {"signal:SIGINT/main", "arm:0"}}});
 }
 
 // signals.target: workers (what auto chooses for torchrun): the launcher is paused before its
@@ -174,9 +179,25 @@ TEST_F(FsmTest, WorkersTargetHoldsTheLauncherUntilTheWorkersAreGone) {
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(3), 1, {"propose", "arm:5", "spawn"}},
         {kSigterm, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
-        {WorkersGoneEvent{}, 40100, {"release:SIGTERM"}},
+        {WorkersGoneEvent{}, 40100, {"release:SIGTERM", "arm:6"}},
         {WorkersGoneEvent{}, 40200, {}},  // released once
-        {kExit1, 40300, {"ended:stopped", "exit:75"}}});
+        {kExit1, 40300, {"ended:stopped", "exit:75"}},
+        {TimerFiredEvent{TimerKind::kLauncher}, 50100, {}}});  // cancelled; late: nothing
+}
+
+// torch 1.13's agent, SIGTERM'd inside its own shutdown, can wait on its rendezvous thread
+// for ever: once its workers are gone it has signals.kill_timeout to exit, not the grace.
+TEST_F(FsmTest, ALauncherThatOutlivesItsWorkersIsKilledAfterTheKillTimeout) {
+  job_.signals.target = config::SignalTarget::kWorkers;
+  job_.signals.grace = seconds(90);
+  const StopRequestedEvent notice{StopReason::kNotice, seconds(120), "aws spot-itn"};
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
+        {notice, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
+        {WorkersGoneEvent{}, 40100, {"release:SIGTERM", "arm:6"}},
+        {TimerFiredEvent{TimerKind::kLauncher}, 50100, {"kill", "arm:1"}},
+        {kKilled, 50110, {"ended:preempted", "arm:4"}},     // the workers saved: drained
+        {TimerFiredEvent{TimerKind::kGrace}, 90100, {}}});  // cancelled with the SIGKILL
 }
 
 TEST_F(FsmTest, AutoTargetForALauncherIsWorkers) {
@@ -186,9 +207,9 @@ TEST_F(FsmTest, AutoTargetForALauncherIsWorkers) {
         {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
         {CheckpointRequestedEvent{"cadence"}, 5, {"signal:SIGUSR1/workers"}},  // no hold for a checkpoint
         {notice, 10, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
-        {WorkersGoneEvent{}, 50000, {"release:SIGTERM"}},
+        {WorkersGoneEvent{}, 50000, {"release:SIGTERM", "arm:6"}},
         {kExit1, 50100, {"ended:preempted", "arm:4"}}});  // a launcher's exit code after a notice: drained
-  EXPECT_EQ(last_.size(), 5u);  // two cancels, ended, the drained line, the drained deadline
+  EXPECT_EQ(last_.size(), 6u);  // three cancels, ended, the drained line, the drained deadline
 }
 
 TEST_F(FsmTest, WorkersThatOutliveTheGraceAreKilledWithTheLauncherReleased) {
@@ -321,7 +342,9 @@ TEST_F(FsmTest, NoticeDrainsThenResumesWhenClearedWithoutUsingABudget) {
 
 TEST_F(FsmTest, NoticeGraceIsCappedByTheDeadline) {
   const StopRequestedEvent notice{StopReason::kNotice, milliseconds(3000), "aws terminate"};
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(5), 1, {"propose", "arm:5", "spawn"}}, {notice, 100, {"signal:SIGTERM/group", "arm:0"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(5), 1, {"propose", "arm:5", "spawn"}},
+        {notice, 100, {"signal:SIGTERM/group", "arm:0"}}});
   const auto& arm = std::get<ArmTimerAction>(last_.back());
   EXPECT_EQ(arm.at, t0_ + milliseconds(100) + milliseconds(3000));
 }
@@ -346,7 +369,9 @@ TEST_F(FsmTest, NoticeDuringBackoffStartsNoNewChild) {
 
 TEST_F(FsmTest, BudgetStopExits3) {
   const StopRequestedEvent budget{StopReason::kBudget, std::nullopt, "cost budget"};
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(1), 1, {"propose", "arm:5", "spawn"}}, {budget, 5, {"signal:SIGTERM/group", "arm:0"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(1), 1, {"propose", "arm:5", "spawn"}},
+        {budget, 5, {"signal:SIGTERM/group", "arm:0"}},
         {kExit0, 9, {"ended:budget", "exit:3"}}});
 }
 
@@ -355,9 +380,9 @@ TEST_F(FsmTest, NoticeDuringSelectionThatClearsResumesAndIsNotDrainedAgain) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "gcp preempted"};
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
                    {notice, 1, {}},
-                   {At(5), 2, {"arm:4"}},                // drained before the start
+                   {At(5), 2, {"arm:4"}},  // drained before the start
                    {NoticeClearedEvent{}, 9000, {"select", "arm:3"}},
-                   {At(5), 9001, {"propose", "arm:5", "spawn"}}});           // resumed, not drained a second time
+                   {At(5), 9001, {"propose", "arm:5", "spawn"}}});  // resumed, not drained a second time
   EXPECT_EQ(fsm->phase(), Phase::kRunning);
 }
 
@@ -374,8 +399,8 @@ TEST_F(FsmTest, NoticeDuringAHangStopDrainsInsteadOfRestarting) {
   const StopRequestedEvent notice{StopReason::kNotice, milliseconds(2000), "aws terminate"};
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
                    {At(5), 1, {"propose", "arm:5", "spawn"}},
-                   {hang, 100, {"signal:SIGTERM/group", "arm:0"}},   // grace until 10100
-                   {notice, 200, {"arm:0"}},                       // the deadline is nearer: 2200
+                   {hang, 100, {"signal:SIGTERM/group", "arm:0"}},  // grace until 10100
+                   {notice, 200, {"arm:0"}},                        // the deadline is nearer: 2200
                    {kKilled, 2300, {"ended:preempted", "arm:4"}}});
   EXPECT_EQ(fsm->phase(), Phase::kDrained);
   EXPECT_EQ(fsm->counters().hangs, 0);
@@ -384,7 +409,8 @@ TEST_F(FsmTest, NoticeDuringAHangStopDrainsInsteadOfRestarting) {
 
 TEST_F(FsmTest, SpawnFailureCountsAsAFailure) {
   job_.restart.max_restarts = 0;
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
         {SpawnFailedEvent{"ENOMEM"}, 2, {"ended:spawn-failed", "exit:1"}}});
 }
 
@@ -440,7 +466,10 @@ TEST_F(FsmTest, RestoredCountersContinue) {
   c.attempts = 7;
   c.failures = 3;
   job_.restart.max_restarts = 3;
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(4), 1, {"propose", "arm:5", "spawn"}}, {kExit1, 9, {"ended:failed", "exit:1"}}}, c);
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(4), 1, {"propose", "arm:5", "spawn"}},
+        {kExit1, 9, {"ended:failed", "exit:1"}}},
+       c);
 }
 
 // Deadlines (s6-supervise style): each waiting phase ends by a timer the Fsm arms.
@@ -541,7 +570,8 @@ TEST_F(FsmTest, ASingleNodeIsRankZeroOfOneWithTheAttemptAsItsEpoch) {
 }
 
 TEST_F(FsmTest, TheSpawnResumesFromWhatTheGroupAgreedWithItsPlace) {
-  ResumeSelectedEvent selected{{checkpoint::ResumePoint{"/ck/ckpt_step30", 30}, checkpoint::ResumePoint{"/ck/ckpt_step20", 20}}};
+  ResumeSelectedEvent selected{
+      {checkpoint::ResumePoint{"/ck/ckpt_step30", 30}, checkpoint::ResumePoint{"/ck/ckpt_step20", 20}}};
   const GroupAgreedEvent agreed{checkpoint::ResumePoint{"/ck/ckpt_step20", 20}, GroupPlace{2, 4, 9}};
   Fsm fsm(job_, {}, 1);
   fsm.Handle(StartEvent{}, t0_);
@@ -590,8 +620,9 @@ TEST_F(FsmTest, AGroupThatNeverAgreesEndsWithExit75) {
 
 TEST(LocalCoordinator, AgreesAtOnceWithTheNewestGoodStep) {
   std::optional<GroupAgreedEvent> agreed;
-  LocalCoordinator().Propose(ProposeResumeAction{{checkpoint::ResumePoint{"/ck/b", 9}, checkpoint::ResumePoint{"/ck/a", 4}}, 3},
-                             [&](GroupAgreedEvent e) { agreed = std::move(e); });
+  LocalCoordinator().Propose(
+      ProposeResumeAction{{checkpoint::ResumePoint{"/ck/b", 9}, checkpoint::ResumePoint{"/ck/a", 4}}, 3},
+      [&](GroupAgreedEvent e) { agreed = std::move(e); });
   ASSERT_TRUE(agreed);
   ASSERT_TRUE(agreed->point);
   EXPECT_EQ(agreed->point->path, "/ck/b");
@@ -624,6 +655,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       TimerFiredEvent{TimerKind::kSelect},
       TimerFiredEvent{TimerKind::kDrained},
       TimerFiredEvent{TimerKind::kJoin},
+      TimerFiredEvent{TimerKind::kLauncher},
       WorkersGoneEvent{},
       GroupAgreedEvent{},
   };
@@ -662,10 +694,11 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   using V = std::vector<std::string>;
   // Columns: start, resume selected, spawn failed, child exited (1), stop (SIGTERM),
   // checkpoint requested, notice cleared, timers grace / kill / backoff / select / drained /
-  // join, workers gone, group agreed.
+  // join / launcher (none released in these paths: nothing), workers gone, group agreed.
   const std::map<Phase, std::vector<Cell>> table = {
       {P::kIdle,
        {{P::kSelecting, V{"select", "arm:3"}},
+        {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
@@ -695,6 +728,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kSelecting, V{}},
         {P::kSelecting, V{}},
         {P::kSelecting, V{}},
+        {P::kSelecting, V{}},
         {P::kSelecting, V{}}}},
       {P::kJoining,
        {{P::kJoining, V{}},
@@ -711,6 +745,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kJoining, V{}},
         {P::kFinished, V{"exit:75"}},  // the group never agreed
         {P::kJoining, V{}},
+        {P::kJoining, V{}},
         {P::kRunning, V{"spawn"}}}},
       {P::kRunning,
        {{P::kRunning, V{}},
@@ -722,6 +757,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kFinished, V{"exit:1"}},  // a group that outlives SIGKILL, whoever sent it
+        {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kRunning, V{}},
@@ -743,6 +779,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
+        {P::kStopping, V{}},
         {P::kStopping, V{}}}},
       {P::kBackoff,
        {{P::kBackoff, V{}},
@@ -755,6 +792,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kSelecting, V{"select", "arm:3"}},
+        {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
@@ -775,9 +813,11 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kSelecting, V{"select", "arm:3"}},  // the machine stayed: resume
         {P::kDrained, V{}},
         {P::kDrained, V{}},
+        {P::kDrained, V{}},
         {P::kDrained, V{}}}},
       {P::kFinished,
        {{P::kFinished, V{}},
+        {P::kFinished, V{}},
         {P::kFinished, V{}},
         {P::kFinished, V{}},
         {P::kFinished, V{}},

@@ -6,8 +6,8 @@
 
 #include <sys/types.h>
 
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -44,15 +44,17 @@ enum class Phase {
 enum class StopReason { kNone, kSignal, kNotice, kHang, kBudget };
 
 enum class TimerKind {
-  kGrace,    // the stop's grace window ends: SIGKILL
-  kKill,     // the group outlived SIGKILL for signals.kill_timeout: give up (exit 1)
-  kBackoff,  // the restart delay is over: select
-  kSelect,   // the selection took checkpoints.select_timeout: give up (a stuck filesystem)
-  kDrained,  // drained for provider.drained_timeout and the machine is still here: resume
-  kJoin,     // the group did not agree on a start within kJoinTimeout: exit 75
+  kGrace,     // the stop's grace window ends: SIGKILL
+  kKill,      // the group outlived SIGKILL for signals.kill_timeout: give up (exit 1)
+  kBackoff,   // the restart delay is over: select
+  kSelect,    // the selection took checkpoints.select_timeout: give up (a stuck filesystem)
+  kDrained,   // drained for provider.drained_timeout and the machine is still here: resume
+  kJoin,      // the group did not agree on a start within kJoinTimeout: exit 75
+  kLauncher,  // a launcher outlived its workers by signals.kill_timeout after SIGTERM: SIGKILL
 };
-inline constexpr TimerKind kTimerKinds[] = {TimerKind::kGrace, TimerKind::kKill, TimerKind::kBackoff,
-                                            TimerKind::kSelect, TimerKind::kDrained, TimerKind::kJoin};
+inline constexpr TimerKind kTimerKinds[] = {TimerKind::kGrace,   TimerKind::kKill,    TimerKind::kBackoff,
+                                            TimerKind::kSelect,  TimerKind::kDrained, TimerKind::kJoin,
+                                            TimerKind::kLauncher};
 // How long a start waits for the group's agreement. Never reached by a single node (its
 // coordinator agrees at once); multi-node (issue 14) makes it coordination.join_timeout.
 inline constexpr std::chrono::minutes kJoinTimeout{10};
@@ -84,7 +86,7 @@ struct ChildExitedEvent {  // the main child and every process of its group are 
 struct StopRequestedEvent {
   StopReason reason = StopReason::kSignal;
   std::optional<std::chrono::milliseconds> grace_cap;  // e.g. notice deadline - now - margin
-  std::string detail;                                   // for the log: which signal, which notice
+  std::string detail;                                  // for the log: which signal, which notice
 };
 struct CheckpointRequestedEvent {
   std::string detail;
@@ -100,9 +102,9 @@ struct GroupAgreedEvent {
   std::optional<checkpoint::ResumePoint> point;  // none: a fresh start
   GroupPlace place;
 };
-using Event = std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent,
-                           StopRequestedEvent, CheckpointRequestedEvent, NoticeClearedEvent,
-                           TimerFiredEvent, WorkersGoneEvent, GroupAgreedEvent>;
+using Event =
+    std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent, StopRequestedEvent,
+                 CheckpointRequestedEvent, NoticeClearedEvent, TimerFiredEvent, WorkersGoneEvent, GroupAgreedEvent>;
 
 // ---- actions ----
 struct SelectResumeAction {};
@@ -132,7 +134,7 @@ struct ReleaseLaunchersAction {
   int signo = SIGTERM;
 };
 struct WatchWorkersAction {};  // report WorkersGoneEvent once the launcher has no live worker
-struct KillGroupAction {};  // SIGKILL to the whole group
+struct KillGroupAction {};     // SIGKILL to the whole group
 struct ArmTimerAction {
   TimerKind kind;
   TimePoint at;
@@ -144,7 +146,7 @@ struct CancelTimerAction {
 struct AttemptEndedAction {
   ExitStatus status;
   Outcome outcome = Outcome::kFailed;
-  std::string next;     // what we do about it, in words
+  std::string next;  // what we do about it, in words
 };
 using telemetry::LogLevel;
 struct LogAction {
@@ -156,18 +158,17 @@ struct ExitAction {
   std::string message;  // one line for people
 };
 using Action = std::variant<SelectResumeAction, ProposeResumeAction, SpawnAction, SignalAction, HoldLaunchersAction,
-                            ReleaseLaunchersAction, WatchWorkersAction, KillGroupAction,
-                            ArmTimerAction, CancelTimerAction, AttemptEndedAction, LogAction,
-                            ExitAction>;
+                            ReleaseLaunchersAction, WatchWorkersAction, KillGroupAction, ArmTimerAction,
+                            CancelTimerAction, AttemptEndedAction, LogAction, ExitAction>;
 
 // What survives a supervisor restart (the journal stores it).
 struct Counters {
-  int attempts = 0;                 // children started so far
-  int failures = 0;                 // failure budget used
-  int hangs = 0;                    // hang budget used
-  int preemptions = 0;              // never counted against a budget
-  int consecutive_failures = 0;     // drives the backoff; reset after a healthy run
-  int no_progress_streak = 0;       // restarts in a row without the resumed step advancing
+  int attempts = 0;                               // children started so far
+  int failures = 0;                               // failure budget used
+  int hangs = 0;                                  // hang budget used
+  int preemptions = 0;                            // never counted against a budget
+  int consecutive_failures = 0;                   // drives the backoff; reset after a healthy run
+  int no_progress_streak = 0;                     // restarts in a row without the resumed step advancing
   std::optional<std::uint64_t> last_resume_step;  // step the previous attempt resumed from
   std::deque<TimePoint> recent_failures;          // within the crash-loop window
 };
@@ -193,7 +194,7 @@ class Fsm {
   std::vector<Action> OnCheckpointRequested(const CheckpointRequestedEvent& e);
   std::vector<Action> OnNoticeCleared(TimePoint now);
   std::vector<Action> OnTimer(const TimerFiredEvent& e, TimePoint now);
-  std::vector<Action> OnWorkersGone();
+  std::vector<Action> OnWorkersGone(TimePoint now);
   std::vector<Action> OnGroupAgreed(const GroupAgreedEvent& e, TimePoint now);
 
   // A failure or hang: count it, then either give up or back off.
@@ -208,17 +209,18 @@ class Fsm {
 
   const config::JobConfig& job_;  // not owned
   Phase phase_ = Phase::kIdle;
-  Counters counters_;                      // persisted by the driver
-  StopReason stop_reason_ = StopReason::kNone;  // why the current child is being stopped
-  StopReason pending_stop_ = StopReason::kNone; // a stop that came while no child ran
-  TimePoint started_at_{};                 // when the current child started
-  int stop_requests_ = 0;                  // SIGINT/SIGTERM count during this stop
-  bool launchers_held_ = false;            // HoldLaunchersAction issued, not yet released
-  TimePoint grace_at_{};                   // when the grace of the current stop ends
-  std::mt19937_64 rng_;                    // jitter
+  Counters counters_;                            // persisted by the driver
+  StopReason stop_reason_ = StopReason::kNone;   // why the current child is being stopped
+  StopReason pending_stop_ = StopReason::kNone;  // a stop that came while no child ran
+  TimePoint started_at_{};                       // when the current child started
+  int stop_requests_ = 0;                        // SIGINT/SIGTERM count during this stop
+  bool launchers_held_ = false;                  // HoldLaunchersAction issued, not yet released
+  bool launcher_released_ = false;               // its workers gone, the launcher got SIGTERM (kLauncher armed)
+  TimePoint grace_at_{};                         // when the grace of the current stop ends
+  std::mt19937_64 rng_;                          // jitter
 };
 
 std::string Describe(const ExitStatus& status);  // "exit code 3" / "killed by SIGKILL"
-const char* PhaseName(Phase phase);               // "running", "drained", ...
+const char* PhaseName(Phase phase);              // "running", "drained", ...
 
 }  // namespace spotvisor::supervisor
