@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The README's test command: sets up a fresh Debian 12 machine (scripts/setup.sh), builds
-# spotvisor with warnings as errors, and runs every test — unit, integration, fault
+# The README's test command: sets up a fresh Debian 12 machine (scripts/setup.sh), checks
+# the layout (.clang-format), builds spotvisor with warnings as errors, and runs every test — unit, integration, fault
 # (tests/fault: killed supervisors and trainers, full filesystems, flapping endpoints,
 # restart soak) and end-to-end, with real processes, real PyTorch and real HTTP on
 # loopback — clang-tidy alongside, then the unit and integration suites again under
@@ -25,6 +25,9 @@ finish() {
 step "setup"
 scripts/setup.sh
 [[ -x tests/npm/setup.sh ]] && tests/npm/setup.sh
+
+step "layout (.clang-format)"
+scripts/format.sh --check
 
 # -O2 as users build it, without debug info: a third less compile time, and no test needs it.
 step "build (-O2, -Werror)"

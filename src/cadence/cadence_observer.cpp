@@ -33,9 +33,7 @@ std::string Round1(double v) {
   return buf;
 }
 
-std::int64_t UnixMs(system_clock::time_point t) {
-  return duration_cast<milliseconds>(t.time_since_epoch()).count();
-}
+std::int64_t UnixMs(system_clock::time_point t) { return duration_cast<milliseconds>(t.time_since_epoch()).count(); }
 
 }  // namespace
 
@@ -58,7 +56,8 @@ void CadenceObserver::OnStart(supervisor::RunControl& control) {
   // What earlier supervisors of this job saw: run time, interruptions, measured costs.
   if (auto journal = state::Journal::Open(job_.telemetry.state_dir)) {
     for (const auto& a : journal->ReadAttempts()) {
-      if (a.ended_ms > a.started_ms) policy_.ObserveRun(milliseconds(a.ended_ms - a.started_ms), IsInterruption(a.outcome));
+      if (a.ended_ms > a.started_ms)
+        policy_.ObserveRun(milliseconds(a.ended_ms - a.started_ms), IsInterruption(a.outcome));
     }
   }
   for (const auto& r : ReadCheckpointRecords(job_.telemetry.state_dir)) {
@@ -66,10 +65,11 @@ void CadenceObserver::OnStart(supervisor::RunControl& control) {
   }
   const bool adaptive = job_.cadence.mode == config::CadenceMode::kAdaptive;
   interval_ = policy_.Interval();
-  Log(LogLevel::kInfo, std::string("event=cadence mode=") + (adaptive ? "adaptive " + policy_.Describe() +
-                           " interruptions_seen=" + std::to_string(policy_.interruptions()) + " min=" +
-                           FormatDuration(job_.cadence.min) + " max=" + FormatDuration(job_.cadence.max)
-                                                                         : "fixed every=" + FormatDuration(job_.cadence.every)));
+  Log(LogLevel::kInfo, std::string("event=cadence mode=") +
+                           (adaptive ? "adaptive " + policy_.Describe() +
+                                           " interruptions_seen=" + std::to_string(policy_.interruptions()) + " min=" +
+                                           FormatDuration(job_.cadence.min) + " max=" + FormatDuration(job_.cadence.max)
+                                     : "fixed every=" + FormatDuration(job_.cadence.every)));
 }
 
 void CadenceObserver::OnAttemptStarted(int attempt, pid_t, const std::optional<checkpoint::ResumePoint>&) {
@@ -133,9 +133,9 @@ void CadenceObserver::OnTimer() {
       return;
     }
     const auto waited = duration_cast<milliseconds>(now - pending_->at);
-    Log(LogLevel::kWarning, "event=checkpoint_request_unanswered reason=" + Quote(pending_->reason) + " waited=" +
-                                FormatDuration(waited) +
-                                " detail=\"no new good checkpoint appeared; does the trainer handle signals.checkpoint?\"");
+    Log(LogLevel::kWarning,
+        "event=checkpoint_request_unanswered reason=" + Quote(pending_->reason) + " waited=" + FormatDuration(waited) +
+            " detail=\"no new good checkpoint appeared; does the trainer handle signals.checkpoint?\"");
     CheckpointRecord r;
     r.event = "unanswered";
     r.reason = pending_->reason;
@@ -197,9 +197,8 @@ void CadenceObserver::OnCheckpoint(const checkpoint_watch::CheckpointVerdict& c)
 void CadenceObserver::NoteIntervalChange(const std::string& why) {
   const Duration now_interval = policy_.Interval();
   if (now_interval == interval_ || job_.cadence.mode != config::CadenceMode::kAdaptive) return;
-  Log(LogLevel::kInfo, "event=cadence_interval " + policy_.Describe() + " previous=" +
-                           FormatDuration(interval_) + " reason=" + Quote(why) +
-                           " interruptions_seen=" + std::to_string(policy_.interruptions()));
+  Log(LogLevel::kInfo, "event=cadence_interval " + policy_.Describe() + " previous=" + FormatDuration(interval_) +
+                           " reason=" + Quote(why) + " interruptions_seen=" + std::to_string(policy_.interruptions()));
   interval_ = now_interval;
   CheckpointRecord r;
   r.event = "interval";

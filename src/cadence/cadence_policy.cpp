@@ -12,7 +12,8 @@ namespace spotvisor::cadence {
 namespace {
 
 Duration ToDuration(Seconds s) {
-  return std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::milli>(std::llround(s.count() * 1000.0)));
+  return std::chrono::duration_cast<Duration>(
+      std::chrono::duration<double, std::milli>(std::llround(s.count() * 1000.0)));
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 // checkpoints.jsonl; see checkpoint_journal.hpp. Append + fdatasync per line, like the
 // attempts journal: a power cut loses at most the line being written.
 #include "spotvisor/cadence/checkpoint_journal.hpp"
-#include "spotvisor/util/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,6 +9,8 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "spotvisor/util/atomic_file.hpp"
 
 namespace spotvisor::cadence {
 namespace {

@@ -8,9 +8,7 @@
 
 namespace spotvisor::cadence {
 
-Seconds YoungInterval(Seconds cost, Seconds mtbi) {
-  return Seconds(std::sqrt(2.0 * cost.count() * mtbi.count()));
-}
+Seconds YoungInterval(Seconds cost, Seconds mtbi) { return Seconds(std::sqrt(2.0 * cost.count() * mtbi.count())); }
 
 Seconds DalyInterval(Seconds cost, Seconds mtbi) {
   const double c = cost.count();

@@ -13,7 +13,8 @@
 namespace spotvisor::checkpoint {
 
 Status ReplaceSymlinkAtomically(const std::filesystem::path& link, const std::filesystem::path& target) {
-  const auto temp = link.parent_path() / (".spotvisor-tmp-" + link.filename().string() + "." + std::to_string(::getpid()));
+  const auto temp =
+      link.parent_path() / (".spotvisor-tmp-" + link.filename().string() + "." + std::to_string(::getpid()));
   ::unlink(temp.c_str());
   if (::symlink(target.c_str(), temp.c_str()) != 0) {
     return Error{"cannot create symlink " + temp.string() + ": " + std::strerror(errno)};

@@ -19,12 +19,10 @@
 
 namespace spotvisor::checkpoint {
 namespace {
-constexpr std::uint64_t kChunk = 8ull << 20;   // unit of parallel work
-constexpr std::size_t kBuffer = 256u << 10;    // pread buffer, stays in L2
+constexpr std::uint64_t kChunk = 8ull << 20;  // unit of parallel work
+constexpr std::size_t kBuffer = 256u << 10;   // pread buffer, stays in L2
 
-std::string At(const std::string& name, std::uint64_t offset) {
-  return name + " at offset " + std::to_string(offset);
-}
+std::string At(const std::string& name, std::uint64_t offset) { return name + " at offset " + std::to_string(offset); }
 }  // namespace
 
 MemorySource::MemorySource(std::span<const std::byte> bytes, std::string name)
@@ -32,8 +30,8 @@ MemorySource::MemorySource(std::span<const std::byte> bytes, std::string name)
 
 Status MemorySource::ReadAt(std::uint64_t offset, std::span<std::byte> out) const {
   if (offset > bytes_.size() || out.size() > bytes_.size() - offset) {
-    return Error{At(name_, offset) + ": read of " + std::to_string(out.size()) +
-                 " bytes past the end (" + std::to_string(bytes_.size()) + " bytes)"};
+    return Error{At(name_, offset) + ": read of " + std::to_string(out.size()) + " bytes past the end (" +
+                 std::to_string(bytes_.size()) + " bytes)"};
   }
   if (!out.empty()) std::memcpy(out.data(), bytes_.data() + offset, out.size());
   return Ok{};
@@ -73,13 +71,12 @@ FileSource::~FileSource() {
 Status FileSource::ReadAt(std::uint64_t offset, std::span<std::byte> out) const {
   std::size_t done = 0;
   while (done < out.size()) {
-    const ssize_t n = ::pread(fd_, out.data() + done, out.size() - done,
-                              static_cast<off_t>(offset + done));
+    const ssize_t n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Error{At(name_, offset + done) + ": read failed: " + std::strerror(errno)};
     if (n == 0) {
-      return Error{At(name_, offset + done) + ": unexpected end of file (wanted " +
-                   std::to_string(out.size()) + " bytes at offset " + std::to_string(offset) + ")"};
+      return Error{At(name_, offset + done) + ": unexpected end of file (wanted " + std::to_string(out.size()) +
+                   " bytes at offset " + std::to_string(offset) + ")"};
     }
     done += static_cast<std::size_t>(n);
   }
@@ -88,8 +85,8 @@ Status FileSource::ReadAt(std::uint64_t offset, std::span<std::byte> out) const 
 
 Result<std::uint32_t> FileSource::Crc32Of(std::uint64_t offset, std::uint64_t length) const {
   if (offset > size_ || length > size_ - offset) {
-    return Error{At(name_, offset) + ": range of " + std::to_string(length) +
-                 " bytes runs past the end of the file (" + std::to_string(size_) + " bytes)"};
+    return Error{At(name_, offset) + ": range of " + std::to_string(length) + " bytes runs past the end of the file (" +
+                 std::to_string(size_) + " bytes)"};
   }
   thread_local std::unique_ptr<std::byte[]> buffer;
   if (!buffer) buffer = std::make_unique<std::byte[]>(kBuffer);
@@ -104,12 +101,11 @@ Result<std::uint32_t> FileSource::Crc32Of(std::uint64_t offset, std::uint64_t le
   return crc;
 }
 
-Result<std::vector<std::uint32_t>> Crc32OfRanges(const ByteSource& source,
-                                                 std::span<const ByteRange> ranges,
+Result<std::vector<std::uint32_t>> Crc32OfRanges(const ByteSource& source, std::span<const ByteRange> ranges,
                                                  HashPool* pool) {
   struct Piece {
-    std::size_t range;     // which range it belongs to
-    ByteRange bytes;       // its part of that range
+    std::size_t range;  // which range it belongs to
+    ByteRange bytes;    // its part of that range
   };
   std::vector<Piece> pieces;
   for (std::size_t r = 0; r < ranges.size(); ++r) {

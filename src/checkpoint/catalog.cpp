@@ -11,11 +11,11 @@
 
 #include "framework_layout.hpp"
 #include "spotvisor/checkpoint/atomic_link.hpp"
-#include "spotvisor/util/atomic_file.hpp"
 #include "spotvisor/checkpoint/hash_pool.hpp"
 #include "spotvisor/checkpoint/hints.hpp"
 #include "spotvisor/checkpoint/manifest.hpp"
 #include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/util/atomic_file.hpp"
 
 namespace spotvisor::checkpoint {
 
@@ -196,13 +196,15 @@ Result<Selection> Catalog::Select(bool act, const VerdictCache* validated_now) {
     const bool validate_now = !fresh && !(cached && !cached->good);
     const auto started = std::chrono::steady_clock::now();
     if (act && validate_now) {
-      Log(LogLevel::kInfo, "event=checkpoint_validating path=" + Quote(e.path.string()) + " step=" + std::to_string(e.step));
+      Log(LogLevel::kInfo,
+          "event=checkpoint_validating path=" + Quote(e.path.string()) + " step=" + std::to_string(e.step));
     }
     Verdict v = fresh ? *fresh : validate_now ? Validate(e) : *cached;
     if (act && (validate_now || fresh)) {
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-      Log(LogLevel::kInfo, "event=checkpoint_validated path=" + Quote(e.path.string()) + " step=" + std::to_string(e.step) +
-                               " verdict=" + (v.good ? "good" : "bad") + " ms=" + std::to_string(ms.count()) +
+      Log(LogLevel::kInfo, "event=checkpoint_validated path=" + Quote(e.path.string()) +
+                               " step=" + std::to_string(e.step) + " verdict=" + (v.good ? "good" : "bad") +
+                               " ms=" + std::to_string(ms.count()) +
                                (fresh ? " validated_by=\"this selection's mirror restore\"" : ""));
     }
     if (e.scan_error.empty()) cache_.Put(e.name, e.key, options_.validator.level, v);
@@ -223,8 +225,8 @@ Result<Selection> Catalog::Select(bool act, const VerdictCache* validated_now) {
       }
     }
     if (act) {
-      Log(LogLevel::kWarning, "event=checkpoint_rejected path=" + Quote(e.path.string()) + " step=" + std::to_string(e.step) +
-                                  " reason=" + Quote(v.reason) +
+      Log(LogLevel::kWarning, "event=checkpoint_rejected path=" + Quote(e.path.string()) +
+                                  " step=" + std::to_string(e.step) + " reason=" + Quote(v.reason) +
                                   (r.moved_to ? " quarantined_to=" + Quote(r.moved_to->string()) : ""));
     }
     selection.rejected.push_back(std::move(r));
@@ -238,10 +240,11 @@ Result<Selection> Catalog::Select(bool act, const VerdictCache* validated_now) {
       names += (i ? "," : "") + selection.temp_left[i].filename().string();
     }
     if (selection.temp_left.size() > 5) names += ",…";
-    Log(LogLevel::kWarning, "event=checkpoint_temp_left dir=" + Quote(options_.dir.string()) +
-                                " count=" + std::to_string(selection.temp_left.size()) +
-                                " bytes=" + std::to_string(selection.temp_left_bytes) + " names=" + Quote(names) +
-                                " note=\"half-written saves, never resumed from; safe to delete while no trainer runs\"");
+    Log(LogLevel::kWarning,
+        "event=checkpoint_temp_left dir=" + Quote(options_.dir.string()) +
+            " count=" + std::to_string(selection.temp_left.size()) +
+            " bytes=" + std::to_string(selection.temp_left_bytes) + " names=" + Quote(names) +
+            " note=\"half-written saves, never resumed from; safe to delete while no trainer runs\"");
   }
   if (act && chosen != nullptr) {
     if (auto st = AfterChoice(*chosen, !selection.rejected.empty()); !st) {
@@ -258,15 +261,16 @@ Result<Selection> Catalog::Select(bool act, const VerdictCache* validated_now) {
     }
   }
   if (!act) return selection;
-  if (auto st = cache_.Save(); !st) Log(LogLevel::kWarning, "event=checkpoint_cache_not_saved error=" + Quote(st.error().message));
+  if (auto st = cache_.Save(); !st)
+    Log(LogLevel::kWarning, "event=checkpoint_cache_not_saved error=" + Quote(st.error().message));
   return selection;
 }
 
 Status Catalog::AfterChoice(const CatalogEntry& chosen, bool fell_back) {
   for (const auto& hint : ReadHints(options_.dir)) {
     if (!hint.parses || (hint.value != chosen.name && hint.value != std::to_string(chosen.step))) {
-      Log(LogLevel::kInfo, "event=checkpoint_hint_disagrees file=" + Quote(hint.file.string()) + " says=" + Quote(hint.value) +
-                               " chosen=" + Quote(chosen.name));
+      Log(LogLevel::kInfo, "event=checkpoint_hint_disagrees file=" + Quote(hint.file.string()) +
+                               " says=" + Quote(hint.value) + " chosen=" + Quote(chosen.name));
     }
   }
   if (fell_back && options_.rewrite_hints) {

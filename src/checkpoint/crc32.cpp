@@ -41,9 +41,8 @@ std::uint32_t TableUpdate(std::uint32_t c, const unsigned char* p, std::size_t n
     std::memcpy(&lo, p, 4);
     std::memcpy(&hi, p + 4, 4);
     lo ^= c;
-    c = kTables[7][lo & 0xFF] ^ kTables[6][(lo >> 8) & 0xFF] ^ kTables[5][(lo >> 16) & 0xFF] ^
-        kTables[4][lo >> 24] ^ kTables[3][hi & 0xFF] ^ kTables[2][(hi >> 8) & 0xFF] ^
-        kTables[1][(hi >> 16) & 0xFF] ^ kTables[0][hi >> 24];
+    c = kTables[7][lo & 0xFF] ^ kTables[6][(lo >> 8) & 0xFF] ^ kTables[5][(lo >> 16) & 0xFF] ^ kTables[4][lo >> 24] ^
+        kTables[3][hi & 0xFF] ^ kTables[2][(hi >> 8) & 0xFF] ^ kTables[1][(hi >> 16) & 0xFF] ^ kTables[0][hi >> 24];
     p += 8;
     n -= 8;
   }
@@ -118,8 +117,7 @@ SPOTVISOR_PCLMUL std::uint32_t Finish128(__m128i x1, const unsigned char*& p, st
 }
 
 // Needs n >= 64.
-SPOTVISOR_PCLMUL std::uint32_t PclmulUpdate(std::uint32_t c, const unsigned char*& p,
-                                            std::size_t& n) {
+SPOTVISOR_PCLMUL std::uint32_t PclmulUpdate(std::uint32_t c, const unsigned char*& p, std::size_t& n) {
   __m128i x1 = _mm_xor_si128(Load128(p), _mm_cvtsi32_si128(static_cast<int>(c)));
   __m128i x2 = Load128(p + 16);
   __m128i x3 = Load128(p + 32);
@@ -142,9 +140,7 @@ SPOTVISOR_PCLMUL std::uint32_t PclmulUpdate(std::uint32_t c, const unsigned char
   return Finish128(x1, p, n);
 }
 
-SPOTVISOR_VPCLMUL inline __m512i Load512(const unsigned char* at) {
-  return _mm512_loadu_si512(at);
-}
+SPOTVISOR_VPCLMUL inline __m512i Load512(const unsigned char* at) { return _mm512_loadu_si512(at); }
 
 SPOTVISOR_VPCLMUL inline __m512i Fold512(__m512i acc, __m512i k, __m512i next) {
   const __m512i lo = _mm512_clmulepi64_epi128(acc, k, 0x00);
@@ -159,8 +155,7 @@ SPOTVISOR_VPCLMUL inline __m512i Broadcast(std::uint64_t lo, std::uint64_t hi) {
 }
 
 // Needs n >= 256.
-SPOTVISOR_VPCLMUL std::uint32_t VpclmulUpdate(std::uint32_t c, const unsigned char*& p,
-                                              std::size_t& n) {
+SPOTVISOR_VPCLMUL std::uint32_t VpclmulUpdate(std::uint32_t c, const unsigned char*& p, std::size_t& n) {
   __m512i z0 = _mm512_xor_si512(Load512(p), _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(c))));
   __m512i z1 = Load512(p + 64);
   __m512i z2 = Load512(p + 128);
@@ -197,8 +192,8 @@ SPOTVISOR_VPCLMUL std::uint32_t VpclmulUpdate(std::uint32_t c, const unsigned ch
 
 Kernel DetectKernel() {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx512f") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("pclmul")) {
+  if (__builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("pclmul")) {
     return Kernel::kVpclmul;
   }
   if (__builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1")) return Kernel::kPclmul;
@@ -255,8 +250,8 @@ std::uint32_t Crc32(std::uint32_t crc, const void* data, std::size_t size) {
   return Crc32With(kKernel, crc, data, size);
 }
 
-std::optional<std::uint32_t> Crc32WithKernel(std::string_view kernel, std::uint32_t crc,
-                                             const void* data, std::size_t size) {
+std::optional<std::uint32_t> Crc32WithKernel(std::string_view kernel, std::uint32_t crc, const void* data,
+                                             std::size_t size) {
   if (kernel == "table") return Crc32With(Kernel::kTable, crc, data, size);
 #if defined(__x86_64__)
   if (kernel == "pclmulqdq" && kKernel != Kernel::kTable) {
@@ -281,9 +276,12 @@ std::uint32_t Crc32Combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64
 std::string_view Crc32Kernel() {
 #if defined(__x86_64__)
   switch (kKernel) {
-    case Kernel::kVpclmul: return "vpclmulqdq";
-    case Kernel::kPclmul: return "pclmulqdq";
-    case Kernel::kTable: break;
+    case Kernel::kVpclmul:
+      return "vpclmulqdq";
+    case Kernel::kPclmul:
+      return "pclmulqdq";
+    case Kernel::kTable:
+      break;
   }
 #endif
   return "table";

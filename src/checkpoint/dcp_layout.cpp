@@ -24,7 +24,7 @@ constexpr std::uint64_t kMaxMetadataBytes = 256ull << 20;
 
 struct Item {
   std::string fqn;
-  std::string file;        // relative to the .metadata's directory
+  std::string file;  // relative to the .metadata's directory
   std::uint64_t offset = 0;
   std::uint64_t length = 0;
   bool tensor = false;
@@ -90,7 +90,8 @@ Status CheckItem(const ByteSource& shard, const Item& item, const ValidatorOptio
   const bool full = o.level == config::ValidateLevel::kFull;
   if (!item.tensor) {  // torch's planner torch.saves the object into the BytesIO: check it as such
     std::array<std::byte, 4> head{};
-    const bool zip = item.length >= 22 && shard.ReadAt(item.offset, head) && std::memcmp(head.data(), "PK\x03\x04", 4) == 0;
+    const bool zip =
+        item.length >= 22 && shard.ReadAt(item.offset, head) && std::memcmp(head.data(), "PK\x03\x04", 4) == 0;
     if (!zip) {
       if (!full || item.length == 0) return Ok{};
       auto crc = Crc32OfRanges(shard, std::array<ByteRange, 1>{ByteRange{item.offset, item.length}}, o.pool);
@@ -100,7 +101,8 @@ Status CheckItem(const ByteSource& shard, const Item& item, const ValidatorOptio
   auto archive = ReadZipIndex(shard, item.offset + item.length, /*allow_comment=*/false);
   if (!archive) return Error{archive.error().message + " — " + where + " is not a complete torch.save archive"};
   if (archive->start != item.offset) {
-    return Error{shard.name() + ": " + where + " holds an archive that starts at offset " + std::to_string(archive->start)};
+    return Error{shard.name() + ": " + where + " holds an archive that starts at offset " +
+                 std::to_string(archive->start)};
   }
   if (auto st = CheckZipLayout(shard, *archive); !st) return st;
   if (auto st = CheckTorchRecords(shard, *archive); !st) return st;

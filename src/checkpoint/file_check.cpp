@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-
 #include <nlohmann/json.hpp>
 
 #include "spotvisor/checkpoint/byte_source.hpp"
@@ -31,8 +30,8 @@ bool HasExtension(const fs::path& p, std::initializer_list<std::string_view> ext
 
 FileFormat Detect(const fs::path& file, std::span<const std::byte> head, const std::string& forced) {
   const bool zip = head.size() >= 4 && std::memcmp(head.data(), "PK\x03\x04", 4) == 0;
-  const bool legacy = head.size() >= kLegacyMagic.size() &&
-                      std::memcmp(head.data(), kLegacyMagic.data(), kLegacyMagic.size()) == 0;
+  const bool legacy =
+      head.size() >= kLegacyMagic.size() && std::memcmp(head.data(), kLegacyMagic.data(), kLegacyMagic.size()) == 0;
   if (HasExtension(file, {".distcp"})) return FileFormat::kDcpShard;
   if (forced == "safetensors" || HasExtension(file, {".safetensors"})) return FileFormat::kSafetensors;
   if (zip) return FileFormat::kTorchZip;
@@ -49,8 +48,9 @@ Status CheckZipFile(const ByteSource& src, const FileCheckOptions& o) {
     if (src.size() >= 4) {
       std::array<std::byte, 4> head{};
       if (src.ReadAt(0, head) && std::memcmp(head.data(), "PK\x03\x04", 4) != 0) {
-        return Error{src.name() + ": not a torch.save file: neither a ZIP archive nor a legacy torch pickle "
-                                  "(first bytes are not PK\\3\\4 or the pickle magic) (offset 0)"};
+        return Error{src.name() +
+                     ": not a torch.save file: neither a ZIP archive nor a legacy torch pickle "
+                     "(first bytes are not PK\\3\\4 or the pickle magic) (offset 0)"};
       }
     }
     return archive.error();
@@ -134,13 +134,20 @@ Status ReadEverything(const ByteSource& src, HashPool* pool) {
 
 std::string_view FormatName(FileFormat format) {
   switch (format) {
-    case FileFormat::kTorchZip: return "torch.save";
-    case FileFormat::kTorchLegacy: return "torch legacy pickle";
-    case FileFormat::kSafetensors: return "safetensors";
-    case FileFormat::kDcpShard: return "dcp shard";
-    case FileFormat::kJson: return "json";
-    case FileFormat::kPickle: return "pickle";
-    case FileFormat::kUnknown: break;
+    case FileFormat::kTorchZip:
+      return "torch.save";
+    case FileFormat::kTorchLegacy:
+      return "torch legacy pickle";
+    case FileFormat::kSafetensors:
+      return "safetensors";
+    case FileFormat::kDcpShard:
+      return "dcp shard";
+    case FileFormat::kJson:
+      return "json";
+    case FileFormat::kPickle:
+      return "pickle";
+    case FileFormat::kUnknown:
+      break;
   }
   return "other";
 }
@@ -171,8 +178,12 @@ FileCheck CheckFile(const fs::path& file, const FileCheckOptions& o) {
   const bool full_bytes = o.level == ValidateLevel::kFull && o.verify_bytes;
   if (o.level == ValidateLevel::kStructure) return out;
   switch (out.format) {
-    case FileFormat::kTorchZip: out.status = CheckZipFile(*src, o); break;
-    case FileFormat::kDcpShard: out.status = CheckDcpShard(*src, o); break;
+    case FileFormat::kTorchZip:
+      out.status = CheckZipFile(*src, o);
+      break;
+    case FileFormat::kDcpShard:
+      out.status = CheckDcpShard(*src, o);
+      break;
     case FileFormat::kSafetensors: {
       auto st = CheckSafetensors(*src);
       out.status = st ? (full_bytes ? ReadEverything(*src, o.pool) : Status(Ok{})) : Status(st.error());
@@ -183,7 +194,9 @@ FileCheck CheckFile(const fs::path& file, const FileCheckOptions& o) {
       out.status = CheckTorchLegacy(*src, full_bytes, o.pool);
       out.note = "legacy torch pickle has no checksum: data bits are not verified";
       break;
-    case FileFormat::kJson: out.status = CheckJson(*src); break;
+    case FileFormat::kJson:
+      out.status = CheckJson(*src);
+      break;
     case FileFormat::kPickle:
       out.status = CheckPickleEnds(*src);
       if (out.status && full_bytes) out.status = ReadEverything(*src, o.pool);

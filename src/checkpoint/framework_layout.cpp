@@ -14,10 +14,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "spotvisor/checkpoint/safetensors_check.hpp"
 #include "spotvisor/checkpoint/torch_pickles.hpp"
@@ -34,7 +33,8 @@ std::string Parent(const std::string& rel) {
 
 // The number in `name` after `prefix` when the rest is all digits.
 std::optional<std::uint64_t> NumberAfter(std::string_view name, std::string_view prefix) {
-  if (!name.starts_with(prefix) || name.size() == prefix.size() || name.size() - prefix.size() > 18) return std::nullopt;
+  if (!name.starts_with(prefix) || name.size() == prefix.size() || name.size() - prefix.size() > 18)
+    return std::nullopt;
   std::uint64_t v = 0;
   for (char c : name.substr(prefix.size())) {
     if (c < '0' || c > '9') return std::nullopt;
@@ -83,7 +83,8 @@ struct Names {
 bool IsHfWeights(const std::string& n) {
   return n == "pytorch_model.bin" || n == "model.safetensors" || n == "adapter_model.bin" ||
          n == "adapter_model.safetensors" || n.ends_with(".bin.index.json") || n.ends_with(".safetensors.index.json") ||
-         (n.starts_with("pytorch_model-") && n.ends_with(".bin")) || (n.starts_with("model-") && n.ends_with(".safetensors"));
+         (n.starts_with("pytorch_model-") && n.ends_with(".bin")) ||
+         (n.starts_with("model-") && n.ends_with(".safetensors"));
 }
 
 bool LooksLikeHf(const fs::path& dir, const Names& names) {
@@ -95,11 +96,13 @@ bool LooksLikeHf(const fs::path& dir, const Names& names) {
 
 Status CheckHf(const fs::path& dir, const Names& names) {
   if (!names.Has("trainer_state.json")) {
-    return Error{dir.string() + ": Hugging Face Trainer checkpoint without trainer_state.json: the save did not "
+    return Error{dir.string() +
+                 ": Hugging Face Trainer checkpoint without trainer_state.json: the save did not "
                  "finish (the Trainer writes it last, after the model, optimizer, scheduler and RNG state)"};
   }
   auto state = ReadJson(dir / "trainer_state.json");
-  if (!state || !state->is_object()) return Error{(dir / "trainer_state.json").string() + ": not a JSON object (cut short?)"};
+  if (!state || !state->is_object())
+    return Error{(dir / "trainer_state.json").string() + ": not a JSON object (cut short?)"};
   const auto step = NumberAfter(dir.filename().string(), "checkpoint-");
   if (step && state->contains("global_step") && (*state)["global_step"].is_number_integer() &&
       (*state)["global_step"].get<std::int64_t>() != static_cast<std::int64_t>(*step)) {
@@ -119,14 +122,15 @@ Status CheckMarkerBeside(const fs::path& dir, const std::string& marker, const s
   const auto text = ReadSmallText(file);
   const std::string name = dir.filename().string();
   if (!text) {
-    return Error{dir.string() + ": no " + framework + " '" + marker + "' beside it (" + file.string() +
-                 "), which " + framework + " writes after every shard: the save did not finish"};
+    return Error{dir.string() + ": no " + framework + " '" + marker + "' beside it (" + file.string() + "), which " +
+                 framework + " writes after every shard: the save did not finish"};
   }
   const auto mine = NumberAfter(name, step_prefix);
   const auto named = marker_is_number ? NumberAfter(*text, "") : NumberAfter(*text, step_prefix);
   if (*text == name || (mine && named && *named >= *mine)) return Ok{};
-  return Error{dir.string() + ": " + framework + "'s '" + marker + "' names " + (text->empty() ? "nothing" : "'" + *text + "'") +
-               ", an earlier save: this one did not finish (" + framework + " writes " + file.string() + " after every shard)"};
+  return Error{dir.string() + ": " + framework + "'s '" + marker + "' names " +
+               (text->empty() ? "nothing" : "'" + *text + "'") + ", an earlier save: this one did not finish (" +
+               framework + " writes " + file.string() + " after every shard)"};
 }
 
 Result<std::int64_t> Recorded(const PickleTree& tree, PickleTree::Ref in, const char* key, const fs::path& file) {
@@ -151,8 +155,8 @@ Status CheckDeepSpeed(const fs::path& dir, const Names& names) {
   if (!dp) return dp.error();
   auto mp = Recorded(*tree, tree->root(), "mp_world_size", dir / first);
   if (!mp) return mp.error();
-  const std::string sizes = "dp_world_size " + std::to_string(*dp) + " and mp_world_size " + std::to_string(*mp) +
-                            " recorded in " + first;
+  const std::string sizes =
+      "dp_world_size " + std::to_string(*dp) + " and mp_world_size " + std::to_string(*mp) + " recorded in " + first;
   const bool zero = names.Any([](const std::string& n) { return n.ends_with("_optim_states.pt"); });
   const bool bf16 = names.Any([](const std::string& n) { return n.starts_with("bf16_zero_pp_rank_"); });
   for (std::int64_t m = 0; m < *mp; ++m) {
@@ -178,11 +182,13 @@ Status CheckMegatron(const fs::path& dir, const Names& names) {
   for (const char* candidate : {"mp_rank_00/model_optim_rng.pt", "mp_rank_00_000/model_optim_rng.pt"}) {
     if (names.Has(candidate)) first = candidate;
   }
-  if (first.empty()) return Error{dir.string() + ": missing mp_rank_00/model_optim_rng.pt (Megatron's first rank writes it)"};
+  if (first.empty())
+    return Error{dir.string() + ": missing mp_rank_00/model_optim_rng.pt (Megatron's first rank writes it)"};
   auto tree = ReadTorchFile(dir / first);
   if (!tree) return Error{tree.error().message + " (reading the parallel sizes Megatron recorded)"};
   const auto args = tree->Get(tree->root(), "args");
-  if (!args) return Error{(dir / first).string() + ": no args recorded in it (Megatron keeps the parallel sizes there)"};
+  if (!args)
+    return Error{(dir / first).string() + ": no args recorded in it (Megatron keeps the parallel sizes there)"};
   auto tp = Recorded(*tree, *args, "tensor_model_parallel_size", dir / first);
   if (!tp) return tp.error();
   auto pp = Recorded(*tree, *args, "pipeline_model_parallel_size", dir / first);
@@ -213,7 +219,8 @@ bool LooksLikeDeepSpeed(const Names& names) {
 bool LooksLikeMegatron(const fs::path& dir, const Names& names) {
   const std::string name = dir.filename().string();
   if (name.size() == 12 && NumberAfter(name, "iter_")) return true;
-  return names.Any([](const std::string& n) { return n.starts_with("mp_rank_") && n.ends_with("/model_optim_rng.pt"); });
+  return names.Any(
+      [](const std::string& n) { return n.starts_with("mp_rank_") && n.ends_with("/model_optim_rng.pt"); });
 }
 
 // --- Orbax and sharded safetensors ---------------------------------------------------
@@ -250,8 +257,8 @@ Status CheckSafetensorsIndexes(const std::vector<CheckpointFile>& files, const N
 
 }  // namespace
 
-Result<LayoutVerdict> CheckLayout(const fs::path& dir, const std::vector<CheckpointFile>& files, const ValidatorOptions& o,
-                                  bool has_manifest) {
+Result<LayoutVerdict> CheckLayout(const fs::path& dir, const std::vector<CheckpointFile>& files,
+                                  const ValidatorOptions& o, bool has_manifest) {
   Names names;
   for (const auto& f : files) names.all.insert(f.rel);
   const bool detect = o.format == "auto";
@@ -266,7 +273,8 @@ Result<LayoutVerdict> CheckLayout(const fs::path& dir, const std::vector<Checkpo
   } else if (o.format == "deepspeed" || (detect && LooksLikeDeepSpeed(names))) {
     // What the framework writes last is the first thing a half-written save lacks.
     if (!has_manifest) {
-      if (auto st = CheckMarkerBeside(dir, kMarkersBeside[0], "DeepSpeed", "global_step", false); !st) return st.error();
+      if (auto st = CheckMarkerBeside(dir, kMarkersBeside[0], "DeepSpeed", "global_step", false); !st)
+        return st.error();
     }
     if (auto st = CheckDeepSpeed(dir, names); !st) return st.error();
     v = {has_manifest ? "" : "latest", "deepspeed", std::move(v.checked)};

@@ -21,13 +21,13 @@ namespace spotvisor::checkpoint {
 inline constexpr const char* kMarkersBeside[] = {"latest", "latest_checkpointed_iteration.txt"};
 
 struct CheckpointFile {
-  std::string rel;              // '/'-separated, relative to the checkpoint
-  std::filesystem::path path;   // what to open (a symlink's target when it stays inside)
+  std::string rel;             // '/'-separated, relative to the checkpoint
+  std::filesystem::path path;  // what to open (a symlink's target when it stays inside)
 };
 
 struct LayoutVerdict {
-  std::string by;               // what commits it: "trainer_state.json", "latest", ... ("" none)
-  std::string kind;             // "hf", "deepspeed", "megatron", "dcp", "orbax", "" (none)
+  std::string by;                 // what commits it: "trainer_state.json", "latest", ... ("" none)
+  std::string kind;               // "hf", "deepspeed", "megatron", "dcp", "orbax", "" (none)
   std::set<std::string> checked;  // files the layout checked in full (DCP shards by .metadata)
 };
 

@@ -11,15 +11,14 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 
-#include <nlohmann/json.hpp>
-
-#include "spotvisor/util/atomic_file.hpp"
 #include "spotvisor/checkpoint/crc32.hpp"
 #include "spotvisor/checkpoint/hash_pool.hpp"
 #include "spotvisor/checkpoint/safetensors_check.hpp"
 #include "spotvisor/checkpoint/validator.hpp"
+#include "spotvisor/util/atomic_file.hpp"
 
 namespace spotvisor::checkpoint {
 namespace {
@@ -29,9 +28,7 @@ using Json = nlohmann::json;
 
 constexpr std::size_t kBuffer = 1u << 20;
 
-Error Fail(const std::string& origin, const std::string& what) {
-  return Error{origin + ": " + what};
-}
+Error Fail(const std::string& origin, const std::string& what) { return Error{origin + ": " + what}; }
 
 bool IsLowerHex(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
@@ -60,7 +57,8 @@ Result<std::vector<std::string>> ListFiles(const fs::path& root) {
     if (ec) return Error{"cannot stat " + it->path().string() + ": " + ec.message()};
     const std::string rel = it->path().lexically_relative(root).generic_string();
     if (fs::is_directory(status)) continue;
-    if (fs::is_symlink(status)) return Error{it->path().string() + " is a symlink; a manifest lists regular files only"};
+    if (fs::is_symlink(status))
+      return Error{it->path().string() + " is a symlink; a manifest lists regular files only"};
     if (!fs::is_regular_file(status)) return Error{it->path().string() + " is not a regular file"};
     out.push_back(rel);
   }
@@ -95,7 +93,8 @@ Result<Manifest> ParseManifest(std::string_view json, const std::string& origin)
     return Fail(origin, std::string("manifest is not valid JSON: ") + e.what());
   }
   if (!doc.is_object()) return Fail(origin, "manifest is not a JSON object");
-  if (doc.value("format", Json()) != "spotvisor-manifest") return Fail(origin, "manifest 'format' is not \"spotvisor-manifest\"");
+  if (doc.value("format", Json()) != "spotvisor-manifest")
+    return Fail(origin, "manifest 'format' is not \"spotvisor-manifest\"");
   if (doc.value("version", Json()) != 1) return Fail(origin, "manifest 'version' is not 1");
   Manifest m;
   const Json algorithm = doc.value("algorithm", Json());
@@ -121,10 +120,12 @@ Result<Manifest> ParseManifest(std::string_view json, const std::string& origin)
     }
     if (file.path == kManifestName) return Fail(origin, who + " lists the manifest itself");
     if (!seen.insert(file.path).second) return Fail(origin, who + " path '" + file.path + "' is listed twice");
-    if (!size.is_number_unsigned()) return Fail(origin, who + " ('" + file.path + "') has no non-negative integer 'size'");
+    if (!size.is_number_unsigned())
+      return Fail(origin, who + " ('" + file.path + "') has no non-negative integer 'size'");
     file.size = size.get<std::uint64_t>();
     if (!hash.is_string() || hash.get<std::string>().size() != hex_len || !IsLowerHex(hash.get<std::string>())) {
-      return Fail(origin, who + " ('" + file.path + "') 'hash' is not " + std::to_string(hex_len) + " lowercase hex digits");
+      return Fail(origin,
+                  who + " ('" + file.path + "') 'hash' is not " + std::to_string(hex_len) + " lowercase hex digits");
     }
     file.hash = hash.get<std::string>();
     m.files.push_back(std::move(file));
@@ -185,8 +186,8 @@ Status VerifyManifest(const Manifest& manifest, const fs::path& checkpoint, bool
   const std::string origin = ManifestPathFor(checkpoint, is_directory).string();
   if (!is_directory) {
     if (manifest.files.size() != 1 || manifest.files[0].path != checkpoint.filename().string()) {
-      return Fail(origin, "manifest of a single-file checkpoint must list exactly '" +
-                              checkpoint.filename().string() + "'");
+      return Fail(origin,
+                  "manifest of a single-file checkpoint must list exactly '" + checkpoint.filename().string() + "'");
     }
   } else {
     auto present = ListFiles(root);
@@ -194,7 +195,8 @@ Status VerifyManifest(const Manifest& manifest, const fs::path& checkpoint, bool
     std::set<std::string> listed;
     for (const auto& f : manifest.files) listed.insert(f.path);
     for (const auto& rel : *present) {
-      if (rel != kManifestName && !listed.count(rel) && !check.allow_unlisted) return Fail(origin, "extra file '" + rel + "' is not in the manifest");
+      if (rel != kManifestName && !listed.count(rel) && !check.allow_unlisted)
+        return Fail(origin, "extra file '" + rel + "' is not in the manifest");
     }
   }
   for (const auto& f : manifest.files) {
@@ -213,7 +215,8 @@ Status VerifyManifest(const Manifest& manifest, const fs::path& checkpoint, bool
   std::vector<Result<std::string>> hashes(manifest.files.size(), Result<std::string>(std::string()));
   auto run = [&](std::size_t i) { hashes[i] = HashFile(root / manifest.files[i].path, manifest.algorithm); };
   if (pool != nullptr) pool->ParallelFor(manifest.files.size(), run);
-  else for (std::size_t i = 0; i < manifest.files.size(); ++i) run(i);
+  else
+    for (std::size_t i = 0; i < manifest.files.size(); ++i) run(i);
   for (std::size_t i = 0; i < manifest.files.size(); ++i) {
     if (!hashes[i]) return hashes[i].error();
     if (*hashes[i] != manifest.files[i].hash) {
@@ -229,7 +232,8 @@ Result<fs::path> SealCheckpoint(const fs::path& checkpoint, HashPool* pool) {
   const auto status = fs::symlink_status(checkpoint, ec);
   if (ec || !fs::exists(status)) return Error{"cannot seal " + checkpoint.string() + ": it does not exist"};
   const bool is_dir = fs::is_directory(status);
-  if (!is_dir && !fs::is_regular_file(status)) return Error{"cannot seal " + checkpoint.string() + ": not a file or directory"};
+  if (!is_dir && !fs::is_regular_file(status))
+    return Error{"cannot seal " + checkpoint.string() + ": not a file or directory"};
   // A manifest certifies every byte it covers, so a checkpoint that is already bad (a
   // flipped byte a ZIP CRC-32 catches, a truncated safetensors) is never sealed. Fully
   // validated, any format (sealing is how an unknown format becomes checkable).
@@ -261,7 +265,8 @@ Result<fs::path> SealCheckpoint(const fs::path& checkpoint, HashPool* pool) {
                         : HashFile(root / m.files[i].path, m.algorithm);
   };
   if (pool != nullptr) pool->ParallelFor(m.files.size(), run);
-  else for (std::size_t i = 0; i < m.files.size(); ++i) run(i);
+  else
+    for (std::size_t i = 0; i < m.files.size(); ++i) run(i);
   for (std::size_t i = 0; i < m.files.size(); ++i) {
     if (!hashes[i]) return Error{"cannot seal " + checkpoint.string() + ": " + hashes[i].error().message};
     m.files[i].hash = *hashes[i];

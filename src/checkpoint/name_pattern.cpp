@@ -10,9 +10,7 @@ constexpr std::string_view kStep = "{step}";
 bool EndsWith(std::string_view s, std::string_view tail) {
   return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
 }
-bool StartsWith(std::string_view s, std::string_view head) {
-  return s.substr(0, head.size()) == head;
-}
+bool StartsWith(std::string_view s, std::string_view head) { return s.substr(0, head.size()) == head; }
 }  // namespace
 
 Result<NamePattern> NamePattern::Parse(std::string_view pattern) {
@@ -37,8 +35,7 @@ std::optional<std::uint64_t> NamePattern::Match(std::string_view name) const {
   if (IsTempName(name)) return std::nullopt;
   if (name.size() <= prefix_.size() + suffix_.size()) return std::nullopt;
   if (!StartsWith(name, prefix_) || !EndsWith(name, suffix_)) return std::nullopt;
-  const std::string_view digits =
-      name.substr(prefix_.size(), name.size() - prefix_.size() - suffix_.size());
+  const std::string_view digits = name.substr(prefix_.size(), name.size() - prefix_.size() - suffix_.size());
   std::uint64_t step = 0;
   for (char c : digits) {
     if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
@@ -50,10 +47,9 @@ std::optional<std::uint64_t> NamePattern::Match(std::string_view name) const {
 }
 
 bool IsTempName(std::string_view name) {
-  return EndsWith(name, ".tmp") || StartsWith(name, ".tmp") || StartsWith(name, "tmp-") ||
-         StartsWith(name, "tmp.") || name.find(".orbax-checkpoint-tmp") != std::string_view::npos ||
-         EndsWith(name, ".partial") || EndsWith(name, ".incomplete") ||
-         StartsWith(name, ".spotvisor-");
+  return EndsWith(name, ".tmp") || StartsWith(name, ".tmp") || StartsWith(name, "tmp-") || StartsWith(name, "tmp.") ||
+         name.find(".orbax-checkpoint-tmp") != std::string_view::npos || EndsWith(name, ".partial") ||
+         EndsWith(name, ".incomplete") || StartsWith(name, ".spotvisor-");
 }
 
 }  // namespace spotvisor::checkpoint

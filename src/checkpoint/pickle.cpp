@@ -32,7 +32,8 @@ class PickleMachine {
                  std::to_string(op_at_) + ")"};
   }
   Result<Ref> New(Kind kind) {
-    if (tree_.nodes_.size() >= limits_.max_nodes) return Fail("more than " + std::to_string(limits_.max_nodes) + " values");
+    if (tree_.nodes_.size() >= limits_.max_nodes)
+      return Fail("more than " + std::to_string(limits_.max_nodes) + " values");
     tree_.nodes_.push_back(PickleTree::Node{kind});
     return static_cast<Ref>(tree_.nodes_.size() - 1);
   }
@@ -59,7 +60,8 @@ class PickleMachine {
   Status Text(Kind kind, Result<std::string> text) {
     if (!text) return text.error();
     text_bytes_ += text->size();
-    if (text_bytes_ > limits_.max_text_bytes) return Fail("strings larger than " + std::to_string(limits_.max_text_bytes) + " bytes");
+    if (text_bytes_ > limits_.max_text_bytes)
+      return Fail("strings larger than " + std::to_string(limits_.max_text_bytes) + " bytes");
     auto r = New(kind);
     if (!r) return r.error();
     N(*r).text = std::move(*text);
@@ -141,7 +143,8 @@ Status PickleMachine::Long(std::uint64_t n) {
     N(*r).big = true;
   } else if (n > 0) {
     std::uint64_t v = 0;
-    for (std::size_t i = 0; i < n; ++i) v |= static_cast<std::uint64_t>(static_cast<unsigned char>((*bytes)[i])) << (8 * i);
+    for (std::size_t i = 0; i < n; ++i)
+      v |= static_cast<std::uint64_t>(static_cast<unsigned char>((*bytes)[i])) << (8 * i);
     if (n < 8 && (static_cast<unsigned char>((*bytes)[n - 1]) & 0x80) != 0) v |= ~std::uint64_t{0} << (8 * n);  // sign
     N(*r).number = static_cast<std::int64_t>(v);
   }
@@ -164,7 +167,8 @@ Status PickleMachine::Append(std::vector<Ref> items) {
   auto target = Pop();
   if (!target) return target.error();
   auto& t = N(*target);
-  if (t.kind != Kind::kList && t.kind != Kind::kCall && t.kind != Kind::kSet) return Fail("APPEND to something that is not a list");
+  if (t.kind != Kind::kList && t.kind != Kind::kCall && t.kind != Kind::kSet)
+    return Fail("APPEND to something that is not a list");
   t.items.insert(t.items.end(), items.begin(), items.end());
   stack_.push_back(*target);
   return Ok{};
@@ -182,25 +186,47 @@ Status PickleMachine::Step(unsigned char op) {
       auto v = in_.LittleEndian(8);
       return v ? Status(Ok{}) : Status(v.error());
     }
-    case '.': stopped_ = true; return Ok{};
-    case '(': marks_.push_back(stack_.size()); return Ok{};
-    case '0': { auto r = Pop(); return r ? Status(Ok{}) : Status(r.error()); }
-    case '1': { auto r = PopMark(); return r ? Status(Ok{}) : Status(r.error()); }
+    case '.':
+      stopped_ = true;
+      return Ok{};
+    case '(':
+      marks_.push_back(stack_.size());
+      return Ok{};
+    case '0': {
+      auto r = Pop();
+      return r ? Status(Ok{}) : Status(r.error());
+    }
+    case '1': {
+      auto r = PopMark();
+      return r ? Status(Ok{}) : Status(r.error());
+    }
     case '2':
       if (stack_.empty()) return Fail("DUP on an empty stack");
       stack_.push_back(stack_.back());
       return Ok{};
-    case 'N': return Push(New(Kind::kNone));
-    case 0x88: return Int(1, Kind::kBool);
-    case 0x89: return Int(0, Kind::kBool);
+    case 'N':
+      return Push(New(Kind::kNone));
+    case 0x88:
+      return Int(1, Kind::kBool);
+    case 0x89:
+      return Int(0, Kind::kBool);
     case 'J': {
       auto v = in_.LittleEndian(4);
       if (!v) return v.error();
       return Int(static_cast<std::int32_t>(static_cast<std::uint32_t>(*v)));
     }
-    case 'K': { auto v = in_.LittleEndian(1); return v ? Int(static_cast<std::int64_t>(*v)) : Status(v.error()); }
-    case 'M': { auto v = in_.LittleEndian(2); return v ? Int(static_cast<std::int64_t>(*v)) : Status(v.error()); }
-    case 0x8a: { auto n = in_.LittleEndian(1); return n ? Long(*n) : Status(n.error()); }
+    case 'K': {
+      auto v = in_.LittleEndian(1);
+      return v ? Int(static_cast<std::int64_t>(*v)) : Status(v.error());
+    }
+    case 'M': {
+      auto v = in_.LittleEndian(2);
+      return v ? Int(static_cast<std::int64_t>(*v)) : Status(v.error());
+    }
+    case 0x8a: {
+      auto n = in_.LittleEndian(1);
+      return n ? Long(*n) : Status(n.error());
+    }
     case 0x8b: {
       auto n = in_.LittleEndian(4);
       if (!n) return n.error();
@@ -253,16 +279,25 @@ Status PickleMachine::Step(unsigned char op) {
       if (op == 'S' && t.size() >= 2 && (t.front() == '\'' || t.front() == '"')) t = t.substr(1, t.size() - 2);
       return Text(Kind::kText, std::move(t));
     }
-    case 'T': return SizedText(Kind::kBytes, 4);
-    case 'U': return SizedText(Kind::kBytes, 1);
-    case 'X': return SizedText(Kind::kText, 4);
-    case 0x8c: return SizedText(Kind::kText, 1);
-    case 0x8d: return SizedText(Kind::kText, 8);
-    case 'B': return SizedText(Kind::kBytes, 4);
-    case 'C': return SizedText(Kind::kBytes, 1);
+    case 'T':
+      return SizedText(Kind::kBytes, 4);
+    case 'U':
+      return SizedText(Kind::kBytes, 1);
+    case 'X':
+      return SizedText(Kind::kText, 4);
+    case 0x8c:
+      return SizedText(Kind::kText, 1);
+    case 0x8d:
+      return SizedText(Kind::kText, 8);
+    case 'B':
+      return SizedText(Kind::kBytes, 4);
+    case 'C':
+      return SizedText(Kind::kBytes, 1);
     case 0x8e:
-    case 0x96: return SizedText(Kind::kBytes, 8);
-    case ')': return Sequence(Kind::kTuple, {});
+    case 0x96:
+      return SizedText(Kind::kBytes, 8);
+    case ')':
+      return Sequence(Kind::kTuple, {});
     case 't': {
       auto items = PopMark();
       return items ? Sequence(Kind::kTuple, std::move(*items)) : Status(items.error());
@@ -276,12 +311,14 @@ Status PickleMachine::Step(unsigned char op) {
       stack_.resize(stack_.size() - n);
       return Sequence(Kind::kTuple, std::move(items));
     }
-    case ']': return Sequence(Kind::kList, {});
+    case ']':
+      return Sequence(Kind::kList, {});
     case 'l': {
       auto items = PopMark();
       return items ? Sequence(Kind::kList, std::move(*items)) : Status(items.error());
     }
-    case 0x8f: return Sequence(Kind::kSet, {});
+    case 0x8f:
+      return Sequence(Kind::kSet, {});
     case 0x91: {
       auto items = PopMark();
       return items ? Sequence(Kind::kSet, std::move(*items)) : Status(items.error());
@@ -295,7 +332,8 @@ Status PickleMachine::Step(unsigned char op) {
       auto items = PopMark();
       return items ? Append(std::move(*items)) : Status(items.error());
     }
-    case '}': return Push(New(Kind::kDict));
+    case '}':
+      return Push(New(Kind::kDict));
     case 'd': {
       auto kv = PopMark();
       if (!kv) return kv.error();
@@ -382,13 +420,32 @@ Status PickleMachine::Step(unsigned char op) {
       if (target.kind == Kind::kCall) target.state = *state;
       return Ok{};
     }
-    case 'p': { auto i = LineNumber(); return i ? Memo(*i) : Status(i.error()); }
-    case 'q': { auto i = in_.LittleEndian(1); return i ? Memo(*i) : Status(i.error()); }
-    case 'r': { auto i = in_.LittleEndian(4); return i ? Memo(*i) : Status(i.error()); }
-    case 0x94: return Memo(memo_.size());
-    case 'g': { auto i = LineNumber(); return i ? Recall(*i) : Status(i.error()); }
-    case 'h': { auto i = in_.LittleEndian(1); return i ? Recall(*i) : Status(i.error()); }
-    case 'j': { auto i = in_.LittleEndian(4); return i ? Recall(*i) : Status(i.error()); }
+    case 'p': {
+      auto i = LineNumber();
+      return i ? Memo(*i) : Status(i.error());
+    }
+    case 'q': {
+      auto i = in_.LittleEndian(1);
+      return i ? Memo(*i) : Status(i.error());
+    }
+    case 'r': {
+      auto i = in_.LittleEndian(4);
+      return i ? Memo(*i) : Status(i.error());
+    }
+    case 0x94:
+      return Memo(memo_.size());
+    case 'g': {
+      auto i = LineNumber();
+      return i ? Recall(*i) : Status(i.error());
+    }
+    case 'h': {
+      auto i = in_.LittleEndian(1);
+      return i ? Recall(*i) : Status(i.error());
+    }
+    case 'j': {
+      auto i = in_.LittleEndian(4);
+      return i ? Recall(*i) : Status(i.error());
+    }
     case 'P':
     case 'Q': {
       Ref id = 0;
@@ -404,11 +461,13 @@ Status PickleMachine::Step(unsigned char op) {
       stack_.push_back(*r);
       return Ok{};
     }
-    default: break;
+    default:
+      break;
   }
   char hex[8];
   std::snprintf(hex, sizeof hex, "0x%02x", op);
-  return Fail(std::string("opcode ") + hex + " is not one this reader knows (extension registry, out-of-band buffer, or not a pickle)");
+  return Fail(std::string("opcode ") + hex +
+              " is not one this reader knows (extension registry, out-of-band buffer, or not a pickle)");
 }
 
 Result<PickleTree> PickleMachine::Run(std::uint64_t* end) {
@@ -418,7 +477,8 @@ Result<PickleTree> PickleMachine::Run(std::uint64_t* end) {
     if (auto st = in_.Read(op); !st) return st.error();
     if (auto st = Step(static_cast<unsigned char>(op[0])); !st) return st.error();
   }
-  if (stack_.size() != 1 || !marks_.empty()) return Fail("STOP with " + std::to_string(stack_.size()) + " values on the stack");
+  if (stack_.size() != 1 || !marks_.empty())
+    return Fail("STOP with " + std::to_string(stack_.size()) + " values on the stack");
   tree_.root_ = stack_.back();
   if (end != nullptr) *end = in_.pos();
   return std::move(tree_);

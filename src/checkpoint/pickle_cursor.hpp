@@ -24,7 +24,8 @@ class PickleCursor {
 
   Status Read(std::span<std::byte> out) {
     if (out.size() > limit_ - pos_) {
-      return Error{s_.name() + ": pickle ends at offset " + std::to_string(limit_) + " before its STOP opcode (truncated)"};
+      return Error{s_.name() + ": pickle ends at offset " + std::to_string(limit_) +
+                   " before its STOP opcode (truncated)"};
     }
     std::size_t done = 0;
     while (done < out.size()) {
@@ -50,7 +51,8 @@ class PickleCursor {
 
   Result<std::string> Bytes(std::uint64_t n) {
     if (n > limit_ - pos_) {
-      return Error{s_.name() + ": pickle ends at offset " + std::to_string(limit_) + " before its STOP opcode (truncated)"};
+      return Error{s_.name() + ": pickle ends at offset " + std::to_string(limit_) +
+                   " before its STOP opcode (truncated)"};
     }
     std::string out(static_cast<std::size_t>(n), '\0');
     if (auto st = Read({reinterpret_cast<std::byte*>(out.data()), out.size()}); !st) return st.error();
@@ -64,7 +66,8 @@ class PickleCursor {
       std::array<std::byte, 1> c{};
       if (auto st = Read(c); !st) return st.error();
       if (c[0] == std::byte{'\n'}) return out;
-      if (out.size() > 4096) return Error{s_.name() + ": pickle text argument longer than 4 KiB at offset " + std::to_string(pos_)};
+      if (out.size() > 4096)
+        return Error{s_.name() + ": pickle text argument longer than 4 KiB at offset " + std::to_string(pos_)};
       out.push_back(static_cast<char>(c[0]));
     }
   }

@@ -7,10 +7,9 @@
 #include <array>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace spotvisor::checkpoint {
 namespace {
@@ -20,19 +19,15 @@ using Json = nlohmann::json;
 // Bits per element, by dtype name (safetensors Dtype::bitsize).
 std::uint64_t DtypeBits(const std::string& dtype) {
   static const std::map<std::string, std::uint64_t> kBits = {
-      {"BOOL", 8},        {"F4", 4},         {"F6_E2M3", 6},     {"F6_E3M2", 6},
-      {"U8", 8},          {"I8", 8},         {"F8_E5M2", 8},     {"F8_E4M3", 8},
-      {"F8_E8M0", 8},     {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8}, {"I16", 16},
-      {"U16", 16},        {"F16", 16},       {"BF16", 16},       {"I32", 32},
-      {"U32", 32},        {"F32", 32},       {"C64", 64},        {"F64", 64},
-      {"I64", 64},        {"U64", 64}};
+      {"BOOL", 8},    {"F4", 4},      {"F6_E2M3", 6}, {"F6_E3M2", 6},     {"U8", 8},          {"I8", 8},
+      {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8}, {"I16", 16},
+      {"U16", 16},    {"F16", 16},    {"BF16", 16},   {"I32", 32},        {"U32", 32},        {"F32", 32},
+      {"C64", 64},    {"F64", 64},    {"I64", 64},    {"U64", 64}};
   const auto it = kBits.find(dtype);
   return it == kBits.end() ? 0 : it->second;
 }
 
-Error Fail(const std::string& name, const std::string& what) {
-  return Error{name + ": safetensors header: " + what};
-}
+Error Fail(const std::string& name, const std::string& what) { return Error{name + ": safetensors header: " + what}; }
 
 struct Span {
   std::uint64_t begin;
@@ -138,9 +133,8 @@ Result<SafetensorsSummary> CheckSafetensorsHeader(std::string_view header, std::
     if (!span) return span.error();
     spans.push_back(std::move(*span));
   }
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& a, const Span& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
   std::uint64_t covered = 0;
   for (const auto& s : spans) {
     if (s.begin != covered) {
@@ -161,7 +155,8 @@ Result<SafetensorsSummary> CheckSafetensorsHeader(std::string_view header, std::
 
 Result<SafetensorsSummary> CheckSafetensors(const ByteSource& source) {
   const std::uint64_t size = source.size();
-  if (size < 8) return Fail(source.name(), "file is " + std::to_string(size) + " bytes, too short for the 8-byte length");
+  if (size < 8)
+    return Fail(source.name(), "file is " + std::to_string(size) + " bytes, too short for the 8-byte length");
   std::array<std::byte, 8> len{};
   if (auto st = source.ReadAt(0, len); !st) return st.error();
   std::uint64_t n = 0;

@@ -12,13 +12,24 @@ using Kind = PickleTree::Kind;
 
 // Bytes per element of torch.<Name>Storage (torch/storage.py _dtype_to_storage_type_map).
 std::optional<std::uint64_t> ElementSize(std::string_view type) {
-  static const std::map<std::string_view, std::uint64_t> kSizes = {
-      {"torch.DoubleStorage", 8},  {"torch.FloatStorage", 4},        {"torch.HalfStorage", 2},
-      {"torch.LongStorage", 8},    {"torch.IntStorage", 4},          {"torch.ShortStorage", 2},
-      {"torch.CharStorage", 1},    {"torch.ByteStorage", 1},         {"torch.BoolStorage", 1},
-      {"torch.BFloat16Storage", 2}, {"torch.ComplexDoubleStorage", 16}, {"torch.ComplexFloatStorage", 8},
-      {"torch.QUInt8Storage", 1},  {"torch.QInt8Storage", 1},        {"torch.QInt32Storage", 4},
-      {"torch.QUInt4x2Storage", 1}, {"torch.QUInt2x4Storage", 1},    {"torch.UntypedStorage", 1}};
+  static const std::map<std::string_view, std::uint64_t> kSizes = {{"torch.DoubleStorage", 8},
+                                                                   {"torch.FloatStorage", 4},
+                                                                   {"torch.HalfStorage", 2},
+                                                                   {"torch.LongStorage", 8},
+                                                                   {"torch.IntStorage", 4},
+                                                                   {"torch.ShortStorage", 2},
+                                                                   {"torch.CharStorage", 1},
+                                                                   {"torch.ByteStorage", 1},
+                                                                   {"torch.BoolStorage", 1},
+                                                                   {"torch.BFloat16Storage", 2},
+                                                                   {"torch.ComplexDoubleStorage", 16},
+                                                                   {"torch.ComplexFloatStorage", 8},
+                                                                   {"torch.QUInt8Storage", 1},
+                                                                   {"torch.QInt8Storage", 1},
+                                                                   {"torch.QInt32Storage", 4},
+                                                                   {"torch.QUInt4x2Storage", 1},
+                                                                   {"torch.QUInt2x4Storage", 1},
+                                                                   {"torch.UntypedStorage", 1}};
   auto it = kSizes.find(type);
   if (it == kSizes.end()) return std::nullopt;
   return it->second;
@@ -38,7 +49,8 @@ Result<std::map<std::string, Storage>> StoragesOf(const ByteSource& s, const Pic
     const auto& id = t.at(n.items.front());
     const std::string* tag = id.kind == Kind::kTuple && id.items.size() >= 5 ? t.Text(id.items[0]) : nullptr;
     if (tag == nullptr || *tag != "storage") {
-      return Error{s.name() + ": legacy torch pickle: a persistent id that is not a ('storage', type, key, location, size) tuple"};
+      return Error{s.name() +
+                   ": legacy torch pickle: a persistent id that is not a ('storage', type, key, location, size) tuple"};
     }
     const auto& type = t.at(id.items[1]);
     const std::string* key = t.Text(id.items[2]);
@@ -100,10 +112,12 @@ Status CheckTorchLegacy(const ByteSource& s, bool read_every_byte, HashPool* poo
     }
     at += header.size();
     const std::uint64_t bytes = st.numel * st.element_size;
-    if (st.numel != 0 && bytes / st.numel != st.element_size) return Error{s.name() + ": storage '" + key + "' is impossibly large"};
+    if (st.numel != 0 && bytes / st.numel != st.element_size)
+      return Error{s.name() + ": storage '" + key + "' is impossibly large"};
     if (s.size() - at < bytes) {
-      return Error{s.name() + ": storage '" + key + "' (" + std::to_string(bytes) + " bytes from offset " + std::to_string(at) +
-                   ") runs past the end of the file at " + std::to_string(s.size()) + " (truncated)"};
+      return Error{s.name() + ": storage '" + key + "' (" + std::to_string(bytes) + " bytes from offset " +
+                   std::to_string(at) + ") runs past the end of the file at " + std::to_string(s.size()) +
+                   " (truncated)"};
     }
     data.push_back({at, bytes});
     at += bytes;

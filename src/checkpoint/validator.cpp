@@ -132,7 +132,8 @@ Verdict ValidateDirectory(const fs::path& dir, const ValidatorOptions& o) {
   }
   std::string by = has_manifest ? "manifest" : !o.marker.empty() ? "marker '" + o.marker + "'" : commit->by;
   if (by.empty() && payload == 0 && o.format != "any") {
-    return Bad(dir.string() + ": no torch.save, safetensors or DCP file and no manifest or commit marker: "
+    return Bad(dir.string() +
+               ": no torch.save, safetensors or DCP file and no manifest or commit marker: "
                "cannot tell whether it is complete (seal it with `spotvisor seal`, or set checkpoints.format: any)");
   }
   std::string summary = std::to_string(items->size()) + " files (";
@@ -144,12 +145,16 @@ Verdict ValidateDirectory(const fs::path& dir, const ValidatorOptions& o) {
   summary += ")";
   if (!by.empty()) summary += "; committed by " + by;
   for (const auto& n : notes) summary += "; " + n;
-  std::string format = !commit->kind.empty() ? commit->kind : payload > 0 ? "files" : has_manifest ? "manifest" : "files";
+  std::string format = !commit->kind.empty() ? commit->kind
+                       : payload > 0         ? "files"
+                       : has_manifest        ? "manifest"
+                                             : "files";
   return {true, summary, format};
 }
 
 Verdict ValidateFile(const fs::path& file, const ValidatorOptions& o) {
-  if (o.format == "dcp" || o.format == "hf" || o.format == "orbax" || o.format == "deepspeed" || o.format == "megatron") {
+  if (o.format == "dcp" || o.format == "hf" || o.format == "orbax" || o.format == "deepspeed" ||
+      o.format == "megatron") {
     return Bad(file.string() + ": checkpoints.format " + o.format + " expects a directory, this is a file");
   }
   std::error_code ec;
@@ -167,8 +172,10 @@ Verdict ValidateFile(const fs::path& file, const ValidatorOptions& o) {
   const std::string format(FormatName(fc.format));
   if (!fc.status) return Bad(fc.status.error().message, format);
   if (fc.format == FileFormat::kUnknown && !has_manifest && o.format != "any") {
-    return Bad(file.string() + ": not a known checkpoint format (torch.save, safetensors) and no manifest "
-               "(seal it with `spotvisor seal`, or set checkpoints.format: any)", format);
+    return Bad(file.string() +
+                   ": not a known checkpoint format (torch.save, safetensors) and no manifest "
+                   "(seal it with `spotvisor seal`, or set checkpoints.format: any)",
+               format);
   }
   std::string summary = format + ", " + std::to_string(size) + " bytes";
   if (has_manifest) summary += "; manifest verified";
@@ -180,9 +187,12 @@ Verdict ValidateFile(const fs::path& file, const ValidatorOptions& o) {
 
 std::string_view LevelName(ValidateLevel level) {
   switch (level) {
-    case ValidateLevel::kStructure: return "structure";
-    case ValidateLevel::kFormat: return "format";
-    case ValidateLevel::kFull: break;
+    case ValidateLevel::kStructure:
+      return "structure";
+    case ValidateLevel::kFormat:
+      return "format";
+    case ValidateLevel::kFull:
+      break;
   }
   return "full";
 }

@@ -24,8 +24,7 @@ constexpr std::uint64_t kZip64EocdSize = 56;
 constexpr std::uint32_t kMax32 = 0xFFFFFFFFu;
 
 std::uint16_t U16(const std::byte* p) {
-  return static_cast<std::uint16_t>(std::to_integer<unsigned>(p[0]) |
-                                    (std::to_integer<unsigned>(p[1]) << 8));
+  return static_cast<std::uint16_t>(std::to_integer<unsigned>(p[0]) | (std::to_integer<unsigned>(p[1]) << 8));
 }
 std::uint32_t U32(const std::byte* p) {
   return static_cast<std::uint32_t>(U16(p)) | (static_cast<std::uint32_t>(U16(p + 2)) << 16);
@@ -43,15 +42,13 @@ std::string Hex(std::uint32_t v) {
 Error Fail(const ByteSource& s, std::uint64_t offset, const std::string& what) {
   return Error{s.name() + ": " + what + " (offset " + std::to_string(offset) + ")"};
 }
-Error EntryFail(const ByteSource& s, const ZipEntry& e, std::uint64_t offset,
-                const std::string& what) {
-  return Error{s.name() + ": entry '" + e.name + "': " + what + " (offset " +
-               std::to_string(offset) + ")"};
+Error EntryFail(const ByteSource& s, const ZipEntry& e, std::uint64_t offset, const std::string& what) {
+  return Error{s.name() + ": entry '" + e.name + "': " + what + " (offset " + std::to_string(offset) + ")"};
 }
 
 // The end records found at the end of an archive.
 struct EndRecords {
-  std::uint64_t eocd_at = 0;        // absolute offset of the classic EOCD
+  std::uint64_t eocd_at = 0;  // absolute offset of the classic EOCD
   std::uint64_t entries = 0;
   std::uint64_t cd_size = 0;
   std::uint64_t cd_rel_offset = 0;  // relative to the archive start
@@ -68,8 +65,9 @@ Result<std::uint64_t> FindEocd(const ByteSource& s, std::uint64_t end, bool allo
     const std::byte* p = tail.data() + i;
     if (U32(p) == kEocdSig && i + kEocdSize + U16(p + 20) == window) return end - window + i;
   }
-  return Fail(s, end, "no end-of-central-directory record at the end of the archive "
-                      "(truncated or still being written?)");
+  return Fail(s, end,
+              "no end-of-central-directory record at the end of the archive "
+              "(truncated or still being written?)");
 }
 
 Result<EndRecords> ReadEndRecords(const ByteSource& s, std::uint64_t end, bool allow_comment) {
@@ -102,8 +100,7 @@ Result<EndRecords> ReadEndRecords(const ByteSource& s, std::uint64_t end, bool a
       const std::uint64_t entries = U64(z.data() + 32);
       const std::uint64_t cd_size = U64(z.data() + 40);
       const std::uint64_t cd_off = U64(z.data() + 48);
-      if ((r.entries != 0xFFFF && r.entries != entries) ||
-          (r.cd_size != kMax32 && r.cd_size != cd_size) ||
+      if ((r.entries != 0xFFFF && r.entries != entries) || (r.cd_size != kMax32 && r.cd_size != cd_size) ||
           (r.cd_rel_offset != kMax32 && r.cd_rel_offset != cd_off)) {
         return Fail(s, z_at, "ZIP64 end record disagrees with the end-of-central-directory record");
       }
@@ -123,9 +120,8 @@ Result<EndRecords> ReadEndRecords(const ByteSource& s, std::uint64_t end, bool a
 }
 
 // Applies the ZIP64 extended-information extra field (0x0001) to an entry's fields.
-Status ApplyZip64Extra(const ByteSource& s, const std::byte* extra, std::size_t len,
-                       std::uint64_t at, std::uint64_t& usize, std::uint64_t& csize,
-                       std::uint64_t& lho) {
+Status ApplyZip64Extra(const ByteSource& s, const std::byte* extra, std::size_t len, std::uint64_t at,
+                       std::uint64_t& usize, std::uint64_t& csize, std::uint64_t& lho) {
   std::size_t i = 0;
   while (i + 4 <= len) {
     const std::uint16_t id = U16(extra + i);
@@ -186,8 +182,9 @@ Result<ZipArchive> ReadZipIndex(const ByteSource& s, std::uint64_t end, bool all
     if (!names.insert(e.name).second) return EntryFail(s, e, at, "name appears twice in the central directory");
     if (e.flags & 0x0001) return EntryFail(s, e, at, "entry is encrypted");
     if (e.method != 0) {
-      return EntryFail(s, e, at, "entry is compressed (method " + std::to_string(e.method) +
-                                     "); torch.save stores entries uncompressed");
+      return EntryFail(
+          s, e, at,
+          "entry is compressed (method " + std::to_string(e.method) + "); torch.save stores entries uncompressed");
     }
     if (csize != usize) return EntryFail(s, e, at, "stored entry with different compressed and uncompressed sizes");
     if (lho >= r->cd_rel_offset) return EntryFail(s, e, at, "local header offset lies beyond the central directory");
@@ -197,8 +194,9 @@ Result<ZipArchive> ReadZipIndex(const ByteSource& s, std::uint64_t end, bool all
     pos += 46 + nlen + elen + clen;
   }
   if (pos != cd.size()) {
-    return Fail(s, a.cd_offset + pos, "central directory is " + std::to_string(cd.size()) +
-                                          " bytes but its entries end after " + std::to_string(pos));
+    return Fail(s, a.cd_offset + pos,
+                "central directory is " + std::to_string(cd.size()) + " bytes but its entries end after " +
+                    std::to_string(pos));
   }
   return a;
 }
@@ -217,21 +215,27 @@ Status CheckZipLayout(const ByteSource& s, ZipArchive& a) {
     if (auto st = s.ReadAt(at, h); !st) return st.error();
     if (U32(h.data()) != kLocalSig) return EntryFail(s, *e, at, "local header signature is wrong");
     const std::size_t nlen = U16(h.data() + 26), elen = U16(h.data() + 28);
-    if (at + 30 + nlen + elen > a.cd_offset) return EntryFail(s, *e, at, "local header runs into the central directory");
+    if (at + 30 + nlen + elen > a.cd_offset)
+      return EntryFail(s, *e, at, "local header runs into the central directory");
     std::string name(nlen, '\0');
     if (auto st = s.ReadAt(at + 30, {reinterpret_cast<std::byte*>(name.data()), nlen}); !st) return st.error();
     if (name != e->name) return EntryFail(s, *e, at, "local header names '" + name + "' instead");
-    if (U16(h.data() + 8) != e->method) return EntryFail(s, *e, at, "local header and central directory disagree on the method");
+    if (U16(h.data() + 8) != e->method)
+      return EntryFail(s, *e, at, "local header and central directory disagree on the method");
     const std::uint16_t lflags = U16(h.data() + 6);
     if (!(lflags & 0x0008)) {
       const std::uint32_t crc = U32(h.data() + 14), csize = U32(h.data() + 18);
-      if (crc != e->crc32) return EntryFail(s, *e, at, "local header CRC-32 " + Hex(crc) + " differs from the central directory's " + Hex(e->crc32));
-      if (csize != kMax32 && csize != e->size) return EntryFail(s, *e, at, "local header size differs from the central directory's");
+      if (crc != e->crc32)
+        return EntryFail(s, *e, at,
+                         "local header CRC-32 " + Hex(crc) + " differs from the central directory's " + Hex(e->crc32));
+      if (csize != kMax32 && csize != e->size)
+        return EntryFail(s, *e, at, "local header size differs from the central directory's");
     }
     e->data_offset = at + 30 + nlen + elen;
     std::uint64_t end = e->data_offset + e->size;
     if (e->size > a.cd_offset || e->data_offset > a.cd_offset - e->size) {
-      return EntryFail(s, *e, e->data_offset, "data (" + std::to_string(e->size) + " bytes) runs into the central directory");
+      return EntryFail(s, *e, e->data_offset,
+                       "data (" + std::to_string(e->size) + " bytes) runs into the central directory");
     }
     if (lflags & 0x0008) {
       std::array<std::byte, 24> d{};
@@ -243,7 +247,8 @@ Status CheckZipLayout(const ByteSource& s, ZipArchive& a) {
                         U32(d.data() + sig + 8) == e->size;
       const bool ok64 = fits64 && U32(d.data() + sig) == e->crc32 && U64(d.data() + sig + 4) == e->size &&
                         U64(d.data() + sig + 12) == e->size;
-      if (!ok32 && !ok64) return EntryFail(s, *e, end, "data descriptor is missing or disagrees with the central directory");
+      if (!ok32 && !ok64)
+        return EntryFail(s, *e, end, "data descriptor is missing or disagrees with the central directory");
       end += sig + (ok64 ? 20 : 12);
     }
     previous_end = end;
@@ -260,8 +265,9 @@ Status VerifyZipCrcs(const ByteSource& s, const ZipArchive& a, HashPool* pool) {
   for (std::size_t i = 0; i < a.entries.size(); ++i) {
     const auto& e = a.entries[i];
     if ((*crcs)[i] != e.crc32) {
-      return EntryFail(s, e, e.data_offset, "CRC-32 mismatch: stored " + Hex(e.crc32) + ", computed " +
-                                                Hex((*crcs)[i]) + " over " + std::to_string(e.size) + " bytes");
+      return EntryFail(s, e, e.data_offset,
+                       "CRC-32 mismatch: stored " + Hex(e.crc32) + ", computed " + Hex((*crcs)[i]) + " over " +
+                           std::to_string(e.size) + " bytes");
     }
   }
   return Ok{};
@@ -278,7 +284,8 @@ Status CheckTorchRecords(const ByteSource& s, const ZipArchive& a) {
   if (a.entries.empty()) return Fail(s, a.start, "torch.save archive has no entries");
   const auto slash = a.entries.front().name.find('/');
   if (slash == std::string::npos || slash == 0) {
-    return Fail(s, a.entries.front().header_offset, "first entry '" + a.entries.front().name + "' is not in a top-level folder");
+    return Fail(s, a.entries.front().header_offset,
+                "first entry '" + a.entries.front().name + "' is not in a top-level folder");
   }
   const std::string prefix = a.entries.front().name.substr(0, slash + 1);
   const ZipEntry* pkl = nullptr;
@@ -298,11 +305,14 @@ Status CheckTorchRecords(const ByteSource& s, const ZipArchive& a) {
   if (auto st = s.ReadAt(pkl->data_offset, first); !st) return st.error();
   if (auto st = s.ReadAt(pkl->data_offset + pkl->size - 1, last); !st) return st.error();
   if (first[0] != std::byte{0x80} || last[0] != std::byte{'.'}) {
-    return EntryFail(s, *pkl, pkl->data_offset, "is not a complete pickle (no PROTO opcode at the start or STOP at the end)");
+    return EntryFail(s, *pkl, pkl->data_offset,
+                     "is not a complete pickle (no PROTO opcode at the start or STOP at the end)");
   }
-  if (version->size == 0 || version->size > 32) return EntryFail(s, *version, version->data_offset, "version record has an odd size");
+  if (version->size == 0 || version->size > 32)
+    return EntryFail(s, *version, version->data_offset, "version record has an odd size");
   std::string text(static_cast<std::size_t>(version->size), '\0');
-  if (auto st = s.ReadAt(version->data_offset, {reinterpret_cast<std::byte*>(text.data()), text.size()}); !st) return st.error();
+  if (auto st = s.ReadAt(version->data_offset, {reinterpret_cast<std::byte*>(text.data()), text.size()}); !st)
+    return st.error();
   if (!text.empty() && text.back() == '\n') text.pop_back();
   if (text.empty() || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     return EntryFail(s, *version, version->data_offset, "version record is not a decimal number");

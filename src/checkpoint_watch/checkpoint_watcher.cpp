@@ -143,7 +143,8 @@ CheckpointVerdict CheckpointWatcher::JudgeOne(checkpoint::CatalogEntry& e) {
       std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(e.key.mtime_ns)));
   v.detected_at = std::chrono::system_clock::now();
   if (!v.good) {
-    Log(LogLevel::kDebug, "event=checkpoint_not_good_yet path=" + Quote(e.path.string()) + " reason=" + Quote(v.reason));
+    Log(LogLevel::kDebug,
+        "event=checkpoint_not_good_yet path=" + Quote(e.path.string()) + " reason=" + Quote(v.reason));
   }
   return v;
 }

@@ -65,9 +65,9 @@ void DirKeeper::Judge(checkpoint::CatalogEntry& e) {
   e = std::move(one[0]);
   if (e.scan_error.empty()) validated_.Put(e.name, e.key, level, *e.verdict);
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-  Log(LogLevel::kDebug, "event=checkpoint_validated path=" + Quote(e.path.string()) + " step=" + std::to_string(e.step) +
-                            " verdict=" + (e.verdict->good ? "good" : "bad") + " ms=" + std::to_string(ms.count()) +
-                            " by=watcher");
+  Log(LogLevel::kDebug, "event=checkpoint_validated path=" + Quote(e.path.string()) +
+                            " step=" + std::to_string(e.step) + " verdict=" + (e.verdict->good ? "good" : "bad") +
+                            " ms=" + std::to_string(ms.count()) + " by=watcher");
 }
 
 void DirKeeper::ApplyRetention() {
@@ -99,7 +99,8 @@ std::optional<checkpoint::ResumePoint> DirKeeper::NewestGood(bool for_selection)
   const auto level = job_.checkpoints.validate;
   for (auto& e : *entries) {  // newest first
     if (!e.scan_error.empty()) continue;
-    std::optional<checkpoint::Verdict> verdict = for_selection ? for_selection_.Find(e.name, e.key, level) : std::nullopt;
+    std::optional<checkpoint::Verdict> verdict =
+        for_selection ? for_selection_.Find(e.name, e.key, level) : std::nullopt;
     if (!verdict) {
       if (for_selection) {
         std::vector<checkpoint::CatalogEntry> one{e};

@@ -4,10 +4,9 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "job_options.hpp"
@@ -25,8 +24,8 @@ struct CheckpointsOptions {
 };
 
 std::string Age(std::int64_t mtime_ns) {
-  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-                       std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   const std::int64_t s = std::max<std::int64_t>(0, now - mtime_ns / 1'000'000'000);
   if (s < 120) return std::to_string(s) + "s";
   if (s < 7200) return std::to_string(s / 60) + "m";
@@ -57,9 +56,16 @@ void PrintTable(const std::vector<checkpoint::CatalogEntry>& entries) {
 void PrintJson(const std::vector<checkpoint::CatalogEntry>& entries) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& e : entries) {
-    out.push_back({{"path", e.path.string()}, {"name", e.name}, {"step", e.step}, {"size", e.key.size},
-                   {"mtime_ns", e.key.mtime_ns}, {"directory", e.is_directory}, {"good", e.verdict->good},
-                   {"format", e.verdict->format}, {"reason", e.verdict->reason}, {"cached", e.from_cache}});
+    out.push_back({{"path", e.path.string()},
+                   {"name", e.name},
+                   {"step", e.step},
+                   {"size", e.key.size},
+                   {"mtime_ns", e.key.mtime_ns},
+                   {"directory", e.is_directory},
+                   {"good", e.verdict->good},
+                   {"format", e.verdict->format},
+                   {"reason", e.verdict->reason},
+                   {"cached", e.from_cache}});
   }
   std::puts(out.dump(2).c_str());
 }
@@ -69,9 +75,10 @@ void PrintJson(const std::vector<checkpoint::CatalogEntry>& entries) {
 void AddCheckpointsCommand(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<CheckpointsOptions>();
   CLI::App* cmd = app.add_subcommand("checkpoints", "List a job's checkpoints with their verdicts (changes nothing)");
-  cmd->footer("Examples:\n  spotvisor checkpoints --config job.yaml\n"
-              "  spotvisor checkpoints --dir ./ckpt --pattern 'ckpt_step{step}' --json\n"
-              "Exit codes: 0 every checkpoint is good, 1 none found or some are bad, 64 usage, 78 configuration error.");
+  cmd->footer(
+      "Examples:\n  spotvisor checkpoints --config job.yaml\n"
+      "  spotvisor checkpoints --dir ./ckpt --pattern 'ckpt_step{step}' --json\n"
+      "Exit codes: 0 every checkpoint is good, 1 none found or some are bad, 64 usage, 78 configuration error.");
   AddJobOptions(*cmd, o->job, /*with_command=*/false);
   cmd->add_option("--dir", o->job.checkpoint_dir, "checkpoints.dir (same as --checkpoint-dir)");
   cmd->add_flag("--json", o->json, "Print JSON instead of a table");

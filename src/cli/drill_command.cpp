@@ -25,8 +25,8 @@ struct DrillFlags {
 
 void AddDrillCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<DrillFlags>();
-  CLI::App* cmd = app.add_subcommand(
-      "drill", "Run the job uninterrupted and with injected interruptions; prove exact resume");
+  CLI::App* cmd =
+      app.add_subcommand("drill", "Run the job uninterrupted and with injected interruptions; prove exact resume");
   cmd->footer("Exit: 0 identical, 1 differ or inconclusive (or a run failed), 64 usage, 78 configuration error.");
   cmd->add_option("-c,--config", flags->job.config_file, "The job file (YAML)")->required();
   cmd->add_option("--interruptions", flags->interruptions, "How many interruptions to inject")

@@ -50,21 +50,24 @@ Status ApplyOverrides(const JobOptions& o, config::JobConfig& job) {
     job.signals.checkpoint = *s;
   }
   if (o.target) {
-    static const std::map<std::string, config::SignalTarget> targets{
-        {"auto", config::SignalTarget::kAuto}, {"group", config::SignalTarget::kGroup},
-        {"main", config::SignalTarget::kMain}, {"workers", config::SignalTarget::kWorkers}};
+    static const std::map<std::string, config::SignalTarget> targets{{"auto", config::SignalTarget::kAuto},
+                                                                     {"group", config::SignalTarget::kGroup},
+                                                                     {"main", config::SignalTarget::kMain},
+                                                                     {"workers", config::SignalTarget::kWorkers}};
     const auto it = targets.find(*o.target);
     if (it == targets.end()) return FlagError("--signal-target", "expected auto, group, main or workers");
     job.signals.target = it->second;
   }
   if (o.provider) {
     static const std::map<std::string, config::ProviderKind> kinds{
-        {"auto", config::ProviderKind::kAuto}, {"aws", config::ProviderKind::kAws},
-        {"gcp", config::ProviderKind::kGcp},   {"azure", config::ProviderKind::kAzure},
+        {"auto", config::ProviderKind::kAuto},       {"aws", config::ProviderKind::kAws},
+        {"gcp", config::ProviderKind::kGcp},         {"azure", config::ProviderKind::kAzure},
         {"alibaba", config::ProviderKind::kAlibaba}, {"file", config::ProviderKind::kFile},
         {"none", config::ProviderKind::kNone}};
     const auto it = kinds.find(*o.provider);
-    if (it == kinds.end()) return FlagError("--provider", "'" + *o.provider + "' is not one of auto | aws | gcp | azure | alibaba | file | none");
+    if (it == kinds.end())
+      return FlagError("--provider",
+                       "'" + *o.provider + "' is not one of auto | aws | gcp | azure | alibaba | file | none");
     job.provider.kind = it->second;
   }
   if (o.endpoint) job.provider.endpoint = *o.endpoint;
@@ -133,7 +136,8 @@ void AddJobOptions(CLI::App& app, JobOptions& o, bool with_command) {
   app.add_option("--hang-timeout", o.hang_timeout, "health.hang_timeout, e.g. 10m");
   // Enumerated values are checked while parsing (a usage error, exit 64, naming the flag and
   // what it accepts): an unknown --log-level would otherwise turn logging off.
-  app.add_option("--log-format", o.log_format, "telemetry.log_format: text | json")->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--log-format", o.log_format, "telemetry.log_format: text | json")
+      ->check(CLI::IsMember({"text", "json"}));
   app.add_option("--log-level", o.log_level, "telemetry.log_level: debug | info | warning | error | critical")
       ->check(CLI::IsMember({"debug", "info", "warning", "error", "critical"}));
   app.add_option("--metrics-listen", o.metrics_listen, "telemetry.metrics.listen, e.g. 127.0.0.1:9187");

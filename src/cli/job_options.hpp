@@ -13,15 +13,16 @@
 namespace spotvisor::cli {
 
 struct JobOptions {
-  std::string config_file;                       // --config
+  std::string config_file;  // --config
   std::optional<std::string> name, workdir, checkpoint_dir, pattern, state_dir, result_file;
   std::optional<std::string> grace, on_notice, checkpoint_signal, target;
   std::optional<std::string> provider, endpoint, poll_interval, validate;
   std::optional<std::string> log_format, log_level, metrics_listen, report_path, heartbeat_file, hang_timeout;
   std::optional<int> max_restarts, keep;
-  bool no_mirror = false, no_hooks = false, no_metrics = false;  // rehearsals (drill): leave the mirror, hooks, port alone
-  std::vector<std::string> resume_args, env;     // repeatable
-  std::vector<std::string> command;              // after --
+  bool no_mirror = false, no_hooks = false,
+       no_metrics = false;                    // rehearsals (drill): leave the mirror, hooks, port alone
+  std::vector<std::string> resume_args, env;  // repeatable
+  std::vector<std::string> command;           // after --
 };
 
 // Registers --config and the overrides; `with_command` adds the trailing `-- COMMAND...`.

@@ -14,8 +14,9 @@ namespace spotvisor::cli {
 void AddLatestCommand(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<JobOptions>();
   CLI::App* cmd = app.add_subcommand("latest", "Print the path of the newest good checkpoint (changes nothing)");
-  cmd->footer("Example:\n  ckpt=$(spotvisor latest --dir /ckpt --pattern 'step_{step}.pt') && resume \"$ckpt\"\n"
-              "Exit codes: 0 found (path on stdout), 1 none, 64 usage, 78 configuration error.");
+  cmd->footer(
+      "Example:\n  ckpt=$(spotvisor latest --dir /ckpt --pattern 'step_{step}.pt') && resume \"$ckpt\"\n"
+      "Exit codes: 0 found (path on stdout), 1 none, 64 usage, 78 configuration error.");
   AddJobOptions(*cmd, *o, /*with_command=*/false);
   cmd->add_option("--dir", o->checkpoint_dir, "checkpoints.dir (same as --checkpoint-dir)");
   cmd->callback([o, &exit_code] {

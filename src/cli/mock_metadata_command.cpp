@@ -39,8 +39,7 @@ Result<std::pair<std::string, std::uint16_t>> SplitListen(const std::string& lis
     return Error{"--listen '" + listen + "': expected host:port, e.g. 127.0.0.1:0"};
   }
   std::string host = listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   const std::string port_text = listen.substr(colon + 1);
   if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos ||
       std::stoul(port_text) > 65535) {
@@ -59,8 +58,7 @@ Status WritePortFile(const std::filesystem::path& path, std::uint16_t port) {
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec)
-    return Error{"cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message()};
+  if (ec) return Error{"cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message()};
   return Ok{};
 }
 
@@ -83,9 +81,9 @@ int RunMockMetadata(const MockMetadataFlags& flags) {
   options.gke_workload_identity = flags.gke_workload_identity;
   options.vm_name = flags.vm_name;
   options.azure_rate_limit = flags.azure_rate_limit;
-  for (const auto& [name, text, target] :
-       {std::tuple{"--preempt-after", &flags.preempt_after, &options.preempt_after},
-        std::tuple{"--flap", &flags.flap, &options.flap}, std::tuple{"--flap-for", &flags.flap_for, &options.flap_for}}) {
+  for (const auto& [name, text, target] : {std::tuple{"--preempt-after", &flags.preempt_after, &options.preempt_after},
+                                           std::tuple{"--flap", &flags.flap, &options.flap},
+                                           std::tuple{"--flap-for", &flags.flap_for, &options.flap_for}}) {
     if (text->empty()) continue;
     auto parsed = ParseDuration(*text);
     if (!parsed || parsed->count() <= 0) {
@@ -128,16 +126,14 @@ int RunMockMetadata(const MockMetadataFlags& flags) {
 void AddMockMetadataCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<MockMetadataFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "mock-metadata",
-      "Serve a fake AWS/GCP/Azure/Alibaba metadata endpoint that can be told to preempt");
+      "mock-metadata", "Serve a fake AWS/GCP/Azure/Alibaba metadata endpoint that can be told to preempt");
   cmd->add_option("--provider", flags->provider, "aws | gcp | azure | alibaba")
       ->required()
       ->check(CLI::IsMember({"aws", "gcp", "azure", "alibaba"}));
   cmd->add_option("--listen", flags->listen, "address:port to listen on; port 0 picks a free one")
       ->capture_default_str();
   cmd->add_option("--port-file", flags->port_file, "write the bound port here (atomically)");
-  cmd->add_option("--preempt-after", flags->preempt_after,
-                  "flip to preempted by itself after this long (e.g. 30s)");
+  cmd->add_option("--preempt-after", flags->preempt_after, "flip to preempted by itself after this long (e.g. 30s)");
   cmd->add_option("--action", flags->action, "aws instance-action: terminate | stop | hibernate")
       ->check(CLI::IsMember({"terminate", "stop", "hibernate"}))
       ->capture_default_str();
@@ -147,8 +143,7 @@ void AddMockMetadataCommand(CLI::App& app, int& exit_code) {
                 "gcp: answer as the GKE metadata server does to a pod: instance/preempted and "
                 "instance/maintenance-event are 404");
   cmd->add_option("--vm-name", flags->vm_name, "azure: this VM's name")->capture_default_str();
-  cmd->add_option("--azure-rate-limit", flags->azure_rate_limit,
-                  "azure: requests per second before 429 (0 = off)")
+  cmd->add_option("--azure-rate-limit", flags->azure_rate_limit, "azure: requests per second before 429 (0 = off)")
       ->capture_default_str();
   cmd->add_option("--flap", flags->flap,
                   "misbehave in turn every PERIOD (e.g. 2s): healthy, connection dropped, no answer, "

@@ -24,14 +24,17 @@ struct PreflightFlags {
 
 void AddPreflightCommand(CLI::App& app, int& exit_code) {
   auto f = std::make_shared<PreflightFlags>();
-  CLI::App* cmd = app.add_subcommand("preflight", "Check disk space, write speed vs the warning window, endpoint and GPU");
-  cmd->footer("Example:\n  spotvisor preflight --config job.yaml --checkpoint-size 12GiB\n"
-              "Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 64 usage, 78 configuration error.");
+  CLI::App* cmd =
+      app.add_subcommand("preflight", "Check disk space, write speed vs the warning window, endpoint and GPU");
+  cmd->footer(
+      "Example:\n  spotvisor preflight --config job.yaml --checkpoint-size 12GiB\n"
+      "Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 64 usage, 78 configuration error.");
   AddJobOptions(*cmd, f->job, /*with_command=*/false);
   cmd->add_option("--write-size", f->write_size, "Bytes to write (with fsync) for the speed test (default 256MiB)");
   cmd->add_option("--checkpoint-size", f->checkpoint_size,
                   "Expected checkpoint size (default: the last one recorded, else the newest on disk)");
-  cmd->add_option("--assume-write-rate", f->assume_rate, "Skip the measurement; plan with this rate per second, e.g. 50MiB");
+  cmd->add_option("--assume-write-rate", f->assume_rate,
+                  "Skip the measurement; plan with this rate per second, e.g. 50MiB");
   cmd->add_flag("--no-endpoint", f->no_endpoint, "Skip the metadata endpoint check");
   cmd->callback([f, &exit_code] {
     auto job = LoadJob(f->job, /*require_command=*/false);
@@ -42,8 +45,9 @@ void AddPreflightCommand(CLI::App& app, int& exit_code) {
     }
     preflight::PreflightOptions o;
     o.probe_endpoint = !f->no_endpoint;
-    for (auto [text, flag, out] : {std::tuple{&f->write_size, "--write-size", 0}, std::tuple{&f->checkpoint_size, "--checkpoint-size", 1},
-                                   std::tuple{&f->assume_rate, "--assume-write-rate", 2}}) {
+    for (auto [text, flag, out] :
+         {std::tuple{&f->write_size, "--write-size", 0}, std::tuple{&f->checkpoint_size, "--checkpoint-size", 1},
+          std::tuple{&f->assume_rate, "--assume-write-rate", 2}}) {
       if (text->empty()) continue;
       auto size = ParseSize(*text);
       if (!size) {

@@ -15,10 +15,10 @@ namespace spotvisor::cli {
 namespace {
 
 struct ReportOptions {
-  JobOptions job;             // --config (state dir from the job file)
-  std::string state_dir;      // positional
-  std::string baseline;       // --baseline OTHER_STATE_DIR
-  bool json = false;          // --json
+  JobOptions job;         // --config (state dir from the job file)
+  std::string state_dir;  // positional
+  std::string baseline;   // --baseline OTHER_STATE_DIR
+  bool json = false;      // --json
 };
 
 }  // namespace
@@ -26,9 +26,10 @@ struct ReportOptions {
 void AddReportCommand(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<ReportOptions>();
   CLI::App* cmd = app.add_subcommand("report", "Print the run report (Markdown or JSON) from a job's state dir");
-  cmd->footer("Examples:\n  spotvisor report /var/lib/spotvisor/llama-ft\n  spotvisor report --config job.yaml --json\n"
-              "  spotvisor report STATE_DIR --baseline BASELINE_STATE_DIR\n"
-              "Exit codes: 0 printed, 1 no run recorded there or a file is unreadable, 64 usage, 78 configuration error.");
+  cmd->footer(
+      "Examples:\n  spotvisor report /var/lib/spotvisor/llama-ft\n  spotvisor report --config job.yaml --json\n"
+      "  spotvisor report STATE_DIR --baseline BASELINE_STATE_DIR\n"
+      "Exit codes: 0 printed, 1 no run recorded there or a file is unreadable, 64 usage, 78 configuration error.");
   cmd->add_option("STATE_DIR", o->state_dir, "the job's telemetry.state_dir");
   cmd->add_option("--baseline", o->baseline, "a second run's state dir to compare with");
   cmd->add_flag("--json", o->json, "JSON for tools instead of Markdown");

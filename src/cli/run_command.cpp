@@ -20,8 +20,8 @@ namespace spotvisor::cli {
 namespace {
 
 struct RunOptions {
-  JobOptions job;            // --config and the overrides
-  bool print_config = false; // print the effective config and exit
+  JobOptions job;             // --config and the overrides
+  bool print_config = false;  // print the effective config and exit
 };
 
 }  // namespace
@@ -38,7 +38,8 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       "  73 already running, 75 stopped (notice or a signals.stop_on signal; resumable; job.stop_exit_code\n"
       "  changes it: 143 or 200 for Kubernetes/Kubeflow, never 137), 78 configuration error.");
   AddJobOptions(*run, options->job, /*with_command=*/true);
-  run->add_flag("--print-config", options->print_config, "Print the effective configuration (secrets redacted) and exit");
+  run->add_flag("--print-config", options->print_config,
+                "Print the effective configuration (secrets redacted) and exit");
   run->callback([options, &exit_code] {
     auto job = LoadJob(options->job, /*require_command=*/true);
     if (!job) {

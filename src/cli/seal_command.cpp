@@ -26,8 +26,9 @@ struct SealOptions {
 void AddSealCommand(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<SealOptions>();
   CLI::App* cmd = app.add_subcommand("seal", "Write a manifest (sizes + XXH3-128 hashes) for checkpoints");
-  cmd->footer("Example:\n  spotvisor seal ckpt/checkpoint-500\n"
-              "Exit codes: 0 sealed, 1 a checkpoint could not be sealed, 64 usage, 78 configuration error.");
+  cmd->footer(
+      "Example:\n  spotvisor seal ckpt/checkpoint-500\n"
+      "Exit codes: 0 sealed, 1 a checkpoint could not be sealed, 64 usage, 78 configuration error.");
   AddJobOptions(*cmd, o->job, /*with_command=*/false);
   cmd->add_option("--dir", o->job.checkpoint_dir, "checkpoints.dir (same as --checkpoint-dir)");
   cmd->add_option("paths", o->paths, "Checkpoint files or directories")->required();

@@ -26,8 +26,9 @@ struct ValidateOptions {
 void AddValidateCommand(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<ValidateOptions>();
   CLI::App* cmd = app.add_subcommand("validate", "Validate checkpoints and explain every failure (changes nothing)");
-  cmd->footer("Examples:\n  spotvisor validate ckpt/step_100.pt\n  spotvisor validate --level format ckpt/checkpoint-*\n"
-              "Exit codes: 0 all good, 1 some bad, 64 usage, 78 configuration error.");
+  cmd->footer(
+      "Examples:\n  spotvisor validate ckpt/step_100.pt\n  spotvisor validate --level format ckpt/checkpoint-*\n"
+      "Exit codes: 0 all good, 1 some bad, 64 usage, 78 configuration error.");
   AddJobOptions(*cmd, o->job, /*with_command=*/false);
   cmd->add_option("--dir", o->job.checkpoint_dir, "checkpoints.dir (same as --checkpoint-dir)");
   cmd->add_option("paths", o->paths, "Checkpoint files or directories")->required();

@@ -93,12 +93,16 @@ void EmitCost(YAML::Emitter& y, const CostSection& c) {
   y.SetDoublePrecision(15);  // prices print as written (0.08, not 0.080000000000000002)
   y << YAML::BeginMap;
   y << YAML::Key << "currency" << YAML::Value << c.currency;
-  const std::pair<const char*, const CostValue*> values[] = {
-      {"gpu_hour", &c.gpu_hour}, {"node_hour", &c.node_hour}, {"disk_gb", &c.disk_gb},
-      {"disk_gb_month", &c.disk_gb_month}, {"snapshot_gb", &c.snapshot_gb},
-      {"snapshot_gb_month", &c.snapshot_gb_month}, {"egress_gb", &c.egress_gb},
-      {"egress_per_gb", &c.egress_per_gb}, {"public_ip_hour", &c.public_ip_hour},
-      {"support_month", &c.support_month}};
+  const std::pair<const char*, const CostValue*> values[] = {{"gpu_hour", &c.gpu_hour},
+                                                             {"node_hour", &c.node_hour},
+                                                             {"disk_gb", &c.disk_gb},
+                                                             {"disk_gb_month", &c.disk_gb_month},
+                                                             {"snapshot_gb", &c.snapshot_gb},
+                                                             {"snapshot_gb_month", &c.snapshot_gb_month},
+                                                             {"egress_gb", &c.egress_gb},
+                                                             {"egress_per_gb", &c.egress_per_gb},
+                                                             {"public_ip_hour", &c.public_ip_hour},
+                                                             {"support_month", &c.support_month}};
   for (const auto& [key, value] : values) {
     y << YAML::Key << key << YAML::Value;
     CostOut(y, *value);
@@ -121,9 +125,10 @@ void EmitCost(YAML::Emitter& y, const CostSection& c) {
 
 void EmitHooks(YAML::Emitter& y, const HooksSection& h) {
   y << YAML::Key << "hooks" << YAML::Value << YAML::BeginMap;
-  const std::pair<const char*, const HookSpec*> hooks[] = {
-      {"before_start", &h.before_start}, {"on_checkpoint", &h.on_checkpoint},
-      {"on_notice", &h.on_notice}, {"on_finish", &h.on_finish}};
+  const std::pair<const char*, const HookSpec*> hooks[] = {{"before_start", &h.before_start},
+                                                           {"on_checkpoint", &h.on_checkpoint},
+                                                           {"on_notice", &h.on_notice},
+                                                           {"on_finish", &h.on_finish}};
   for (const auto& [name, spec] : hooks) {
     if (spec->command.empty()) continue;  // an unset hook has no spelling but absence
     y << YAML::Key << name << YAML::Value << YAML::BeginMap;
@@ -166,7 +171,8 @@ std::string ToYaml(const JobConfig& c) {
   y << YAML::Key << "default_window" << YAML::Value << FormatDuration(p.default_window);
   y << YAML::Key << "min_grace" << YAML::Value << FormatDuration(p.min_grace);
   y << YAML::Key << "rebalance" << YAML::Value
-    << Name(p.rebalance, {{RebalanceAction::kIgnore, "ignore"}, {RebalanceAction::kCheckpoint, "checkpoint"},
+    << Name(p.rebalance, {{RebalanceAction::kIgnore, "ignore"},
+                          {RebalanceAction::kCheckpoint, "checkpoint"},
                           {RebalanceAction::kStop, "stop"}});
   y << YAML::Key << "token_ttl" << YAML::Value << FormatDuration(p.token_ttl);
   y << YAML::Key << "imdsv1_fallback" << YAML::Value << p.imdsv1_fallback;
@@ -199,7 +205,8 @@ std::string ToYaml(const JobConfig& c) {
   Optional(y, "dir", "checkpoints.dir", OptPath(k.dir));
   y << YAML::Key << "pattern" << YAML::Value << k.pattern;
   y << YAML::Key << "validate" << YAML::Value
-    << Name(k.validate, {{ValidateLevel::kStructure, "structure"}, {ValidateLevel::kFormat, "format"},
+    << Name(k.validate, {{ValidateLevel::kStructure, "structure"},
+                         {ValidateLevel::kFormat, "format"},
                          {ValidateLevel::kFull, "full"}});
   y << YAML::Key << "format" << YAML::Value << k.format;
   y << YAML::Key << "marker" << YAML::Value << k.marker;
@@ -240,7 +247,9 @@ std::string ToYaml(const JobConfig& c) {
   const auto& cad = c.cadence;
   y << YAML::Key << "cadence" << YAML::Value << YAML::BeginMap;
   y << YAML::Key << "every" << YAML::Value
-    << (cad.mode == CadenceMode::kOff ? "off" : cad.mode == CadenceMode::kAdaptive ? "adaptive" : FormatDuration(cad.every));
+    << (cad.mode == CadenceMode::kOff        ? "off"
+        : cad.mode == CadenceMode::kAdaptive ? "adaptive"
+                                             : FormatDuration(cad.every));
   y << YAML::Key << "min" << YAML::Value << FormatDuration(cad.min);
   y << YAML::Key << "max" << YAML::Value << FormatDuration(cad.max);
   y << YAML::Key << "mtbi_prior" << YAML::Value << FormatDuration(cad.mtbi_prior);

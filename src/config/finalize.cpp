@@ -21,8 +21,8 @@ std::string Where(const JobConfig& job, const std::string& key) {
   return job.source_file->string() + ":" + std::to_string(it->second) + ": " + key + ": ";
 }
 
-Status CheckTemplates(const JobConfig& job, const std::vector<std::string>& argv,
-                      const std::string& key, const std::set<std::string>& allowed) {
+Status CheckTemplates(const JobConfig& job, const std::vector<std::string>& argv, const std::string& key,
+                      const std::set<std::string>& allowed) {
   for (const auto& arg : argv) {
     auto names = TemplateNames(arg);
     if (!names) return Error{Where(job, key) + names.error().message};
@@ -116,7 +116,8 @@ Status Finalize(JobConfig& job, bool need_command) {
   if (Status s = CheckTemplates(job, job.job.command, "job.command", anywhere); !s) return s;
   if (Status s = CheckTemplates(job, job.job.resume_args, "job.resume_args", resume); !s) return s;
   if (!job.job.resume_args.empty() && !job.checkpoints.dir) {
-    return Error{Where(job, "job.resume_args") + "set checkpoints.dir too: resume arguments need a checkpoint to point at"};
+    return Error{Where(job, "job.resume_args") +
+                 "set checkpoints.dir too: resume arguments need a checkpoint to point at"};
   }
 
   if (auto p = checkpoint::NamePattern::Parse(job.checkpoints.pattern); !p) {
@@ -135,7 +136,8 @@ Status Finalize(JobConfig& job, bool need_command) {
   for (auto [signo, key] : {std::pair{job.signals.on_notice, "signals.on_notice"},
                             std::pair{job.signals.checkpoint, "signals.checkpoint"}}) {
     if (signo == SIGKILL || signo == SIGSTOP) {
-      return Error{Where(job, key) + "SIGKILL and SIGSTOP cannot be caught, so a trainer could never checkpoint on them"};
+      return Error{Where(job, key) +
+                   "SIGKILL and SIGSTOP cannot be caught, so a trainer could never checkpoint on them"};
     }
   }
   if (Status s = CheckStopContract(job); !s) return s.error();
@@ -143,7 +145,8 @@ Status Finalize(JobConfig& job, bool need_command) {
   if (job.telemetry.state_dir.empty()) job.telemetry.state_dir = job.base_dir / ".spotvisor" / job.job.name;
   if (std::filesystem::exists(job.telemetry.state_dir, ec) &&
       !std::filesystem::is_directory(job.telemetry.state_dir, ec)) {
-    return Error{Where(job, "telemetry.state_dir") + job.telemetry.state_dir.string() + " exists and is not a directory"};
+    return Error{Where(job, "telemetry.state_dir") + job.telemetry.state_dir.string() +
+                 " exists and is not a directory"};
   }
   if (job.health.hang_timeout.count() <= 0) {
     return Error{Where(job, "health.hang_timeout") + "must be longer than 0"};

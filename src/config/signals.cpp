@@ -1,9 +1,9 @@
 // Signal names in job files and flags: "SIGTERM", "TERM", "sigterm" or a number.
+#include "spotvisor/config/signals.hpp"
+
 #include <csignal>
 #include <cstring>
 #include <string>
-
-#include "spotvisor/config/signals.hpp"
 
 namespace spotvisor::config {
 namespace {
@@ -13,11 +13,10 @@ struct NamedSignal {
   int number;
 };
 
-constexpr NamedSignal kSignals[] = {
-    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
-    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"ALRM", SIGALRM},
-    {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP}, {"WINCH", SIGWINCH},
-    {"PWR", SIGPWR},   {"XCPU", SIGXCPU}, {"URG", SIGURG}};
+constexpr NamedSignal kSignals[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+                                    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"ALRM", SIGALRM},
+                                    {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP}, {"WINCH", SIGWINCH},
+                                    {"PWR", SIGPWR},   {"XCPU", SIGXCPU}, {"URG", SIGURG}};
 
 }  // namespace
 
@@ -32,8 +31,8 @@ Result<int> ParseSignal(const std::string& text) {
     const int n = std::stoi(bare);
     if (n > 0 && n < NSIG) return n;
   }
-  if (bare.rfind("RTMIN+", 0) == 0 && bare.size() > 6 &&
-      bare.find_first_not_of("0123456789", 6) == std::string::npos && bare.size() < 9) {
+  if (bare.rfind("RTMIN+", 0) == 0 && bare.size() > 6 && bare.find_first_not_of("0123456789", 6) == std::string::npos &&
+      bare.size() < 9) {
     const int n = SIGRTMIN + std::stoi(bare.substr(6));
     if (n <= SIGRTMAX) return n;
   }

@@ -56,8 +56,7 @@ Result<std::set<std::string>> TemplateNames(const std::string& text) {
   return names;
 }
 
-Result<std::vector<std::string>> ExpandArgv(const std::vector<std::string>& argv,
-                                            const TemplateVars& vars) {
+Result<std::vector<std::string>> ExpandArgv(const std::vector<std::string>& argv, const TemplateVars& vars) {
   std::vector<std::string> out;
   out.reserve(argv.size());
   for (const auto& arg : argv) {

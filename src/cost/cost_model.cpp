@@ -77,27 +77,28 @@ Estimate EstimateCost(const config::CostSection& c, const Usage& u) {
   const CostValue billed = Exact(u.billed_hours);
   const CostValue months = Exact(u.calendar_hours / kHoursPerMonth);
   if (c.gpu_hour.known) {
-    e.components.push_back(Make("compute", Times(Times(c.gpu_hour, Exact(c.gpus)), billed),
-                                std::to_string(c.gpus) + " GPU x " + Hours(u.billed_hours) + " x " +
-                                    Spell(c.gpu_hour) + "/GPU-hour"));
+    e.components.push_back(
+        Make("compute", Times(Times(c.gpu_hour, Exact(c.gpus)), billed),
+             std::to_string(c.gpus) + " GPU x " + Hours(u.billed_hours) + " x " + Spell(c.gpu_hour) + "/GPU-hour"));
   } else if (c.node_hour.known) {
-    e.components.push_back(Make("compute", Times(c.node_hour, billed),
-                                Hours(u.billed_hours) + " x " + Spell(c.node_hour) + "/node-hour"));
+    e.components.push_back(
+        Make("compute", Times(c.node_hour, billed), Hours(u.billed_hours) + " x " + Spell(c.node_hour) + "/node-hour"));
   } else {
     e.components.push_back(Make("compute", CostValue{}, "cost.gpu_hour / cost.node_hour not set"));
   }
-  e.components.push_back(Make("disk", Times(Times(c.disk_gb, c.disk_gb_month), months),
-                              Spell(c.disk_gb) + " GB x " + Spell(c.disk_gb_month) + "/GB-month x " +
-                                  Hours(u.calendar_hours)));
-  e.components.push_back(Make("snapshots", Times(Times(c.snapshot_gb, c.snapshot_gb_month), months),
-                              Spell(c.snapshot_gb) + " GB x " + Spell(c.snapshot_gb_month) + "/GB-month x " +
-                                  Hours(u.calendar_hours)));
-  e.components.push_back(Make("egress", Times(c.egress_gb, c.egress_per_gb),
-                              Spell(c.egress_gb) + " GB x " + Spell(c.egress_per_gb) + "/GB (not measured by spotvisor)"));
+  e.components.push_back(
+      Make("disk", Times(Times(c.disk_gb, c.disk_gb_month), months),
+           Spell(c.disk_gb) + " GB x " + Spell(c.disk_gb_month) + "/GB-month x " + Hours(u.calendar_hours)));
+  e.components.push_back(
+      Make("snapshots", Times(Times(c.snapshot_gb, c.snapshot_gb_month), months),
+           Spell(c.snapshot_gb) + " GB x " + Spell(c.snapshot_gb_month) + "/GB-month x " + Hours(u.calendar_hours)));
+  e.components.push_back(
+      Make("egress", Times(c.egress_gb, c.egress_per_gb),
+           Spell(c.egress_gb) + " GB x " + Spell(c.egress_per_gb) + "/GB (not measured by spotvisor)"));
   e.components.push_back(Make("public_ip", Times(c.public_ip_hour, billed),
                               Hours(u.billed_hours) + " x " + Spell(c.public_ip_hour) + "/hour"));
-  e.components.push_back(Make("support", Times(c.support_month, months),
-                              Spell(c.support_month) + "/month x " + Hours(u.calendar_hours)));
+  e.components.push_back(
+      Make("support", Times(c.support_month, months), Spell(c.support_month) + "/month x " + Hours(u.calendar_hours)));
   for (const auto& [name, price] : c.other_hour) {
     e.components.push_back(Make(name, Times(price, billed), Hours(u.billed_hours) + " x " + Spell(price) + "/hour"));
   }
@@ -133,14 +134,24 @@ std::string FormatTotal(const Estimate& e) {
 json CostSectionToJson(const config::CostSection& c) {
   json other = json::object();
   for (const auto& [name, v] : c.other_hour) other[name] = ValueToJson(v);
-  return json{{"configured", c.configured}, {"currency", c.currency}, {"gpu_hour", ValueToJson(c.gpu_hour)},
-              {"gpus", c.gpus}, {"node_hour", ValueToJson(c.node_hour)},
-              {"billing_minimum_ms", c.billing_minimum.count()}, {"bill_from_boot", c.bill_from_boot},
-              {"disk_gb", ValueToJson(c.disk_gb)}, {"disk_gb_month", ValueToJson(c.disk_gb_month)},
-              {"snapshot_gb", ValueToJson(c.snapshot_gb)}, {"snapshot_gb_month", ValueToJson(c.snapshot_gb_month)},
-              {"egress_gb", ValueToJson(c.egress_gb)}, {"egress_per_gb", ValueToJson(c.egress_per_gb)},
-              {"public_ip_hour", ValueToJson(c.public_ip_hour)}, {"support_month", ValueToJson(c.support_month)},
-              {"other_hour", other}, {"unknown", c.unknown}, {"budget", c.budget},
+  return json{{"configured", c.configured},
+              {"currency", c.currency},
+              {"gpu_hour", ValueToJson(c.gpu_hour)},
+              {"gpus", c.gpus},
+              {"node_hour", ValueToJson(c.node_hour)},
+              {"billing_minimum_ms", c.billing_minimum.count()},
+              {"bill_from_boot", c.bill_from_boot},
+              {"disk_gb", ValueToJson(c.disk_gb)},
+              {"disk_gb_month", ValueToJson(c.disk_gb_month)},
+              {"snapshot_gb", ValueToJson(c.snapshot_gb)},
+              {"snapshot_gb_month", ValueToJson(c.snapshot_gb_month)},
+              {"egress_gb", ValueToJson(c.egress_gb)},
+              {"egress_per_gb", ValueToJson(c.egress_per_gb)},
+              {"public_ip_hour", ValueToJson(c.public_ip_hour)},
+              {"support_month", ValueToJson(c.support_month)},
+              {"other_hour", other},
+              {"unknown", c.unknown},
+              {"budget", c.budget},
               {"warn_fraction", c.warn_fraction}};
 }
 
@@ -153,12 +164,16 @@ Result<config::CostSection> CostSectionFromJson(const json& j) {
     c.gpus = j.value("gpus", 1);
     c.billing_minimum = Duration(j.value("billing_minimum_ms", std::int64_t{0}));
     c.bill_from_boot = j.value("bill_from_boot", false);
-    const std::pair<const char*, CostValue*> values[] = {
-        {"gpu_hour", &c.gpu_hour}, {"node_hour", &c.node_hour}, {"disk_gb", &c.disk_gb},
-        {"disk_gb_month", &c.disk_gb_month}, {"snapshot_gb", &c.snapshot_gb},
-        {"snapshot_gb_month", &c.snapshot_gb_month}, {"egress_gb", &c.egress_gb},
-        {"egress_per_gb", &c.egress_per_gb}, {"public_ip_hour", &c.public_ip_hour},
-        {"support_month", &c.support_month}};
+    const std::pair<const char*, CostValue*> values[] = {{"gpu_hour", &c.gpu_hour},
+                                                         {"node_hour", &c.node_hour},
+                                                         {"disk_gb", &c.disk_gb},
+                                                         {"disk_gb_month", &c.disk_gb_month},
+                                                         {"snapshot_gb", &c.snapshot_gb},
+                                                         {"snapshot_gb_month", &c.snapshot_gb_month},
+                                                         {"egress_gb", &c.egress_gb},
+                                                         {"egress_per_gb", &c.egress_per_gb},
+                                                         {"public_ip_hour", &c.public_ip_hour},
+                                                         {"support_month", &c.support_month}};
     for (const auto& [key, value] : values) {
       if (j.contains(key)) *value = ValueFromJson(j.at(key));
     }
@@ -182,9 +197,13 @@ json EstimateToJson(const Estimate& e) {
     item["high"] = c.known ? json(c.high) : json(nullptr);
     components.push_back(item);
   }
-  return json{{"configured", e.configured}, {"currency", e.currency}, {"components", components},
-              {"total_low", e.low}, {"total_high", e.Upper() ? json(*e.Upper()) : json(nullptr)},
-              {"known_high", e.high}, {"unknown", e.unknown},
+  return json{{"configured", e.configured},
+              {"currency", e.currency},
+              {"components", components},
+              {"total_low", e.low},
+              {"total_high", e.Upper() ? json(*e.Upper()) : json(nullptr)},
+              {"known_high", e.high},
+              {"unknown", e.unknown},
               {"total_text", FormatTotal(e)}};
 }
 

@@ -16,8 +16,8 @@
 #include <random>
 #include <thread>
 
-#include "spotvisor/drill/drill_compare.hpp"
 #include "spotvisor/checkpoint/name_pattern.hpp"
+#include "spotvisor/drill/drill_compare.hpp"
 #include "spotvisor/mock/mock_server_thread.hpp"
 #include "spotvisor/state/journal.hpp"
 
@@ -42,9 +42,9 @@ pid_t StartSupervisor(const DrillOptions& o, const Lane& lane, const std::vector
   // A rehearsal: its own dirs and report, and neither the job's mirror (a restore would
   // resume from the real run, an upload would overwrite it), its hooks (an on_finish may
   // power off) nor its metrics port (the real run, or the other lane, holds it).
-  args.insert(args.end(), {"--checkpoint-dir", lane.ckpt().string(), "--state-dir", lane.state().string(),
-                           "--report-path", (lane.root / "report.md").string(), "--no-metrics", "--no-mirror",
-                           "--no-hooks"});
+  args.insert(args.end(),
+              {"--checkpoint-dir", lane.ckpt().string(), "--state-dir", lane.state().string(), "--report-path",
+               (lane.root / "report.md").string(), "--no-metrics", "--no-mirror", "--no-hooks"});
   if (o.has_result_file) args.insert(args.end(), {"--result-file", lane.result().string()});
   args.insert(args.end(), extra.begin(), extra.end());
   std::vector<char*> argv;
@@ -107,8 +107,8 @@ bool WaitForTrainer(pid_t sv, const Lane& lane, int after_attempt, std::chrono::
 }
 
 struct Injected {
-  int attempt = 0;                    // the attempt that was interrupted
-  std::int64_t at_ms = 0;             // unix ms of the interruption
+  int attempt = 0;         // the attempt that was interrupted
+  std::int64_t at_ms = 0;  // unix ms of the interruption
   std::string note;
 };
 
@@ -152,7 +152,9 @@ Result<DrillReport> RunDrill(const DrillOptions& o) {
     extra = {"--provider", "aws", "--endpoint", *url, "--poll-interval", "200ms"};
   }
   std::printf("drill: interrupted run, %d × %s, seed %llu (log: %s)\n", o.interruptions,
-              o.kind == InterruptionKind::kNotice ? "notice" : o.kind == InterruptionKind::kSigterm ? "sigterm" : "kill",
+              o.kind == InterruptionKind::kNotice    ? "notice"
+              : o.kind == InterruptionKind::kSigterm ? "sigterm"
+                                                     : "kill",
               static_cast<unsigned long long>(report.seed), interrupted.log().c_str());
   std::fflush(stdout);
   const auto run_start = Clock::now();
@@ -169,7 +171,8 @@ Result<DrillReport> RunDrill(const DrillOptions& o) {
     }
     const int attempt = ReadState(interrupted).attempts;
     const double delay = report.reference_seconds * spread(rng) / o.interruptions;
-    const auto fire_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay));
+    const auto fire_at =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay));
     while (Clock::now() < fire_at && !Exited(sv)) std::this_thread::sleep_for(10ms);
     if (auto code = Exited(sv)) {
       if (*code != 0) return RunFailed("the interrupted run", interrupted, code);
@@ -201,7 +204,8 @@ Result<DrillReport> RunDrill(const DrillOptions& o) {
       }
       kill(sv, SIGTERM);
       const auto code = WaitExited(sv, budget);
-      if (!code || (*code != o.stop_exit_code && *code != 0)) return RunFailed("the interrupted supervisor", interrupted, code);
+      if (!code || (*code != o.stop_exit_code && *code != 0))
+        return RunFailed("the interrupted supervisor", interrupted, code);
       if (o.kind == InterruptionKind::kNotice) mock.Clear();
       if (code == 0) {
         inj.note = "the job finished while stopping";
@@ -231,7 +235,9 @@ Result<DrillReport> RunDrill(const DrillOptions& o) {
   const double pace = StepsPerSecond(reference.ckpt(), o.pattern, reference.state());
   for (const auto& inj : injected) {
     InterruptionRow row;
-    row.kind = o.kind == InterruptionKind::kNotice ? "notice" : o.kind == InterruptionKind::kSigterm ? "sigterm" : "kill";
+    row.kind = o.kind == InterruptionKind::kNotice    ? "notice"
+               : o.kind == InterruptionKind::kSigterm ? "sigterm"
+                                                      : "kill";
     row.note = inj.note;
     if (inj.attempt > 0) {
       std::int64_t interrupted_start_ms = inj.at_ms;
@@ -272,7 +278,7 @@ std::string FormatReport(const DrillReport& r) {
       "\nscratch runs: their own checkpoint dir, state dir, report and result file; the job's mirror is not used (no "
       "restore, no upload), no hook runs, and no metrics port is opened\n"
       "\n| # | interruption | step reached (≈) | resumed from step | steps lost (≈) | time to resume |\n"
-                    "|---|---|---|---|---|---|\n";
+      "|---|---|---|---|---|---|\n";
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
     const auto& row = r.rows[i];
     char resume[32] = "?";

@@ -72,7 +72,8 @@ void AddPayloads(const std::filesystem::path& file, const std::string& rel, Payl
       archives.push_back(std::move(*zip));
     }
     std::reverse(archives.begin(), archives.end());
-    for (std::size_t i = 0; i < archives.size(); ++i) AddZipEntries(archives[i], file, rel + ":" + std::to_string(i), out);
+    for (std::size_t i = 0; i < archives.size(); ++i)
+      AddZipEntries(archives[i], file, rel + ":" + std::to_string(i), out);
     if (end > 0) out[rel + ":bytes"] = {file, 0, end};
     return;
   }
@@ -136,15 +137,17 @@ Comparison CompareNewestCheckpoints(const std::filesystem::path& dir_a, const st
   const auto a = Newest(dir_a, pattern), b = Newest(dir_b, pattern);
   if (!a || !b) return {false, "no final checkpoint to compare in " + (a ? dir_b : dir_a).string()};
   if (a->filename() != b->filename()) {
-    return {false, "the runs ended at different checkpoints: " + a->filename().string() + " vs " +
-                       b->filename().string()};
+    return {false,
+            "the runs ended at different checkpoints: " + a->filename().string() + " vs " + b->filename().string()};
   }
   const auto pa = CheckpointPayloads(*a), pb = CheckpointPayloads(*b);
   if (pa.empty()) return {false, "no tensor payloads found in " + a->string() + " (set job.result_file)"};
   for (const auto& [name, where] : pa) {
     const auto it = pb.find(name);
-    if (it == pb.end()) return {false, "tensor payload " + name + " is missing from the interrupted run's " + b->string()};
-    if (!SameBytes(where, it->second)) return {false, "tensor payload " + name + " differs in " + b->filename().string()};
+    if (it == pb.end())
+      return {false, "tensor payload " + name + " is missing from the interrupted run's " + b->string()};
+    if (!SameBytes(where, it->second))
+      return {false, "tensor payload " + name + " differs in " + b->filename().string()};
   }
   if (pb.size() != pa.size()) return {false, "the interrupted run's checkpoint has extra tensor payloads"};
   return {true, "tensor payloads of " + a->filename().string() + " are identical (" + std::to_string(pa.size()) +

@@ -17,8 +17,12 @@ constexpr Duration kRetryPause = std::chrono::milliseconds(200);  // after a kee
 
 struct LeaseKeeper::Impl : std::enable_shared_from_this<Impl> {
   Impl(Client& c, std::int64_t lease, std::int64_t ttl_seconds, std::function<void(Error)> l)
-      : client(c), id(lease), ttl(std::chrono::seconds(ttl_seconds)), lost(std::move(l)),
-        timer(c.transport().io()), expiry(Clock::now() + ttl) {}
+      : client(c),
+        id(lease),
+        ttl(std::chrono::seconds(ttl_seconds)),
+        lost(std::move(l)),
+        timer(c.transport().io()),
+        expiry(Clock::now() + ttl) {}
 
   Client& client;                   // the owner's
   std::int64_t id;                  // the lease
@@ -46,8 +50,8 @@ struct LeaseKeeper::Impl : std::enable_shared_from_this<Impl> {
       if (!self || self->stopped) return;
       if (!answer) {
         self->last_error = answer.error().message;
-        return self->Schedule(std::min<Duration>(kRetryPause, std::chrono::duration_cast<Duration>(
-                                                                  self->expiry - Clock::now())));
+        return self->Schedule(
+            std::min<Duration>(kRetryPause, std::chrono::duration_cast<Duration>(self->expiry - Clock::now())));
       }
       if (answer->ttl <= 0) return self->Lose("etcd answered a keepalive without TTL: the lease expired");
       ++self->renewals;

@@ -49,18 +49,18 @@ struct LineStream::Impl : std::enable_shared_from_this<Impl> {
   Impl(asio::io_context& io, Member m, LineStreamRequest r, Handlers h)
       : member(std::move(m)), request(std::move(r)), handlers(std::move(h)), resolver(io), timer(io), stream(io) {}
 
-  Member member;                                  // where
-  LineStreamRequest request;                      // what
-  Handlers handlers;                              // the owner's
-  tcp::resolver resolver;                         // for host names
-  asio::steady_timer timer;                       // bounds the resolver
-  beast::tcp_stream stream;                       // the connection
-  beast::flat_buffer buffer;                      // bytes read, not yet parsed
-  bhttp::request<bhttp::string_body> message;     // what is sent
+  Member member;                                      // where
+  LineStreamRequest request;                          // what
+  Handlers handlers;                                  // the owner's
+  tcp::resolver resolver;                             // for host names
+  asio::steady_timer timer;                           // bounds the resolver
+  beast::tcp_stream stream;                           // the connection
+  beast::flat_buffer buffer;                          // bytes read, not yet parsed
+  bhttp::request<bhttp::string_body> message;         // what is sent
   bhttp::response_parser<bhttp::string_body> parser;  // the answer; its body holds unread lines
-  asio::steady_timer::time_point deadline;        // of the opening
-  bool opened = false;                            // the 200 head arrived
-  bool closed = false;                            // ended or destroyed: handlers stay quiet
+  asio::steady_timer::time_point deadline;            // of the opening
+  bool opened = false;                                // the 200 head arrived
+  bool closed = false;                                // ended or destroyed: handlers stay quiet
 
   void Start() {
     deadline = asio::steady_timer::clock_type::now() + request.open_timeout;

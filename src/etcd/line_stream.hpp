@@ -16,16 +16,16 @@
 namespace spotvisor::etcd {
 
 struct LineStreamRequest {
-  std::string target;                                      // "/v3/watch"
+  std::string target;                                        // "/v3/watch"
   std::vector<std::pair<std::string, std::string>> headers;  // besides Host, Content-Type, Content-Length
-  std::string body;                                        // sent once, whole
-  Duration open_timeout = std::chrono::seconds(2);         // connect + send + the answer's head
+  std::string body;                                          // sent once, whole
+  Duration open_timeout = std::chrono::seconds(2);           // connect + send + the answer's head
 };
 
 class LineStream {
  public:
   struct Handlers {
-    std::function<void()> opened;                    // a 200 head arrived
+    std::function<void()> opened;                     // a 200 head arrived
     std::function<void(std::string_view line)> line;  // one line, without its newline
     // The stream is over: refused, timed out, not 200 (`message` holds the body's error) or
     // closed. Runs once; `opened` says whether the head had arrived.

@@ -24,16 +24,16 @@ constexpr int kUnauthenticated = 16;       // gRPC: the token is unknown or expi
 
 // One request across the members.
 struct Attempt {
-  std::string path;           // "/v3/kv/put"
-  std::string body;           // the JSON request
-  std::string operation;      // for messages
-  Clock::time_point deadline;  // of the whole request
-  std::size_t start = 0;      // the member tried first
-  std::size_t tries = 0;      // members tried so far
-  bool reauthenticated = false;             // a refused token was renewed once already
-  bool authenticating = false;              // this is the authentication itself
-  std::vector<std::string> failures;        // "url: why" per member tried
-  Transport::Done done;                     // the caller's handler
+  std::string path;                   // "/v3/kv/put"
+  std::string body;                   // the JSON request
+  std::string operation;              // for messages
+  Clock::time_point deadline;         // of the whole request
+  std::size_t start = 0;              // the member tried first
+  std::size_t tries = 0;              // members tried so far
+  bool reauthenticated = false;       // a refused token was renewed once already
+  bool authenticating = false;        // this is the authentication itself
+  std::vector<std::string> failures;  // "url: why" per member tried
+  Transport::Done done;               // the caller's handler
 };
 
 std::string Join(const std::vector<std::string>& parts, const char* separator) {
@@ -68,14 +68,14 @@ struct Transport::Impl : std::enable_shared_from_this<Impl> {
   Impl(boost::asio::io_context& io_context, std::vector<Member> m, std::optional<Credentials> c)
       : io(io_context), members(std::move(m)), credentials(std::move(c)), idle(members.size()) {}
 
-  boost::asio::io_context& io;                               // the thread everything runs on
-  std::vector<Member> members;                               // in the user's order
-  std::optional<Credentials> credentials;                    // etcd auth, if any
-  std::string token;                                         // the auth token ("" = none yet)
-  std::size_t preferred = 0;                                 // the member that answered last
+  boost::asio::io_context& io;                                 // the thread everything runs on
+  std::vector<Member> members;                                 // in the user's order
+  std::optional<Credentials> credentials;                      // etcd auth, if any
+  std::string token;                                           // the auth token ("" = none yet)
+  std::size_t preferred = 0;                                   // the member that answered last
   std::vector<std::vector<std::unique_ptr<HttpClient>>> idle;  // free clients per member
   std::map<std::uint64_t, std::unique_ptr<HttpClient>> busy;   // clients with an exchange in flight
-  std::uint64_t next_id = 0;                                 // key of `busy`
+  std::uint64_t next_id = 0;                                   // key of `busy`
 
   std::unique_ptr<HttpClient> TakeClient(std::size_t member) {
     auto& free = idle[member];

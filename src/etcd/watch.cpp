@@ -14,7 +14,7 @@ namespace spotvisor::etcd {
 namespace {
 
 constexpr Duration kFirstPause = std::chrono::milliseconds(100);  // after a round of members failed
-constexpr Duration kLongestPause = std::chrono::seconds(2);      // the pause stops growing here
+constexpr Duration kLongestPause = std::chrono::seconds(2);       // the pause stops growing here
 
 bool AuthProblem(const std::string& reason) {
   return reason.find("Unauthenticated") != std::string::npos || reason.find("auth token") != std::string::npos;
@@ -24,8 +24,12 @@ bool AuthProblem(const std::string& reason) {
 
 struct Watch::Impl : std::enable_shared_from_this<Impl> {
   Impl(Client& c, WatchOptions o, WatchHandlers h)
-      : client(c), options(std::move(o)), handlers(std::move(h)), retry(c.transport().io()),
-        next_revision(options.start_revision), member(c.transport().preferred()) {}
+      : client(c),
+        options(std::move(o)),
+        handlers(std::move(h)),
+        retry(c.transport().io()),
+        next_revision(options.start_revision),
+        member(c.transport().preferred()) {}
 
   Client& client;                      // the owner's; outlives the watch
   WatchOptions options;                // what to watch
@@ -64,8 +68,8 @@ struct Watch::Impl : std::enable_shared_from_this<Impl> {
       if (auto self = weak.lock(); self && !self->stopped) self->Lost(std::move(why));
     };
     const auto& members = client.transport().members();
-    stream = std::make_unique<LineStream>(client.transport().io(), members[member % members.size()],
-                                          std::move(request), std::move(h));
+    stream = std::make_unique<LineStream>(client.transport().io(), members[member % members.size()], std::move(request),
+                                          std::move(h));
     stream->Start();
   }
 

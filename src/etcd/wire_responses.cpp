@@ -282,18 +282,15 @@ std::optional<GatewayError> ParseGatewayError(std::string_view body) {
 }
 
 Result<PutResponse> ParsePutResponse(std::string_view body) { return ParseObject<PutResponse>(body, ReadPut); }
-Result<RangeResponse> ParseRangeResponse(std::string_view body) {
-  return ParseObject<RangeResponse>(body, ReadRange);
-}
+Result<RangeResponse> ParseRangeResponse(std::string_view body) { return ParseObject<RangeResponse>(body, ReadRange); }
 Result<DeleteRangeResponse> ParseDeleteRangeResponse(std::string_view body) {
   return ParseObject<DeleteRangeResponse>(body, ReadDelete);
 }
 Result<TxnResponse> ParseTxnResponse(std::string_view body) { return ParseObject<TxnResponse>(body, ReadTxn); }
 
 Result<CompactionResponse> ParseCompactionResponse(std::string_view body) {
-  return ParseObject<CompactionResponse>(body, [](Fields& f, std::string* error) {
-    return CompactionResponse{ReadHeader(f, error)};
-  });
+  return ParseObject<CompactionResponse>(
+      body, [](Fields& f, std::string* error) { return CompactionResponse{ReadHeader(f, error)}; });
 }
 
 Result<LeaseGrantResponse> ParseLeaseGrantResponse(std::string_view body) {
@@ -303,9 +300,8 @@ Result<LeaseGrantResponse> ParseLeaseGrantResponse(std::string_view body) {
 }
 
 Result<LeaseRevokeResponse> ParseLeaseRevokeResponse(std::string_view body) {
-  return ParseObject<LeaseRevokeResponse>(body, [](Fields& f, std::string* error) {
-    return LeaseRevokeResponse{ReadHeader(f, error)};
-  });
+  return ParseObject<LeaseRevokeResponse>(
+      body, [](Fields& f, std::string* error) { return LeaseRevokeResponse{ReadHeader(f, error)}; });
 }
 
 Result<LeaseTimeToLiveResponse> ParseLeaseTimeToLiveResponse(std::string_view body) {
@@ -337,8 +333,6 @@ Result<LeaseKeepAliveResponse> ParseLeaseKeepAliveResponse(std::string_view body
   });
 }
 
-Result<WatchResponse> ParseWatchLine(std::string_view line) {
-  return ParseStreamLine<WatchResponse>(line, ReadWatch);
-}
+Result<WatchResponse> ParseWatchLine(std::string_view line) { return ParseStreamLine<WatchResponse>(line, ReadWatch); }
 
 }  // namespace spotvisor::etcd

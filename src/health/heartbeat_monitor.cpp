@@ -61,7 +61,8 @@ HeartbeatMonitor::~HeartbeatMonitor() { worker_.join(); }
 void HeartbeatMonitor::OnStart(supervisor::RunControl& control) {
   control_ = &control;
   timer_.emplace(control.io());
-  Log(LogLevel::kInfo, "event=hang_detection " + Source() + " hang_timeout=" + FormatDuration(job_.health.hang_timeout));
+  Log(LogLevel::kInfo,
+      "event=hang_detection " + Source() + " hang_timeout=" + FormatDuration(job_.health.hang_timeout));
 }
 
 void HeartbeatMonitor::OnAttemptStarted(int attempt, pid_t, const std::optional<checkpoint::ResumePoint>&) {
@@ -114,7 +115,7 @@ void HeartbeatMonitor::Look() {
 }
 
 void HeartbeatMonitor::Judge(int attempt, std::optional<WallTime> heartbeat) {
-  if (attempt != attempt_) return;  // that trainer is gone
+  if (attempt != attempt_) return;                                                     // that trainer is gone
   if (last_line_ && (!heartbeat || *last_line_ > *heartbeat)) heartbeat = last_line_;  // the newer pulse
   const auto timeout = job_.health.hang_timeout;
   const PulseVerdict v = JudgePulse(started_wall_, heartbeat, system_clock::now(), timeout);

@@ -6,12 +6,12 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <array>
 
 #include "spotvisor/config/signals.hpp"
 #include "spotvisor/process/child_table.hpp"
@@ -21,10 +21,10 @@ namespace spotvisor::hooks {
 namespace {
 
 namespace asio = boost::asio;
+using std::chrono::steady_clock;
 using telemetry::Log;
 using telemetry::LogLevel;
 using telemetry::Quote;
-using std::chrono::steady_clock;
 
 constexpr std::size_t kMaxLineBytes = 2000;
 constexpr int kMaxLoggedLines = 200;
@@ -38,13 +38,13 @@ struct HookRunner::Impl {
     Impl& owner;
     std::string name;
     pid_t pid = 0;
-    asio::posix::stream_descriptor output;      // stdout + stderr
-    asio::steady_timer timer;                   // timeout, then drain deadline
+    asio::posix::stream_descriptor output;  // stdout + stderr
+    asio::steady_timer timer;               // timeout, then drain deadline
     std::array<char, 4096> buffer{};
-    std::string partial;                        // an unfinished output line
+    std::string partial;  // an unfinished output line
     int lines = 0;
     bool timed_out = false, exited = false, output_closed = false;
-    int wait_status = 0;                        // from the child table, once exited
+    int wait_status = 0;  // from the child table, once exited
     steady_clock::time_point started;
     Duration timeout{0};
     Done done;
@@ -52,7 +52,10 @@ struct HookRunner::Impl {
 
   Impl(asio::io_context& io_in, process::ChildTable& children_in, std::filesystem::path workdir_in,
        std::map<std::string, std::string> env_in)
-      : io(io_in), children(children_in), sigchld(io_in, SIGCHLD), workdir(std::move(workdir_in)),
+      : io(io_in),
+        children(children_in),
+        sigchld(io_in, SIGCHLD),
+        workdir(std::move(workdir_in)),
         env(std::move(env_in)) {}
 
   void Run(const std::string& name, const std::vector<std::string>& argv, Duration timeout,
@@ -205,12 +208,12 @@ struct HookRunner::Impl {
   }
 
   asio::io_context& io;
-  process::ChildTable& children;                               // starts and reaps the hooks
-  asio::signal_set sigchld;                                    // reaping while hooks run
-  bool waiting = false;                                        // a SIGCHLD wait is pending
-  std::filesystem::path workdir;                               // where hooks start
-  std::map<std::string, std::string> env;                      // added to our environment
-  std::map<std::string, std::shared_ptr<Running>> running;     // by hook name
+  process::ChildTable& children;                            // starts and reaps the hooks
+  asio::signal_set sigchld;                                 // reaping while hooks run
+  bool waiting = false;                                     // a SIGCHLD wait is pending
+  std::filesystem::path workdir;                            // where hooks start
+  std::map<std::string, std::string> env;                   // added to our environment
+  std::map<std::string, std::shared_ptr<Running>> running;  // by hook name
 };
 
 HookRunner::HookRunner(asio::io_context& io, process::ChildTable& children, std::filesystem::path workdir,

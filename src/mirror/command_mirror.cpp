@@ -58,9 +58,11 @@ std::vector<CommandMirror::Uploaded> CommandMirror::Load() const {
   if (!in) return out;
   try {
     const json j = json::parse(in);
-    for (const auto& u : j.at("uploaded")) out.push_back({u.at("name").get<std::string>(), u.at("step").get<std::uint64_t>()});
+    for (const auto& u : j.at("uploaded"))
+      out.push_back({u.at("name").get<std::string>(), u.at("step").get<std::uint64_t>()});
   } catch (const json::exception& e) {
-    Log(LogLevel::kWarning, "event=mirror_record_unreadable path=" + Quote(record_.string()) + " error=" + Quote(e.what()));
+    Log(LogLevel::kWarning,
+        "event=mirror_record_unreadable path=" + Quote(record_.string()) + " error=" + Quote(e.what()));
   }
   return out;
 }
@@ -146,7 +148,8 @@ Result<RestoreResult> CommandMirror::Restore(std::optional<std::uint64_t> local_
     std::lock_guard lock(mutex_);
     auto done = Load();
     for (const auto& u : on_mirror) {
-      if (std::none_of(done.begin(), done.end(), [&](const Uploaded& d) { return d.name == u.name; })) done.push_back(u);
+      if (std::none_of(done.begin(), done.end(), [&](const Uploaded& d) { return d.name == u.name; }))
+        done.push_back(u);
     }
     if (Status s = Save(done); !s) return s.error();
   }

@@ -19,8 +19,8 @@ namespace {
 
 using std::chrono::steady_clock;
 
-constexpr auto kSlice = std::chrono::milliseconds(50);     // reaping and `cancelled` checks
-constexpr auto kAfterKill = std::chrono::seconds(10);      // a SIGKILLed group's status
+constexpr auto kSlice = std::chrono::milliseconds(50);  // reaping and `cancelled` checks
+constexpr auto kAfterKill = std::chrono::seconds(10);   // a SIGKILLed group's status
 
 // Where the table's callback leaves the status for the waiting thread.
 struct StatusBox {

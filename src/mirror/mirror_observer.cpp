@@ -70,19 +70,19 @@ void MirrorObserver::Restore() {
   const std::optional<std::uint64_t> local_step = local ? std::optional<std::uint64_t>(local->step) : std::nullopt;
   auto result = store_->Restore(local_step, Control());
   if (!result) {
-    Log(LogLevel::kError, "event=mirror_restore_failed mirror=" + Quote(store_->Describe()) +
-                              " error=" + Quote(result.error().message));
+    Log(LogLevel::kError,
+        "event=mirror_restore_failed mirror=" + Quote(store_->Describe()) + " error=" + Quote(result.error().message));
     return;
   }
   if (!result->restored) {
-    Log(LogLevel::kInfo, "event=mirror_restore_skipped mirror=" + Quote(store_->Describe()) +
-                             " local_step=" + (local_step ? std::to_string(*local_step) : "none") +
-                             " detail=" + Quote(result->detail));
+    Log(LogLevel::kInfo, "event=mirror_restore_skipped mirror=" + Quote(store_->Describe()) + " local_step=" +
+                             (local_step ? std::to_string(*local_step) : "none") + " detail=" + Quote(result->detail));
     return;
   }
   keeper_->NoteRestored(result->restored->path);
-  Log(LogLevel::kWarning, "event=mirror_restored mirror=" + Quote(store_->Describe()) + " path=" +
-                              Quote(result->restored->path.string()) + " step=" + std::to_string(result->restored->step) +
+  Log(LogLevel::kWarning, "event=mirror_restored mirror=" + Quote(store_->Describe()) +
+                              " path=" + Quote(result->restored->path.string()) +
+                              " step=" + std::to_string(result->restored->step) +
                               " local_step=" + (local_step ? std::to_string(*local_step) : "none") +
                               " ms=" + Ms(std::chrono::steady_clock::now() - started));
 }
@@ -173,16 +173,17 @@ void MirrorObserver::Upload(const MirrorItem& item) {
     return;
   }
   if (*result == UploadResult::kUploaded) {
-    Log(LogLevel::kInfo, "event=mirrored name=" + Quote(item.name) + " step=" + std::to_string(item.step) +
-                             " mirror=" + Quote(store_->Describe()) + " ms=" + Ms(std::chrono::steady_clock::now() - started));
+    Log(LogLevel::kInfo, "event=mirrored name=" + Quote(item.name) + " step=" + std::to_string(item.step) + " mirror=" +
+                             Quote(store_->Describe()) + " ms=" + Ms(std::chrono::steady_clock::now() - started));
   }
   const int keep = Keep();
   if (keep > 0 && job_.checkpoints.mirror.path == std::nullopt && job_.checkpoints.mirror.prune_command.empty()) {
     std::lock_guard lock(mutex_);
     if (!warned_prune_) {
       warned_prune_ = true;
-      Log(LogLevel::kWarning, "event=mirror_retention_off detail=\"set checkpoints.mirror.prune_command to apply "
-                              "retention on a command mirror\"");
+      Log(LogLevel::kWarning,
+          "event=mirror_retention_off detail=\"set checkpoints.mirror.prune_command to apply "
+          "retention on a command mirror\"");
     }
     return;
   }
@@ -191,7 +192,8 @@ void MirrorObserver::Upload(const MirrorItem& item) {
     Log(LogLevel::kError, "event=mirror_prune_failed error=" + Quote(pruned.error().message));
     return;
   }
-  for (const auto& name : *pruned) Log(LogLevel::kInfo, "event=mirror_pruned name=" + Quote(name) + " keep=" + std::to_string(keep));
+  for (const auto& name : *pruned)
+    Log(LogLevel::kInfo, "event=mirror_pruned name=" + Quote(name) + " keep=" + std::to_string(keep));
 }
 
 CopyControl MirrorObserver::Control() {

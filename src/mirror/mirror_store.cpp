@@ -52,7 +52,8 @@ Result<RestoreResult> RestoreNewestFrom(const config::JobConfig& job, const fs::
     if (local_step && e.step <= *local_step) break;
     if (!e.scan_error.empty()) continue;
     if (Status s = transfer(e.path, e.name); !s) {
-      Log(LogLevel::kWarning, "event=mirror_restore_skipped name=" + Quote(e.name) + " error=" + Quote(s.error().message));
+      Log(LogLevel::kWarning,
+          "event=mirror_restore_skipped name=" + Quote(e.name) + " error=" + Quote(s.error().message));
       result.detail += e.name + ": " + s.error().message + "; ";
       continue;
     }

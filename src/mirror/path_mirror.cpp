@@ -50,7 +50,8 @@ Result<std::vector<std::string>> PathMirror::Prune(int keep) {
 
 Result<RestoreResult> PathMirror::Restore(std::optional<std::uint64_t> local_step, const CopyControl& control) {
   std::error_code ec;
-  if (!fs::is_directory(dir_, ec)) return RestoreResult{std::nullopt, "the mirror " + dir_.string() + " does not exist"};
+  if (!fs::is_directory(dir_, ec))
+    return RestoreResult{std::nullopt, "the mirror " + dir_.string() + " does not exist"};
   RemoveCopyLeftovers(dir_);
   const fs::path local_dir = fs::absolute(*job_.checkpoints.dir);
   return RestoreNewestFrom(job_, dir_, local_step, [&](const fs::path& from, const std::string& name) -> Status {

@@ -20,9 +20,7 @@ MockReply JsonReply(int status, const json& doc) {
   return TextReply(status, doc.dump(), "application/json; charset=utf-8");
 }
 
-MockReply BadRequest(const std::string& why) {
-  return JsonReply(400, json{{"error", "Bad request. " + why}});
-}
+MockReply BadRequest(const std::string& why) { return JsonReply(400, json{{"error", "Bad request. " + why}}); }
 
 struct Event {
   std::string id;
@@ -64,16 +62,14 @@ class AzureMockService final : public MockService {
     if (path == "/metadata/instance/compute/zone") return TextReply(200, "1");
     if (path == "/metadata/instance/compute") return JsonReply(200, Compute());
     if (path == "/metadata/instance") {
-      return JsonReply(200,
-                       json{{"compute", Compute()}, {"network", {{"interface", json::array()}}}});
+      return JsonReply(200, json{{"compute", Compute()}, {"network", {{"interface", json::array()}}}});
     }
     return JsonReply(404, json{{"error", "Not found"}});
   }
 
   void Preempt(const PreemptSpec& spec) override {
     events_.clear();
-    const auto not_before =
-        std::chrono::system_clock::now() + spec.deadline_in.value_or(std::chrono::seconds(30));
+    const auto not_before = std::chrono::system_clock::now() + spec.deadline_in.value_or(std::chrono::seconds(30));
     if (!spec.other_vm_only) {
       events_.push_back({RandomGuid(), spec.event_type, options_.vm_name, not_before, false});
     }
@@ -98,8 +94,7 @@ class AzureMockService final : public MockService {
   bool Throttled() {
     if (options_.azure_rate_limit <= 0) return false;
     const auto now = SteadyClock::now();
-    while (!recent_.empty() && now - recent_.front() >= std::chrono::seconds(1))
-      recent_.pop_front();
+    while (!recent_.empty() && now - recent_.front() >= std::chrono::seconds(1)) recent_.pop_front();
     if (recent_.size() >= static_cast<std::size_t>(options_.azure_rate_limit)) return true;
     recent_.push_back(now);
     return false;
@@ -123,8 +118,7 @@ class AzureMockService final : public MockService {
 
   MockReply Acknowledge(const std::string& body) {
     const json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded() || !doc.is_object() || !doc.contains("StartRequests") ||
-        !doc["StartRequests"].is_array()) {
+    if (doc.is_discarded() || !doc.is_object() || !doc.contains("StartRequests") || !doc["StartRequests"].is_array()) {
       return BadRequest("Expected {\"StartRequests\": [{\"EventId\": ...}]}");
     }
     std::vector<Event*> targets;

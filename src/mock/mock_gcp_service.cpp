@@ -116,8 +116,8 @@ class GcpMockService final : public MockService {
 
   // 16 hex digits that change whenever the value does.
   std::string Etag(const std::string& key) const {
-    const std::uint64_t h = std::hash<std::string>{}(key + "#" + std::to_string(versions_.at(key)) +
-                                                     "=" + values_.at(key));
+    const std::uint64_t h =
+        std::hash<std::string>{}(key + "#" + std::to_string(versions_.at(key)) + "=" + values_.at(key));
     char buf[17];
     std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
     return buf;

@@ -76,16 +76,13 @@ Dialect AlibabaDialect() {
 class ImdsMockService final : public MockService {
  public:
   ImdsMockService(MockProvider provider, const MockOptions& options)
-      : aws_(provider == MockProvider::kAws),
-        dialect_(aws_ ? AwsDialect() : AlibabaDialect()),
-        options_(options) {}
+      : aws_(provider == MockProvider::kAws), dialect_(aws_ ? AwsDialect() : AlibabaDialect()), options_(options) {}
 
   MockReply Handle(MockRequest& request) override {
     if (request.Header("x-forwarded-for") != nullptr) return Error(403, "Forbidden");
     const std::string path = StripSlash(request.path);
     if (path == "/latest/api/token") return Token(request);
-    if (request.method != "GET" && request.method != "HEAD")
-      return Error(405, "Method Not Allowed");
+    if (request.method != "GET" && request.method != "HEAD") return Error(405, "Method Not Allowed");
     if (const auto* token = request.Header(dialect_.token_header)) {
       if (!Valid(*token)) return Error(401, "Unauthorized");
     } else if (options_.imdsv2_required) {
@@ -99,8 +96,7 @@ class ImdsMockService final : public MockService {
     if (!(preempted_ && spec_.rebalance)) rebalance_time_ = std::chrono::system_clock::now();
     spec_ = spec;
     preempted_ = true;
-    notice_time_ =
-        std::chrono::system_clock::now() + spec.deadline_in.value_or(dialect_.default_window);
+    notice_time_ = std::chrono::system_clock::now() + spec.deadline_in.value_or(dialect_.default_window);
   }
   void Clear() override { preempted_ = false; }
   bool preempted() const override { return preempted_; }
@@ -125,8 +121,7 @@ class ImdsMockService final : public MockService {
     tokens_[token] = SteadyClock::now() + std::chrono::seconds(ttl);
     MockReply reply = TextReply(200, token);
     reply.headers.emplace_back(
-        aws_ ? "X-aws-ec2-metadata-token-ttl-seconds" : "X-aliyun-ecs-metadata-token-ttl-seconds",
-        std::to_string(ttl));
+        aws_ ? "X-aws-ec2-metadata-token-ttl-seconds" : "X-aliyun-ecs-metadata-token-ttl-seconds", std::to_string(ttl));
     return reply;
   }
 
@@ -153,25 +148,21 @@ class ImdsMockService final : public MockService {
     if (path == dialect_.notice_path && aws_) {
       if (!notice) return Error(404, "Not Found");
       return TextReply(200,
-                       "{\n\t\"action\": \"" + spec_.action.value_or(options_.action) +
-                           "\",\n\t\"time\": \"" + FormatIso8601(notice_time_) + "\"\n}",
+                       "{\n\t\"action\": \"" + spec_.action.value_or(options_.action) + "\",\n\t\"time\": \"" +
+                           FormatIso8601(notice_time_) + "\"\n}",
                        "application/json");
     }
-    if (path == dialect_.notice_path ||
-        (aws_ && path == "/latest/meta-data/spot/termination-time")) {
+    if (path == dialect_.notice_path || (aws_ && path == "/latest/meta-data/spot/termination-time")) {
       if (!notice) return Error(404, "Not Found");
       return TextReply(200, FormatIso8601(notice_time_));
     }
     if (aws_ && path == "/latest/meta-data/events/recommendations/rebalance") {
       if (!preempted_ || !spec_.rebalance) return Error(404, "Not Found");
-      return TextReply(200, "{\"noticeTime\": \"" + FormatIso8601(rebalance_time_) + "\"}",
-                       "application/json");
+      return TextReply(200, "{\"noticeTime\": \"" + FormatIso8601(rebalance_time_) + "\"}", "application/json");
     }
     const auto it = dialect_.statics.find(path);
     if (it != dialect_.statics.end()) {
-      return TextReply(
-          200, it->second,
-          path.find("document") != std::string::npos ? "application/json" : "text/plain");
+      return TextReply(200, it->second, path.find("document") != std::string::npos ? "application/json" : "text/plain");
     }
     if (path == "/latest/meta-data") return TextReply(200, Listing());
     return Error(404, "Not Found");
@@ -203,8 +194,7 @@ class ImdsMockService final : public MockService {
 
 }  // namespace
 
-std::unique_ptr<MockService> MakeImdsMockService(MockProvider provider,
-                                                 const MockOptions& options) {
+std::unique_ptr<MockService> MakeImdsMockService(MockProvider provider, const MockOptions& options) {
   return std::make_unique<ImdsMockService>(provider, options);
 }
 

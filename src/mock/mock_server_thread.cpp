@@ -27,10 +27,10 @@ struct MockServerThread::Impl {
     done.get_future().wait();
   }
 
-  asio::io_context io;                                                      // the server's loop
+  asio::io_context io;  // the server's loop
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard{io.get_executor()};
-  MockMetadataServer server;                                                // lives on io
-  std::thread thread;                                                       // runs io
+  MockMetadataServer server;  // lives on io
+  std::thread thread;         // runs io
 };
 
 MockServerThread::MockServerThread(MockProvider provider, MockOptions options)

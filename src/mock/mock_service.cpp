@@ -21,8 +21,7 @@ Result<MockProvider> ParseMockProvider(std::string_view name) {
   if (name == "gcp") return MockProvider::kGcp;
   if (name == "azure") return MockProvider::kAzure;
   if (name == "alibaba") return MockProvider::kAlibaba;
-  return Error{"unknown provider '" + std::string(name.substr(0, 40)) +
-               "' (expected aws, gcp, azure or alibaba)"};
+  return Error{"unknown provider '" + std::string(name.substr(0, 40)) + "' (expected aws, gcp, azure or alibaba)"};
 }
 
 const char* ToString(MockProvider provider) {
@@ -112,8 +111,7 @@ std::mt19937_64& Rng() {
 }  // namespace
 
 std::string RandomToken(std::size_t length) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
   std::uniform_int_distribution<std::size_t> pick(0, sizeof(kAlphabet) - 2);
   std::string out;
   for (std::size_t i = 0; i < length; ++i) out.push_back(kAlphabet[pick(Rng())]);

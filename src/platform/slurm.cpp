@@ -87,7 +87,7 @@ class SlurmObserver final : public supervisor::RunObserver {
 
   const config::JobConfig& job_;  // not owned
   SlurmJob slurm_;
-  std::optional<int> cause_;      // the first stop's cause: a signal, or kRequeueOnNotice
+  std::optional<int> cause_;                   // the first stop's cause: a signal, or kRequeueOnNotice
   supervisor::RunControl* control_ = nullptr;  // from OnStart; the run outlives us
 };
 
@@ -122,7 +122,8 @@ std::string TruncationWarning(const SlurmJob& job, std::optional<bool> stdout_ap
            " truncates it and the log of earlier attempts is lost; submit with --open-mode=append";
   }
   if (job.open_mode == "a" || job.open_mode == "append") return "";
-  return "job " + job.job_id + " was not submitted with --open-mode=append (SLURM_OPEN_MODE is not 'a'): a requeue "
+  return "job " + job.job_id +
+         " was not submitted with --open-mode=append (SLURM_OPEN_MODE is not 'a'): a requeue "
          "truncates its output file and the log of earlier attempts is lost, unless the cluster sets JobFileAppend=1";
 }
 

@@ -3,10 +3,10 @@
 // every listed resource, so only an event naming this VM alone is acknowledged.
 #include "azure_watcher.hpp"
 
-#include "spotvisor/telemetry/log.hpp"
-
 #include <algorithm>
 #include <cctype>
+
+#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::preemption {
 
@@ -16,13 +16,11 @@ using telemetry::Quote;
 namespace {
 
 constexpr const char* kEventsPath = "/metadata/scheduledevents?api-version=2020-07-01";
-constexpr const char* kNamePath =
-    "/metadata/instance/compute/name?api-version=2021-02-01&format=text";
+constexpr const char* kNamePath = "/metadata/instance/compute/name?api-version=2021-02-01&format=text";
 
 bool SameText(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
          });
 }
 
@@ -42,8 +40,8 @@ std::string JsonString(std::string_view s) {  // EventIds are GUIDs; escape anyw
 
 }  // namespace
 
-AzureWatcher::AzureWatcher(boost::asio::io_context& io, http::Endpoint endpoint,
-                           const config::ProviderSection& cfg, const WatcherTuning& tuning)
+AzureWatcher::AzureWatcher(boost::asio::io_context& io, http::Endpoint endpoint, const config::ProviderSection& cfg,
+                           const WatcherTuning& tuning)
     : client_(io, endpoint),
       ack_client_(io, endpoint),
       timer_(io),
@@ -86,10 +84,9 @@ void AzureWatcher::FetchVmName() {
   request.timeout = cfg_.request_timeout;
   client_.Send(std::move(request), [this](http::HttpOutcome outcome) {
     const std::string name(outcome.ok() ? TrimSpace(outcome.response.body) : "");
-    const bool plausible =
-        !name.empty() && name.size() <= 128 && std::all_of(name.begin(), name.end(), [](char c) {
-          return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
-        });
+    const bool plausible = !name.empty() && name.size() <= 128 && std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+    });
     if (!outcome.ok() || outcome.response.status != 200 || !plausible) {
       name_condition_.Bad(ConditionKey(outcome),
                           outcome.ok() && outcome.response.status == 200
@@ -112,18 +109,16 @@ void AzureWatcher::Poll() {
   request.target = kEventsPath;
   request.headers.push_back({"Metadata", "true"});
   // Scheduled Events is switched on by the first call, which may take up to two minutes.
-  request.timeout = answered_once_
-                        ? cfg_.request_timeout
-                        : std::max(cfg_.request_timeout, tuning_.azure_first_call_timeout);
+  request.timeout =
+      answered_once_ ? cfg_.request_timeout : std::max(cfg_.request_timeout, tuning_.azure_first_call_timeout);
   client_.Send(std::move(request), [this](http::HttpOutcome outcome) { OnEvents(std::move(outcome)); });
 }
 
 void AzureWatcher::OnEvents(http::HttpOutcome outcome) {
   if (!outcome.ok() || outcome.response.status != 200) {
     const bool throttled = outcome.ok() && outcome.response.status == 429;
-    events_condition_.Bad(
-        throttled ? "throttled" : ConditionKey(outcome),
-        throttled ? "429: over the IMDS limit of 5 requests/s; backing off" : Describe(outcome));
+    events_condition_.Bad(throttled ? "throttled" : ConditionKey(outcome),
+                          throttled ? "429: over the IMDS limit of 5 requests/s; backing off" : Describe(outcome));
     Schedule(backoff_.Next(), &AzureWatcher::Poll);
     return;
   }
@@ -177,16 +172,16 @@ Notice AzureWatcher::ToNotice(const AzureEvent& event) const {
   } else {
     // Empty once the event has started; unparsable is logged. Either way: the default window.
     if (!event.not_before_text.empty()) {
-      Log(LogLevel::kWarning, "event=azure_bad_not_before id=" + Quote(event.id) + " not_before=" +
-                                  Quote(OneLine(event.not_before_text)) +
+      Log(LogLevel::kWarning, "event=azure_bad_not_before id=" + Quote(event.id) +
+                                  " not_before=" + Quote(OneLine(event.not_before_text)) +
                                   " using_window_ms=" + std::to_string(cfg_.default_window.count()));
     }
     n.deadline = DeadlineIn(cfg_.default_window);
   }
   std::string resources;
   for (const auto& r : event.resources) resources += (resources.empty() ? "" : ",") + r;
-  n.detail = "EventType=" + event.type + " EventStatus=" + event.status + " NotBefore='" +
-             event.not_before_text + "' Resources=" + resources;
+  n.detail = "EventType=" + event.type + " EventStatus=" + event.status + " NotBefore='" + event.not_before_text +
+             "' Resources=" + resources;
   return n;
 }
 
@@ -194,8 +189,9 @@ void AzureWatcher::Acknowledge(const Notice& notice) {
   if (!cfg_.azure_acknowledge || notice.provider != "azure" || stopped()) return;
   const auto it = resources_.find(notice.id);
   if (it != resources_.end() && !(it->second.size() == 1 && SameText(it->second[0], vm_name_))) {
-    Log(LogLevel::kWarning, "event=azure_ack_skipped id=" + Quote(notice.id) +
-                                " reason=\"the event also names other VMs; acknowledging would release it for them too\"");
+    Log(LogLevel::kWarning,
+        "event=azure_ack_skipped id=" + Quote(notice.id) +
+            " reason=\"the event also names other VMs; acknowledging would release it for them too\"");
     return;
   }
   ack_queue_.push_back(notice.id);

@@ -37,21 +37,21 @@ class AzureWatcher final : public WatcherBase {
   void Schedule(Duration delay, void (AzureWatcher::*step)());
   void SendNextAck();
 
-  http::HttpClient client_;           // polls
-  http::HttpClient ack_client_;       // acknowledgements, so they never wait for a poll
-  Timer timer_;                       // the next poll (or name lookup)
-  config::ProviderSection cfg_;       // types, name, interval, acknowledge
-  WatcherTuning tuning_;              // first-call timeout, minimum interval
-  Duration interval_;                 // effective poll interval
-  Backoff backoff_;                   // after failures (429 included)
-  ConditionLog name_condition_;       // state of the instance-name lookup
-  ConditionLog events_condition_;     // state of the scheduled-events endpoint
-  std::string vm_name_;               // whose events count
-  bool answered_once_ = false;        // the first call (which may take 2 min) is done
-  Clock::time_point poll_start_;      // when the poll in flight began
-  std::set<std::string> active_ids_;  // matching events present in the last document
+  http::HttpClient client_;                                    // polls
+  http::HttpClient ack_client_;                                // acknowledgements, so they never wait for a poll
+  Timer timer_;                                                // the next poll (or name lookup)
+  config::ProviderSection cfg_;                                // types, name, interval, acknowledge
+  WatcherTuning tuning_;                                       // first-call timeout, minimum interval
+  Duration interval_;                                          // effective poll interval
+  Backoff backoff_;                                            // after failures (429 included)
+  ConditionLog name_condition_;                                // state of the instance-name lookup
+  ConditionLog events_condition_;                              // state of the scheduled-events endpoint
+  std::string vm_name_;                                        // whose events count
+  bool answered_once_ = false;                                 // the first call (which may take 2 min) is done
+  Clock::time_point poll_start_;                               // when the poll in flight began
+  std::set<std::string> active_ids_;                           // matching events present in the last document
   std::map<std::string, std::vector<std::string>> resources_;  // EventId -> Resources
-  std::deque<std::string> ack_queue_;  // EventIds waiting to be acknowledged
+  std::deque<std::string> ack_queue_;                          // EventIds waiting to be acknowledged
 };
 
 }  // namespace spotvisor::preemption

@@ -40,8 +40,8 @@ std::string UrlEncode(std::string_view s) {
 
 bool KnownValue(const std::string& key, const std::string& value) {
   if (key == kPreempted) return value == "TRUE" || value == "FALSE";
-  return value == "NONE" || value == "MIGRATE_ON_HOST_MAINTENANCE" ||
-         value == "TERMINATE_ON_HOST_MAINTENANCE" || value == "SHUTDOWN_ON_HOST_MAINTENANCE";
+  return value == "NONE" || value == "MIGRATE_ON_HOST_MAINTENANCE" || value == "TERMINATE_ON_HOST_MAINTENANCE" ||
+         value == "SHUTDOWN_ON_HOST_MAINTENANCE";
 }
 
 bool IsStop(const std::string& key, const std::string& value) {
@@ -52,16 +52,15 @@ bool IsStop(const std::string& key, const std::string& value) {
 }  // namespace
 
 GcpWatcher::Subscription::Subscription(boost::asio::io_context& io, const http::Endpoint& endpoint,
-                                       std::string key_path, Duration backoff_base,
-                                       Duration backoff_max)
+                                       std::string key_path, Duration backoff_base, Duration backoff_max)
     : key(std::move(key_path)),
       client(io, endpoint),
       timer(io),
       condition("gcp", key),
       backoff(backoff_base, backoff_max) {}
 
-GcpWatcher::GcpWatcher(boost::asio::io_context& io, http::Endpoint endpoint,
-                       const config::ProviderSection& cfg, const WatcherTuning& tuning)
+GcpWatcher::GcpWatcher(boost::asio::io_context& io, http::Endpoint endpoint, const config::ProviderSection& cfg,
+                       const WatcherTuning& tuning)
     : cfg_(cfg), tuning_(tuning) {
   const Duration max = ErrorBackoffCeiling(cfg, tuning, cfg.poll_interval);
   subs_[0] = std::make_unique<Subscription>(io, endpoint, kPreempted, cfg.poll_interval, max);
@@ -95,8 +94,7 @@ void GcpWatcher::Request(Subscription& sub) {
     request.timeout += std::chrono::duration_cast<Duration>(tuning_.long_poll_timeout);
   }
   sub.sent_at = Clock::now();
-  sub.client.Send(std::move(request),
-                  [this, &sub](http::HttpOutcome outcome) { OnAnswer(sub, std::move(outcome)); });
+  sub.client.Send(std::move(request), [this, &sub](http::HttpOutcome outcome) { OnAnswer(sub, std::move(outcome)); });
 }
 
 void GcpWatcher::OnAnswer(Subscription& sub, http::HttpOutcome outcome) {
@@ -125,8 +123,8 @@ void GcpWatcher::OnAnswer(Subscription& sub, http::HttpOutcome outcome) {
   const std::string value(TrimSpace(response.body));
   if (flavor == nullptr || *flavor != "Google" || !KnownValue(sub.key, value)) {
     sub.condition.Bad("garbage", sub.key + ": not a GCE metadata answer (Metadata-Flavor " +
-                                     (flavor ? "'" + OneLine(*flavor) + "'" : "missing") +
-                                     ", body '" + OneLine(value.substr(0, 80)) + "')");
+                                     (flavor ? "'" + OneLine(*flavor) + "'" : "missing") + ", body '" +
+                                     OneLine(value.substr(0, 80)) + "')");
     Retry(sub, sub.backoff.Next());
     return;
   }
@@ -169,11 +167,12 @@ void GcpWatcher::Hidden(Subscription& sub) {
   if (!hidden_warned_) {
     hidden_warned_ = true;
     Log(LogLevel::kWarning,
-        "event=watcher_blind provider=gcp key=" + Quote(sub.key) + " status=404 endpoint=" +
-            Quote(sub.client.endpoint().url) +
+        "event=watcher_blind provider=gcp key=" + Quote(sub.key) +
+            " status=404 endpoint=" + Quote(sub.client.endpoint().url) +
             " cause=\"the metadata server hides instance/preempted: GKE Workload Identity (the GKE metadata server) "
             "conceals it from pods\" detail=\"no preemption notice from metadata; spotvisor goes on with SIGTERM "
-            "alone (the kubelet's stop). To see notices run the pod with hostNetwork: true, or set provider.kind: none\"");
+            "alone (the kubelet's stop). To see notices run the pod with hostNetwork: true, or set provider.kind: "
+            "none\"");
   } else {
     Log(LogLevel::kInfo, "event=watcher_key_hidden provider=gcp key=" + Quote(sub.key) + " status=404");
   }

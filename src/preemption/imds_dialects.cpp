@@ -12,25 +12,23 @@ ImdsDialect AwsDialect(const config::ProviderSection& cfg) {
   d.token_path = "/latest/api/token";
   d.ttl_header = "X-aws-ec2-metadata-token-ttl-seconds";
   d.token_header = "X-aws-ec2-metadata-token";
-  d.probes.push_back({"instance-action", "/latest/meta-data/spot/instance-action",
-                      [](std::string_view body) -> Result<Notice> {
-                        auto parsed = ParseAwsInstanceAction(body);
-                        if (!parsed) return parsed.error();
-                        Notice n;
-                        n.provider = "aws";
-                        n.kind = parsed->action;
-                        n.action = NoticeAction::kStop;
-                        n.deadline = parsed->time;
-                        n.id = "aws-itn-" + parsed->action + "-" +
-                               (parsed->time ? FormatIso8601(*parsed->time) : "unknown-time");
-                        n.detail = OneLine(body);
-                        if (!parsed->time) n.detail += " (deadline unknown: " + parsed->time_error + ")";
-                        return n;
-                      }});
+  d.probes.push_back(
+      {"instance-action", "/latest/meta-data/spot/instance-action", [](std::string_view body) -> Result<Notice> {
+         auto parsed = ParseAwsInstanceAction(body);
+         if (!parsed) return parsed.error();
+         Notice n;
+         n.provider = "aws";
+         n.kind = parsed->action;
+         n.action = NoticeAction::kStop;
+         n.deadline = parsed->time;
+         n.id = "aws-itn-" + parsed->action + "-" + (parsed->time ? FormatIso8601(*parsed->time) : "unknown-time");
+         n.detail = OneLine(body);
+         if (!parsed->time) n.detail += " (deadline unknown: " + parsed->time_error + ")";
+         return n;
+       }});
   if (cfg.rebalance != config::RebalanceAction::kIgnore) {
-    const NoticeAction action = cfg.rebalance == config::RebalanceAction::kStop
-                                    ? NoticeAction::kStop
-                                    : NoticeAction::kCheckpoint;
+    const NoticeAction action =
+        cfg.rebalance == config::RebalanceAction::kStop ? NoticeAction::kStop : NoticeAction::kCheckpoint;
     const Duration window = cfg.default_window;
     d.probes.push_back({"rebalance", "/latest/meta-data/events/recommendations/rebalance",
                         [action, window](std::string_view body) -> Result<Notice> {

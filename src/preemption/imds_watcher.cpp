@@ -35,9 +35,8 @@ bool PlausibleToken(std::string_view token) {
 
 }  // namespace
 
-ImdsWatcher::ImdsWatcher(boost::asio::io_context& io, http::Endpoint endpoint,
-                         const config::ProviderSection& cfg, const WatcherTuning& tuning,
-                         ImdsDialect dialect)
+ImdsWatcher::ImdsWatcher(boost::asio::io_context& io, http::Endpoint endpoint, const config::ProviderSection& cfg,
+                         const WatcherTuning& tuning, ImdsDialect dialect)
     : client_(io, std::move(endpoint)),
       timer_(io),
       cfg_(cfg),
@@ -45,15 +44,14 @@ ImdsWatcher::ImdsWatcher(boost::asio::io_context& io, http::Endpoint endpoint,
       dialect_(std::move(dialect)),
       backoff_(cfg.poll_interval, ErrorBackoffCeiling(cfg, tuning, cfg.poll_interval)),
       token_condition_(dialect_.provider, "token") {
-  for (const auto& probe : dialect_.probes)
-    probe_conditions_.emplace_back(dialect_.provider, probe.path);
+  for (const auto& probe : dialect_.probes) probe_conditions_.emplace_back(dialect_.provider, probe.path);
 }
 
 void ImdsWatcher::OnStart() {
-  Log(LogLevel::kInfo, "event=watcher_start provider=" + Quote(dialect_.provider) + " endpoint=" +
-                           Quote(client_.endpoint().url) + " poll_interval_ms=" + std::to_string(cfg_.poll_interval.count()) +
-                           " backoff_max_ms=" + std::to_string(backoff_.max().count()) +
-                           " probes=" + std::to_string(dialect_.probes.size()));
+  Log(LogLevel::kInfo,
+      "event=watcher_start provider=" + Quote(dialect_.provider) + " endpoint=" + Quote(client_.endpoint().url) +
+          " poll_interval_ms=" + std::to_string(cfg_.poll_interval.count()) + " backoff_max_ms=" +
+          std::to_string(backoff_.max().count()) + " probes=" + std::to_string(dialect_.probes.size()));
   Poll();
 }
 
@@ -80,8 +78,8 @@ bool ImdsWatcher::NeedToken() const {
 }
 
 void ImdsWatcher::FetchToken(std::function<void()> next) {
-  const auto ttl = std::clamp(std::chrono::duration_cast<std::chrono::seconds>(cfg_.token_ttl),
-                              std::chrono::seconds(1), kMaxTokenTtl);
+  const auto ttl = std::clamp(std::chrono::duration_cast<std::chrono::seconds>(cfg_.token_ttl), std::chrono::seconds(1),
+                              kMaxTokenTtl);
   http::HttpRequest request;
   request.method = "PUT";
   request.target = dialect_.token_path;
@@ -98,8 +96,8 @@ void ImdsWatcher::FetchToken(std::function<void()> next) {
         return;
       }
       token_ = std::string(token);
-      const Duration margin = std::min<Duration>(tuning_.token_refresh_margin,
-                                                 std::chrono::duration_cast<Duration>(ttl) / 4);
+      const Duration margin =
+          std::min<Duration>(tuning_.token_refresh_margin, std::chrono::duration_cast<Duration>(ttl) / 4);
       token_refresh_at_ = Clock::now() + ttl - margin;
       token_condition_.Good();
       next();
@@ -113,8 +111,7 @@ void ImdsWatcher::FetchToken(std::function<void()> next) {
   });
 }
 
-void ImdsWatcher::TokenFailed(const std::string& key, const std::string& message,
-                              std::function<void()> next) {
+void ImdsWatcher::TokenFailed(const std::string& key, const std::string& message, std::function<void()> next) {
   token_.clear();
   if (cfg_.imdsv1_fallback) {
     token_condition_.Note(key, message + "; using plain GETs (provider.imdsv1_fallback)");
@@ -135,8 +132,7 @@ void ImdsWatcher::RunProbe(std::size_t index) {
   request.target = dialect_.probes[index].path;
   if (!token_.empty()) request.headers.push_back({dialect_.token_header, token_});
   request.timeout = cfg_.request_timeout;
-  client_.Send(std::move(request),
-               [this, index](http::HttpOutcome outcome) { OnProbe(index, std::move(outcome)); });
+  client_.Send(std::move(request), [this, index](http::HttpOutcome outcome) { OnProbe(index, std::move(outcome)); });
 }
 
 void ImdsWatcher::OnProbe(std::size_t index, http::HttpOutcome outcome) {

@@ -59,10 +59,10 @@ class ImdsWatcher final : public WatcherBase {
   std::vector<ConditionLog> probe_conditions_;  // state of each probe path
   std::string token_;                           // current session token; empty = none
   Clock::time_point token_refresh_at_;          // renew from this moment on
-  Clock::time_point v1_until_;     // token failed with fallback on: plain GETs until then
-  Clock::time_point round_start_;  // when the current round began
-  bool retried_401_ = false;       // this round already fetched a fresh token after a 401
-  bool round_failed_ = false;      // some probe of this round failed
+  Clock::time_point v1_until_;                  // token failed with fallback on: plain GETs until then
+  Clock::time_point round_start_;               // when the current round began
+  bool retried_401_ = false;                    // this round already fetched a fresh token after a 401
+  bool round_failed_ = false;                   // some probe of this round failed
 };
 
 }  // namespace spotvisor::preemption

@@ -25,9 +25,9 @@ struct Question {
 
 struct Dialect {
   std::vector<http::HttpHeader> headers;  // sent with every GET
-  std::string token_path;           // empty: no session token
-  std::string ttl_header;           // header of the token PUT
-  std::string token_header;         // header carrying the token on GETs
+  std::string token_path;                 // empty: no session token
+  std::string ttl_header;                 // header of the token PUT
+  std::string token_header;               // header carrying the token on GETs
   std::vector<Question> questions;
 };
 
@@ -35,21 +35,33 @@ Dialect DialectFor(ProviderKind kind) {
   constexpr const char* kAzureQuery = "?api-version=2021-02-01&format=text";
   switch (kind) {
     case ProviderKind::kAws:
-      return {{}, "/latest/api/token", "X-aws-ec2-metadata-token-ttl-seconds", "X-aws-ec2-metadata-token",
+      return {{},
+              "/latest/api/token",
+              "X-aws-ec2-metadata-token-ttl-seconds",
+              "X-aws-ec2-metadata-token",
               {{"/latest/meta-data/instance-type", &InstanceFacts::instance_type},
                {"/latest/meta-data/placement/availability-zone", &InstanceFacts::zone},
                {"/latest/meta-data/placement/region", &InstanceFacts::region}}};
     case ProviderKind::kAlibaba:
-      return {{}, "/latest/api/token", "X-aliyun-ecs-metadata-token-ttl-seconds", "X-aliyun-ecs-metadata-token",
+      return {{},
+              "/latest/api/token",
+              "X-aliyun-ecs-metadata-token-ttl-seconds",
+              "X-aliyun-ecs-metadata-token",
               {{"/latest/meta-data/instance/instance-type", &InstanceFacts::instance_type},
                {"/latest/meta-data/zone-id", &InstanceFacts::zone},
                {"/latest/meta-data/region-id", &InstanceFacts::region}}};
     case ProviderKind::kGcp:
-      return {{{"Metadata-Flavor", "Google"}}, "", "", "",
+      return {{{"Metadata-Flavor", "Google"}},
+              "",
+              "",
+              "",
               {{"/computeMetadata/v1/instance/machine-type", &InstanceFacts::instance_type, true},
                {"/computeMetadata/v1/instance/zone", &InstanceFacts::zone, true}}};
     case ProviderKind::kAzure:
-      return {{{"Metadata", "true"}}, "", "", "",
+      return {{{"Metadata", "true"}},
+              "",
+              "",
+              "",
               {{std::string("/metadata/instance/compute/vmSize") + kAzureQuery, &InstanceFacts::instance_type},
                {std::string("/metadata/instance/compute/zone") + kAzureQuery, &InstanceFacts::zone},
                {std::string("/metadata/instance/compute/location") + kAzureQuery, &InstanceFacts::region}}};
@@ -111,8 +123,8 @@ class Query final : public InstanceFactsQuery {
     get.timeout = timeout_;
     client_.Send(std::move(get), [this, index](http::HttpOutcome outcome) {
       const Question& asked = dialect_.questions[index];
-      std::string value = outcome.ok() && outcome.response.status == 200
-                              ? std::string(TrimSpace(outcome.response.body)) : std::string();
+      std::string value = outcome.ok() && outcome.response.status == 200 ? std::string(TrimSpace(outcome.response.body))
+                                                                         : std::string();
       if (asked.last_component) value = value.substr(value.rfind('/') + 1);
       if (Plausible(value)) {
         facts_.*asked.fact = value;
@@ -132,7 +144,7 @@ class Query final : public InstanceFactsQuery {
   Dialect dialect_;          // what to ask and how
   Duration timeout_;         // per request
   bool gcp_;                 // derive the region from the zone
-  std::string token_;  // AWS/Alibaba session token; empty = none (IMDSv1)
+  std::string token_;        // AWS/Alibaba session token; empty = none (IMDSv1)
   InstanceFacts facts_;
   Done done_;
 };

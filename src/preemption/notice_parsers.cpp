@@ -150,8 +150,7 @@ Result<FileNoticeContent> ParseFileNotice(std::string_view content) {
       if (!std::isfinite(secs) || secs < 946684800.0 || secs > 7258118400.0) {
         return Error{"notice file: deadline is not a plausible Unix time"};
       }
-      out.deadline = TimePoint{
-          std::chrono::duration_cast<TimePoint::duration>(std::chrono::duration<double>(secs))};
+      out.deadline = TimePoint{std::chrono::duration_cast<TimePoint::duration>(std::chrono::duration<double>(secs))};
     } else {
       return Error{"notice file: deadline must be an ISO-8601 string or Unix seconds"};
     }

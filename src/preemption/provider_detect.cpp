@@ -28,8 +28,7 @@ std::string ReadDmi(const std::filesystem::path& dir, const char* name) {
 }
 
 std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
 }
 
@@ -40,27 +39,15 @@ bool Contains(const std::string& haystack, std::string_view needle) {
 }  // namespace
 
 Detection DetectProvider(const std::filesystem::path& dmi_root) {
-  constexpr std::array<const char*, 7> kNames = {
-      "sys_vendor",   "product_name", "product_version",  "bios_vendor",
-      "bios_version", "board_vendor", "chassis_asset_tag"};
+  constexpr std::array<const char*, 7> kNames = {"sys_vendor",   "product_name", "product_version",  "bios_vendor",
+                                                 "bios_version", "board_vendor", "chassis_asset_tag"};
   std::array<std::string, kNames.size()> values;
   for (std::size_t i = 0; i < kNames.size(); ++i) values[i] = ReadDmi(dmi_root, kNames[i]);
   const auto value = [&](std::size_t i) -> const std::string& { return values[i]; };
-  const auto evidence = [&](std::size_t i) {
-    return std::string(kNames[i]) + "='" + values[i] + "'";
-  };
-  enum : std::size_t {
-    kSysVendor,
-    kProductName,
-    kProductVersion,
-    kBiosVendor,
-    kBiosVersion,
-    kBoardVendor,
-    kAssetTag
-  };
+  const auto evidence = [&](std::size_t i) { return std::string(kNames[i]) + "='" + values[i] + "'"; };
+  enum : std::size_t { kSysVendor, kProductName, kProductVersion, kBiosVendor, kBiosVersion, kBoardVendor, kAssetTag };
   if (Contains(value(kSysVendor), "amazon ec2")) return {ProviderKind::kAws, evidence(kSysVendor)};
-  if (Contains(value(kBiosVendor), "amazon ec2"))
-    return {ProviderKind::kAws, evidence(kBiosVendor)};
+  if (Contains(value(kBiosVendor), "amazon ec2")) return {ProviderKind::kAws, evidence(kBiosVendor)};
   if (Contains(value(kBiosVersion), "amazon")) return {ProviderKind::kAws, evidence(kBiosVersion)};
   if (Contains(value(kProductName), "google compute engine")) {
     return {ProviderKind::kGcp, evidence(kProductName)};

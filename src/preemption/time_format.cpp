@@ -81,16 +81,13 @@ std::string_view Trim(std::string_view s) {
 
 Error Bad(std::string_view format, std::string_view text, std::string_view why) {
   std::string shown(text.substr(0, 64));
-  return Error{"not an " + std::string(format) + " time: '" + shown + "' (" + std::string(why) +
-               ")"};
+  return Error{"not an " + std::string(format) + " time: '" + shown + "' (" + std::string(why) + ")"};
 }
 
 // A calendar date and time of day, checked, as a UTC time point.
 std::optional<TimePoint> MakeTime(int y, int mo, int d, int h, int mi, int s) {
-  if (y < kMinYear || y > kMaxYear || mo < 1 || mo > 12 || h > 23 || mi > 59 || s > 60)
-    return std::nullopt;
-  const year_month_day ymd{year{y}, month{static_cast<unsigned>(mo)},
-                           day{static_cast<unsigned>(d)}};
+  if (y < kMinYear || y > kMaxYear || mo < 1 || mo > 12 || h > 23 || mi > 59 || s > 60) return std::nullopt;
+  const year_month_day ymd{year{y}, month{static_cast<unsigned>(mo)}, day{static_cast<unsigned>(d)}};
   if (d < 1 || !ymd.ok()) return std::nullopt;
   if (s == 60) s = 59;  // a leap second: close enough for a deadline
   return TimePoint{sys_days{ymd}.time_since_epoch() + hours{h} + minutes{mi} + seconds{s}};
@@ -165,8 +162,7 @@ Result<TimePoint> ParseIso8601(std::string_view text) {
   }
   if (!c.Done()) return Bad("ISO-8601", trimmed, "trailing characters");
   const auto t = MakeTime(*y, *mo, *d, *h, *mi, *s);
-  const auto utc = t ? Shifted(*t + duration_cast<TimePoint::duration>(fraction), offset)
-                     : std::nullopt;
+  const auto utc = t ? Shifted(*t + duration_cast<TimePoint::duration>(fraction), offset) : std::nullopt;
   if (!utc) return Bad("ISO-8601", trimmed, "date or time out of range");
   return *utc;
 }

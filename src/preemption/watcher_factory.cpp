@@ -19,16 +19,13 @@ namespace {
 
 using config::ProviderKind;
 
-
 }  // namespace
 
-Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io,
-                                             const config::ProviderSection& provider) {
+Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io, const config::ProviderSection& provider) {
   return MakeWatcher(io, provider, WatcherTuning{});
 }
 
-Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io,
-                                             const config::ProviderSection& provider,
+Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io, const config::ProviderSection& provider,
                                              const WatcherTuning& tuning) {
   ProviderKind kind = provider.kind;
   if (kind == ProviderKind::kAuto) {
@@ -37,9 +34,10 @@ Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io,
     if (kind == ProviderKind::kNone) {
       // Info, not a warning: a workstation or an on-premises box is no cloud, and the default
       // (provider.kind: auto) must not cry wolf there. One line says what was read.
-      Log(LogLevel::kInfo, "event=provider_detected provider=none kind=none evidence=" + Quote(OneLine(found.evidence)) +
-                               " detail=\"no known cloud in DMI: no metadata endpoint is watched (SIGTERM still stops the "
-                               "trainer); set provider.kind to watch one\"");
+      Log(LogLevel::kInfo,
+          "event=provider_detected provider=none kind=none evidence=" + Quote(OneLine(found.evidence)) +
+              " detail=\"no known cloud in DMI: no metadata endpoint is watched (SIGTERM still stops the "
+              "trainer); set provider.kind to watch one\"");
     } else {
       Log(LogLevel::kInfo, "event=provider_detected kind=" + std::string(config::ToString(kind)) +
                                " evidence=" + Quote(OneLine(found.evidence)));
@@ -53,22 +51,19 @@ Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io,
     if (provider.file.empty()) return Error{"provider.file is required with provider.kind: file"};
     return std::unique_ptr<Watcher>(std::make_unique<FileWatcher>(io, provider));
   }
-  auto endpoint =
-      ParseMetadataEndpoint(provider.endpoint.empty() ? DefaultEndpoint(kind) : provider.endpoint);
+  auto endpoint = ParseMetadataEndpoint(provider.endpoint.empty() ? DefaultEndpoint(kind) : provider.endpoint);
   if (!endpoint) return endpoint.error();
   switch (kind) {
     case ProviderKind::kAws:
-      return std::unique_ptr<Watcher>(std::make_unique<ImdsWatcher>(
-          io, std::move(*endpoint), provider, tuning, AwsDialect(provider)));
+      return std::unique_ptr<Watcher>(
+          std::make_unique<ImdsWatcher>(io, std::move(*endpoint), provider, tuning, AwsDialect(provider)));
     case ProviderKind::kAlibaba:
-      return std::unique_ptr<Watcher>(std::make_unique<ImdsWatcher>(
-          io, std::move(*endpoint), provider, tuning, AlibabaDialect(provider)));
+      return std::unique_ptr<Watcher>(
+          std::make_unique<ImdsWatcher>(io, std::move(*endpoint), provider, tuning, AlibabaDialect(provider)));
     case ProviderKind::kGcp:
-      return std::unique_ptr<Watcher>(
-          std::make_unique<GcpWatcher>(io, std::move(*endpoint), provider, tuning));
+      return std::unique_ptr<Watcher>(std::make_unique<GcpWatcher>(io, std::move(*endpoint), provider, tuning));
     case ProviderKind::kAzure:
-      return std::unique_ptr<Watcher>(
-          std::make_unique<AzureWatcher>(io, std::move(*endpoint), provider, tuning));
+      return std::unique_ptr<Watcher>(std::make_unique<AzureWatcher>(io, std::move(*endpoint), provider, tuning));
     default:
       return Error{std::string("provider.kind ") + config::ToString(kind) + " has no watcher"};
   }

@@ -2,10 +2,10 @@
 // fields; messages are quoted.
 #include "watcher_support.hpp"
 
-#include "spotvisor/telemetry/log.hpp"
-
 #include <algorithm>
 #include <cctype>
+
+#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::preemption {
 
@@ -33,10 +33,11 @@ bool ConditionLog::Admit() {
     return true;
   }
   if (unlogged_++ == 0) {
-    Log(LogLevel::kWarning, "event=endpoint_flapping provider=" + Quote(provider_) + " subject=" + Quote(subject_) +
-                                " changes=" + std::to_string(logged_ + 1) +
-                                " detail=\"the endpoint keeps changing; further changes are counted and summarized every " +
-                                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kWindow).count()) + " s\"");
+    Log(LogLevel::kWarning,
+        "event=endpoint_flapping provider=" + Quote(provider_) + " subject=" + Quote(subject_) +
+            " changes=" + std::to_string(logged_ + 1) +
+            " detail=\"the endpoint keeps changing; further changes are counted and summarized every " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kWindow).count()) + " s\"");
   }
   return false;
 }
@@ -131,12 +132,10 @@ std::string Describe(const http::HttpOutcome& outcome) {
 }
 
 TimePoint DeadlineIn(Duration window) {
-  return std::chrono::time_point_cast<TimePoint::duration>(std::chrono::system_clock::now() +
-                                                           window);
+  return std::chrono::time_point_cast<TimePoint::duration>(std::chrono::system_clock::now() + window);
 }
 
-Duration ErrorBackoffCeiling(const config::ProviderSection& cfg, const WatcherTuning& tuning,
-                             Duration interval) {
+Duration ErrorBackoffCeiling(const config::ProviderSection& cfg, const WatcherTuning& tuning, Duration interval) {
   return std::max(interval, std::min(tuning.backoff_max, cfg.default_window / 10));
 }
 

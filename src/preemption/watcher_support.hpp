@@ -35,7 +35,7 @@ class ConditionLog {
   void Good();
   const std::string& current() const { return current_; }
 
-  static constexpr int kChangesLogged = 6;                      // per window
+  static constexpr int kChangesLogged = 6;  // per window
   static constexpr std::chrono::minutes kWindow{10};
 
  private:
@@ -48,8 +48,8 @@ class ConditionLog {
   std::string subject_;   // for the log line
   std::string current_;   // the condition now in force; empty = healthy
   std::chrono::steady_clock::time_point window_start_ = std::chrono::steady_clock::now();
-  int logged_ = 0;        // changes logged in this window
-  int unlogged_ = 0;      // changes counted but not logged in this window
+  int logged_ = 0;    // changes logged in this window
+  int unlogged_ = 0;  // changes counted but not logged in this window
 };
 
 // De-duplicates notices by id across polls and tracks which stop notices are in force.
@@ -81,9 +81,9 @@ class Backoff {
   Duration max() const { return max_; }
 
  private:
-  Duration base_;     // first delay
-  Duration max_;      // ceiling
-  int failures_ = 0;  // consecutive failures so far
+  Duration base_;                                 // first delay
+  Duration max_;                                  // ceiling
+  int failures_ = 0;                              // consecutive failures so far
   std::minstd_rand rng_{std::random_device{}()};  // the jitter
 };
 
@@ -100,8 +100,7 @@ TimePoint DeadlineIn(Duration window);
 // The ceiling of a watcher's error backoff: a tenth of `provider.default_window` (3 s by
 // default), never above `tuning.backoff_max` nor below `interval`. An outage then delays
 // the first sight of a notice by at most a tenth of the shortest warning window.
-Duration ErrorBackoffCeiling(const config::ProviderSection& cfg, const WatcherTuning& tuning,
-                             Duration interval);
+Duration ErrorBackoffCeiling(const config::ProviderSection& cfg, const WatcherTuning& tuning, Duration interval);
 
 // What every watcher implementation shares: the handlers, the stopped flag, the notice
 // book, and a guard so that a callback which stops (or even destroys) the watcher is safe.

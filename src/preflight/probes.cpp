@@ -52,12 +52,18 @@ struct Path {
 
 std::optional<Path> PathFor(const std::string& provider) {
   if (provider == "aws") {
-    return Path{"/latest/api/token", "X-aws-ec2-metadata-token-ttl-seconds", "X-aws-ec2-metadata-token",
-                "/latest/meta-data/spot/instance-action", {}};
+    return Path{"/latest/api/token",
+                "X-aws-ec2-metadata-token-ttl-seconds",
+                "X-aws-ec2-metadata-token",
+                "/latest/meta-data/spot/instance-action",
+                {}};
   }
   if (provider == "alibaba") {
-    return Path{"/latest/api/token", "X-aliyun-ecs-metadata-token-ttl-seconds", "X-aliyun-ecs-metadata-token",
-                "/latest/meta-data/instance/spot/termination-time", {}};
+    return Path{"/latest/api/token",
+                "X-aliyun-ecs-metadata-token-ttl-seconds",
+                "X-aliyun-ecs-metadata-token",
+                "/latest/meta-data/instance/spot/termination-time",
+                {}};
   }
   if (provider == "gcp") {
     return Path{"", "", "", "/computeMetadata/v1/instance/preempted", {{"Metadata-Flavor", "Google"}}};
@@ -82,7 +88,9 @@ Result<WriteMeasurement> MeasureWriteThroughput(const std::filesystem::path& dir
     const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, bytes - done));
     const ssize_t w = ::write(fd, chunk.data(), n);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) error = "cannot write " + file.string() + " after " + FormatSize(done) + ": " + std::strerror(w < 0 ? errno : ENOSPC);
+    if (w <= 0)
+      error =
+          "cannot write " + file.string() + " after " + FormatSize(done) + ": " + std::strerror(w < 0 ? errno : ENOSPC);
     else done += static_cast<std::uint64_t>(w);
   }
   if (error.empty() && ::fsync(fd) != 0) error = "cannot fsync " + file.string() + ": " + std::strerror(errno);
@@ -109,11 +117,10 @@ CheckLine ProbeEndpoint(const config::JobConfig& job, const std::string& provide
   }
   const auto path = PathFor(provider);
   // The address the watcher itself will poll (no DNS), so the probe checks what `run` uses.
-  const std::string base =
-      !job.provider.endpoint.empty()
-          ? job.provider.endpoint
-          : preemption::DefaultEndpoint(provider == "alibaba" ? config::ProviderKind::kAlibaba
-                                                              : config::ProviderKind::kAws);
+  const std::string base = !job.provider.endpoint.empty()
+                               ? job.provider.endpoint
+                               : preemption::DefaultEndpoint(provider == "alibaba" ? config::ProviderKind::kAlibaba
+                                                                                   : config::ProviderKind::kAws);
   auto endpoint = preemption::ParseMetadataEndpoint(base);
   if (!path || !endpoint) {
     line.status = CheckStatus::kFail;
@@ -124,13 +131,15 @@ CheckLine ProbeEndpoint(const config::JobConfig& job, const std::string& provide
   http::HttpClient client(io, *endpoint);
   HttpRequest get{"GET", path->target, path->headers, "", kProbeTimeout};
   if (!path->token_target.empty()) {
-    const auto token = Exchange(io, client, HttpRequest{"PUT", path->token_target, {{path->token_header_ttl, "60"}}, "", kProbeTimeout});
+    const auto token = Exchange(
+        io, client, HttpRequest{"PUT", path->token_target, {{path->token_header_ttl, "60"}}, "", kProbeTimeout});
     if (token.ok() && token.response.status == 200) {
       get.headers.push_back({path->token_header, token.response.body});
     } else if (!token.ok()) {
       line.status = CheckStatus::kFail;
-      line.text = base + " " + provider + " token request: " + http::ToString(token.error) + " (" + token.message + ")" +
-                  (token.error == http::HttpErrorKind::kTimeout ? "; from a container, the IMDS hop limit may be 1" : "");
+      line.text =
+          base + " " + provider + " token request: " + http::ToString(token.error) + " (" + token.message + ")" +
+          (token.error == http::HttpErrorKind::kTimeout ? "; from a container, the IMDS hop limit may be 1" : "");
       return line;
     }
   }
@@ -156,8 +165,9 @@ CheckLine ProbeGpu() {
   for (const auto& g : (*nvml)->Sample()) {
     text += (text.empty() ? "" : "; ") + std::to_string(g.index) + ": " + g.name + ", " + FormatSize(g.memory_total);
   }
-  return CheckLine{"gpu", CheckStatus::kOk,
-                   std::to_string((*nvml)->device_count()) + " × NVIDIA (" + text + "), driver " + (*nvml)->driver_version()};
+  return CheckLine{
+      "gpu", CheckStatus::kOk,
+      std::to_string((*nvml)->device_count()) + " × NVIDIA (" + text + "), driver " + (*nvml)->driver_version()};
 }
 
 }  // namespace spotvisor::preflight

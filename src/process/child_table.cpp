@@ -25,11 +25,11 @@ constexpr auto kGroupPoll = std::chrono::milliseconds(5);
 struct ChildTable::GroupWatch {
   GroupWatch(boost::asio::io_context& io, pid_t group, std::chrono::steady_clock::time_point until, GroupCallback cb)
       : pgid(group), deadline(until), timer(io), done(std::move(cb)) {}
-  pid_t pgid;                                   // the group waited for
+  pid_t pgid;                                      // the group waited for
   std::chrono::steady_clock::time_point deadline;  // give up then
-  boost::asio::steady_timer timer;              // the next poll
-  GroupCallback done;                           // called once, unless stopped
-  bool stopped = false;                         // finished or StopGroupWatches
+  boost::asio::steady_timer timer;                 // the next poll
+  GroupCallback done;                              // called once, unless stopped
+  bool stopped = false;                            // finished or StopGroupWatches
 };
 
 ChildTable::ChildTable(boost::asio::io_context& io) : io_(io) {}

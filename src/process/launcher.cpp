@@ -1,13 +1,13 @@
 // Launcher recognition and the /proc walk to their workers; see launcher.hpp.
 #include "spotvisor/process/launcher.hpp"
 
-#include "spotvisor/process/process_group.hpp"
-
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <set>
+
+#include "spotvisor/process/process_group.hpp"
 
 namespace spotvisor::process {
 namespace {
@@ -27,10 +27,11 @@ bool IsPython(const std::string& base) {
 
 // Launchers by the module `python -m` runs.
 std::optional<std::string> LauncherModule(const std::string& module) {
-  static const std::map<std::string, std::string> kModules{
-      {"torch.distributed.run", "torchrun"},       {"torch.distributed.launch", "torchrun"},
-      {"accelerate.commands.launch", "accelerate"}, {"deepspeed.launcher.runner", "deepspeed"},
-      {"deepspeed.launcher.launch", "deepspeed"}};
+  static const std::map<std::string, std::string> kModules{{"torch.distributed.run", "torchrun"},
+                                                           {"torch.distributed.launch", "torchrun"},
+                                                           {"accelerate.commands.launch", "accelerate"},
+                                                           {"deepspeed.launcher.runner", "deepspeed"},
+                                                           {"deepspeed.launcher.launch", "deepspeed"}};
   const auto it = kModules.find(module);
   if (it == kModules.end()) return std::nullopt;
   return it->second;

@@ -19,8 +19,8 @@ namespace {
 
 namespace asio = boost::asio;
 
-constexpr std::size_t kChunk = 64 * 1024;      // bytes per read
-constexpr std::size_t kMaxLine = 64 * 1024;    // longer lines are cut for the handler (not for the relay)
+constexpr std::size_t kChunk = 64 * 1024;    // bytes per read
+constexpr std::size_t kMaxLine = 64 * 1024;  // longer lines are cut for the handler (not for the relay)
 
 void WriteAll(int fd, const char* data, std::size_t size) {
   while (size > 0) {
@@ -40,7 +40,7 @@ struct OutputRelay::Impl : std::enable_shared_from_this<Impl> {
     asio::posix::stream_descriptor pipe;  // the read end, owned
     int target;                           // our fd 1 or 2
     std::array<char, kChunk> buffer{};
-    std::string partial;                  // the line so far
+    std::string partial;  // the line so far
     bool eof = false;
   };
 
@@ -48,15 +48,15 @@ struct OutputRelay::Impl : std::enable_shared_from_this<Impl> {
       : out(io, out_fd, STDOUT_FILENO), err(io, err_fd, STDERR_FILENO), deadline(io), on_line(std::move(handler)) {}
 
   void Read(Stream& s) {
-    s.pipe.async_read_some(asio::buffer(s.buffer), [self = shared_from_this(), &s](const boost::system::error_code& ec,
-                                                                                std::size_t n) {
-      if (n > 0) self->Relay(s, n);
-      if (ec) {
-        self->End(s);
-        return;
-      }
-      self->Read(s);
-    });
+    s.pipe.async_read_some(asio::buffer(s.buffer),
+                           [self = shared_from_this(), &s](const boost::system::error_code& ec, std::size_t n) {
+                             if (n > 0) self->Relay(s, n);
+                             if (ec) {
+                               self->End(s);
+                               return;
+                             }
+                             self->Read(s);
+                           });
   }
 
   void Relay(Stream& s, std::size_t n) {

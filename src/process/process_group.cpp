@@ -81,9 +81,7 @@ std::string BootId() {
   return id;
 }
 
-ChildIdentity Identify(pid_t pid) {
-  return ChildIdentity{pid, StartTicks(pid).value_or(0), BootId()};
-}
+ChildIdentity Identify(pid_t pid) { return ChildIdentity{pid, StartTicks(pid).value_or(0), BootId()}; }
 
 namespace {
 
@@ -104,8 +102,8 @@ std::vector<pid_t> GroupMembers(pid_t pgid) { return LiveMembers(pgid, 0); }
 
 std::vector<pid_t> FindLeftovers(const ChildIdentity& child) {
   if (child.pid <= 1 || child.boot_id != BootId()) return {};
-  if (auto leader = ReadProcStat(child.pid); leader && leader->pgrp == child.pid &&
-                                         leader->start_ticks != child.start_ticks) {
+  if (auto leader = ReadProcStat(child.pid);
+      leader && leader->pgrp == child.pid && leader->start_ticks != child.start_ticks) {
     return {};  // the pid was reused by a new group leader: not ours
   }
   return LiveMembers(child.pid, child.start_ticks);

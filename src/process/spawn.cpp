@@ -55,8 +55,8 @@ struct ChildFds {
   int in = -1, out = -1, err = -1;
 };
 
-[[noreturn]] void ExecChild(pid_t parent, bool die_with_parent, const char* path, char* const* argv,
-                            char* const* envp, const char* workdir, int error_fd, ChildFds fds) {
+[[noreturn]] void ExecChild(pid_t parent, bool die_with_parent, const char* path, char* const* argv, char* const* envp,
+                            const char* workdir, int error_fd, ChildFds fds) {
   setpgid(0, 0);
   if (fds.in >= 0) dup2(fds.in, STDIN_FILENO);  // dup2 clears close-on-exec on 0, 1 and 2
   if (fds.out >= 0) dup2(fds.out, STDOUT_FILENO);
@@ -89,8 +89,7 @@ struct ChildFds {
 
 }  // namespace
 
-Result<std::filesystem::path> ResolveExecutable(const std::string& name,
-                                                const std::filesystem::path& workdir) {
+Result<std::filesystem::path> ResolveExecutable(const std::string& name, const std::filesystem::path& workdir) {
   if (name.empty()) return Error{"the command is empty"};
   if (name.find('/') != std::string::npos) {
     std::filesystem::path p(name);
@@ -125,8 +124,7 @@ Result<SpawnedChild> Spawn(const SpawnSpec& spec) {
   const std::string workdir = spec.workdir.string();
 
   int out[2] = {-1, -1}, err[2] = {-1, -1};
-  if (spec.pipe_output &&
-      (pipe2(out, O_CLOEXEC) != 0 || (!spec.merge_output && pipe2(err, O_CLOEXEC) != 0))) {
+  if (spec.pipe_output && (pipe2(out, O_CLOEXEC) != 0 || (!spec.merge_output && pipe2(err, O_CLOEXEC) != 0))) {
     const int e = errno;
     CloseAll({out[0], out[1], err[0], err[1]});
     return Error{std::string("cannot make the output pipes: ") + std::strerror(e)};
@@ -154,8 +152,7 @@ Result<SpawnedChild> Spawn(const SpawnSpec& spec) {
   }
   if (pid == 0) {
     close(pipe_fds[0]);
-    ExecChild(parent, spec.die_with_parent, path.c_str(), argv.data(), envp.data(), workdir.c_str(), pipe_fds[1],
-              fds);
+    ExecChild(parent, spec.die_with_parent, path.c_str(), argv.data(), envp.data(), workdir.c_str(), pipe_fds[1], fds);
   }
   CloseAll({pipe_fds[1], out[1], err[1], null_in});
   setpgid(pid, pid);  // may fail with EACCES once the child has exec'd; it set it itself

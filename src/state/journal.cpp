@@ -64,8 +64,8 @@ PersistedState FromJson(const json& j) {
   s.last_exit_message = j.value("last_exit_message", "");
   if (j.contains("child") && j["child"].is_object()) {
     const auto& c = j["child"];
-    s.child = process::ChildIdentity{c.value("pid", 0), c.value("start_ticks", std::uint64_t{0}),
-                                     c.value("boot_id", "")};
+    s.child =
+        process::ChildIdentity{c.value("pid", 0), c.value("start_ticks", std::uint64_t{0}), c.value("boot_id", "")};
   }
   return s;
 }
@@ -100,8 +100,7 @@ AttemptRecord AttemptFromJson(const json& j) {
 }  // namespace
 
 std::int64_t UnixMillisNow() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -115,8 +114,7 @@ Result<Journal> Journal::Open(const std::filesystem::path& state_dir) {
   try {
     journal.state_ = FromJson(json::parse(text.str()));
   } catch (const json::exception& e) {
-    return Error{path.string() + " is corrupt (" + e.what() +
-                 "); move it away to start the job's counters afresh"};
+    return Error{path.string() + " is corrupt (" + e.what() + "); move it away to start the job's counters afresh"};
   }
   return journal;
 }

@@ -12,7 +12,8 @@ BudgetDecision DecideBudget(const cost::Estimate& estimate, const config::CostSe
   d.warn = !warned_before && estimate.high >= cost.budget * cost.warn_fraction;
   d.stop = estimate.high >= cost.budget;
   if (d.stop) {
-    d.stop_detail = "cost budget exhausted: estimate " + d.estimate + " reached cost.budget " + d.budget + " " + cost.currency;
+    d.stop_detail =
+        "cost budget exhausted: estimate " + d.estimate + " reached cost.budget " + d.budget + " " + cost.currency;
   }
   return d;
 }

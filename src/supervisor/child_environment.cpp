@@ -14,9 +14,7 @@ config::TemplateVars AttemptVars(const config::JobConfig& job, const SpawnAction
   return vars;
 }
 
-std::filesystem::path NoticeFilePath(const config::JobConfig& job) {
-  return job.telemetry.state_dir / "notice.json";
-}
+std::filesystem::path NoticeFilePath(const config::JobConfig& job) { return job.telemetry.state_dir / "notice.json"; }
 
 Result<process::SpawnSpec> BuildSpawnSpec(const config::JobConfig& job, const SpawnAction& attempt) {
   const auto vars = AttemptVars(job, attempt);

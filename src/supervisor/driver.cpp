@@ -6,8 +6,8 @@
 
 #include <unistd.h>
 
-#include <boost/asio/post.hpp>
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <csignal>
 #include <thread>
 #include <vector>
@@ -42,7 +42,7 @@ Driver::Impl::Impl(const config::JobConfig& job, std::unique_ptr<checkpoint::Res
       workers_poll_(io_),
       resume_timer_(io_) {
   for (int signo : job_.signals.stop_on) signals_.add(signo);  // signals.stop_on: "stop"
-  if (!StopsOn(SIGUSR1)) signals_.add(SIGUSR1);                 // else "checkpoint now"
+  if (!StopsOn(SIGUSR1)) signals_.add(SIGUSR1);                // else "checkpoint now"
   for (auto kind : kTimerKinds) timers_.emplace(kind, asio::steady_timer(io_));
 }
 
@@ -102,9 +102,9 @@ bool Driver::Impl::StopLeftovers() {
   if (!child) return true;
   auto pids = host_->Leftovers(*child);
   if (pids.empty()) return true;
-  Log(LogLevel::kWarning, "event=leftover_found pgid=" + std::to_string(child->pid) + " processes=" +
-                              std::to_string(pids.size()) +
-                              " detail=\"the previous supervisor's trainer group is still alive; stopping it before starting\"");
+  Log(LogLevel::kWarning,
+      "event=leftover_found pgid=" + std::to_string(child->pid) + " processes=" + std::to_string(pids.size()) +
+          " detail=\"the previous supervisor's trainer group is still alive; stopping it before starting\"");
   // The ladder (stop_ladder.hpp) decides; this only sends, polls and sleeps.
   StopLadder ladder(LeftoverLadder(job_.signals.on_notice, job_.signals.grace, job_.signals.kill_timeout));
   for (;;) {
@@ -115,8 +115,8 @@ bool Driver::Impl::StopLeftovers() {
       std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(kLeftoverPoll, step.until - now));
     }
     if (step.move == StopLadder::Move::kStopped) {
-      Log(LogLevel::kInfo, "event=leftover_stopped pgid=" + std::to_string(child->pid) +
-                               " signal=" + config::SignalName(step.signo));
+      Log(LogLevel::kInfo,
+          "event=leftover_stopped pgid=" + std::to_string(child->pid) + " signal=" + config::SignalName(step.signo));
       return true;
     }
     if (step.move == StopLadder::Move::kGiveUp) break;

@@ -65,11 +65,10 @@ void Driver::Impl::OnNotice(const preemption::Notice& n) {
   const auto now = std::chrono::system_clock::now();
   std::optional<std::chrono::milliseconds> until_deadline;
   if (n.deadline) until_deadline = std::chrono::duration_cast<std::chrono::milliseconds>(*n.deadline - now);
-  Log(LogLevel::kWarning, "event=notice provider=" + n.provider + " kind=" + n.kind + " action=" +
-                              ActionName(n.action) + " id=" + Quote(n.id) +
-                              " deadline=" + (n.deadline ? FormatIsoUtc(*n.deadline) : "none") + " warning_ms=" +
-                              (until_deadline ? std::to_string(until_deadline->count()) : "unknown") +
-                              " detail=" + Quote(n.detail));
+  Log(LogLevel::kWarning,
+      "event=notice provider=" + n.provider + " kind=" + n.kind + " action=" + ActionName(n.action) +
+          " id=" + Quote(n.id) + " deadline=" + (n.deadline ? FormatIsoUtc(*n.deadline) : "none") + " warning_ms=" +
+          (until_deadline ? std::to_string(until_deadline->count()) : "unknown") + " detail=" + Quote(n.detail));
   for (auto& o : observers_) o->OnNotice(n);
   if (n.action == preemption::NoticeAction::kCheckpoint) {
     Dispatch(CheckpointRequestedEvent{n.provider + " " + n.kind});
@@ -110,9 +109,9 @@ void Driver::Impl::ValidateAfterDrain() {
         Log(LogLevel::kError, "event=drained_validation_failed error=" + Quote(selection.error().message));
       } else {
         for (auto& o : observers_) o->OnSelection(*selection);  // (the catalog logged each rejection)
-        Log(LogLevel::kWarning, "event=drained newest_good=" +
-                                    Quote(selection->chosen ? selection->chosen->path.string() : "none") +
-                                    " step=" + (selection->chosen ? std::to_string(selection->chosen->step) : "none"));
+        Log(LogLevel::kWarning,
+            "event=drained newest_good=" + Quote(selection->chosen ? selection->chosen->path.string() : "none") +
+                " step=" + (selection->chosen ? std::to_string(selection->chosen->step) : "none"));
       }
       if (watcher_ && notice_) watcher_->Acknowledge(*notice_);
     });
@@ -120,8 +119,12 @@ void Driver::Impl::ValidateAfterDrain() {
 }
 
 void Driver::Impl::WriteNoticeFile(const preemption::Notice& n) {
-  nlohmann::json j{{"provider", n.provider}, {"kind", n.kind}, {"action", ActionName(n.action)},
-                   {"id", n.id}, {"detail", n.detail}, {"received_at", FormatIsoUtc(std::chrono::system_clock::now())}};
+  nlohmann::json j{{"provider", n.provider},
+                   {"kind", n.kind},
+                   {"action", ActionName(n.action)},
+                   {"id", n.id},
+                   {"detail", n.detail},
+                   {"received_at", FormatIsoUtc(std::chrono::system_clock::now())}};
   j["deadline"] = n.deadline ? nlohmann::json(FormatIsoUtc(*n.deadline)) : nlohmann::json(nullptr);
   // Atomic (the trainer never reads half of it) but not fsynced: it sits between the
   // notice and the signal, where an fsync costs tens of ms on a busy disk, and no one

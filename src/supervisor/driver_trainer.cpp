@@ -44,10 +44,10 @@ void Driver::Impl::Perform(const SpawnAction& a) {
   const pid_t pid = trainer_->pid();
   if (started->stdout_fd >= 0) {
     std::erase_if(relays_, [](const auto& r) { return r->done(); });
-    relays_.push_back(std::make_unique<process::OutputRelay>(
-        io_, started->stdout_fd, started->stderr_fd, [this](std::string_view line) {
-          for (auto& o : observers_) o->OnTrainerLine(line);
-        }));
+    relays_.push_back(std::make_unique<process::OutputRelay>(io_, started->stdout_fd, started->stderr_fd,
+                                                             [this](std::string_view line) {
+                                                               for (auto& o : observers_) o->OnTrainerLine(line);
+                                                             }));
   }
   trainer_started_ = host_->Now();
   persisted_.child = trainer_->Identity();
@@ -79,9 +79,9 @@ void Driver::Impl::Perform(const SignalAction& a) {
       "event=signal_sent signal=" + config::SignalName(a.signo) + " target=" + config::ToString(a.to) +
           " pid=" + std::to_string(trainer_->pid()) + " processes=" + std::to_string(reached) +
           (a.to == config::SignalTarget::kWorkers ? " workers=" + trainer_->LastPids() : "") +
-          (skipped > 0 ? " skipped=" + std::to_string(skipped) +
-                             " skipped_why=\"no handler for it yet (still starting)\""
-                       : "") +
+          (skipped > 0
+               ? " skipped=" + std::to_string(skipped) + " skipped_why=\"no handler for it yet (still starting)\""
+               : "") +
           (reached > 0 ? "" : none));
   if (reached > 0) {
     for (auto& o : observers_) o->OnSignalSent(a.signo, a.to);
@@ -91,9 +91,10 @@ void Driver::Impl::Perform(const SignalAction& a) {
 void Driver::Impl::Perform(const HoldLaunchersAction&) {
   if (!trainer_) return;
   const std::size_t held = trainer_->HoldLaunchers();
-  Log(LogLevel::kInfo, "event=signal_sent signal=SIGSTOP target=launcher pid=" + std::to_string(trainer_->pid()) +
-                           " processes=" + std::to_string(held) +
-                           " detail=\"the launcher waits, paused, while its workers stop: it neither restarts nor kills them\"");
+  Log(LogLevel::kInfo,
+      "event=signal_sent signal=SIGSTOP target=launcher pid=" + std::to_string(trainer_->pid()) +
+          " processes=" + std::to_string(held) +
+          " detail=\"the launcher waits, paused, while its workers stop: it neither restarts nor kills them\"");
 }
 
 void Driver::Impl::Perform(const ReleaseLaunchersAction& a) {
@@ -129,10 +130,11 @@ void Driver::Impl::Perform(const KillGroupAction&) {
 void Driver::Impl::OnTrainerExited(ExitStatus status) {
   if (!trainer_ || main_status_ || finished_) return;
   main_status_ = status;
-  Log(LogLevel::kInfo, "event=trainer_exited pid=" + std::to_string(trainer_->pid()) + " status=" +
-                           Quote(Describe(status)) + " uptime_ms=" +
-                           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                              host_->Now() - trainer_started_).count()));
+  Log(LogLevel::kInfo,
+      "event=trainer_exited pid=" + std::to_string(trainer_->pid()) + " status=" + Quote(Describe(status)) +
+          " uptime_ms=" +
+          std::to_string(
+              std::chrono::duration_cast<std::chrono::milliseconds>(host_->Now() - trainer_started_).count()));
   group_deadline_ = host_->Now() + job_.signals.kill_timeout;
   if (!trainer_->GroupGone()) {
     Log(LogLevel::kWarning, "event=group_leftovers pgid=" + std::to_string(trainer_->pid()) +

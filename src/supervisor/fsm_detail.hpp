@@ -13,11 +13,16 @@ inline LogAction Note(LogLevel level, std::string text) { return LogAction{level
 
 inline const char* ReasonName(StopReason r) {
   switch (r) {
-    case StopReason::kSignal: return "signal";
-    case StopReason::kNotice: return "notice";
-    case StopReason::kHang: return "hang";
-    case StopReason::kBudget: return "budget";
-    case StopReason::kNone: break;
+    case StopReason::kSignal:
+      return "signal";
+    case StopReason::kNotice:
+      return "notice";
+    case StopReason::kHang:
+      return "hang";
+    case StopReason::kBudget:
+      return "budget";
+    case StopReason::kNone:
+      break;
   }
   return "none";
 }
@@ -26,11 +31,16 @@ inline const char* ReasonName(StopReason r) {
 // budget (exit 3), a notice (drain), a hang (nothing to stop yet).
 inline int Precedence(StopReason r) {
   switch (r) {
-    case StopReason::kSignal: return 4;
-    case StopReason::kBudget: return 3;
-    case StopReason::kNotice: return 2;
-    case StopReason::kHang: return 1;
-    case StopReason::kNone: break;
+    case StopReason::kSignal:
+      return 4;
+    case StopReason::kBudget:
+      return 3;
+    case StopReason::kNotice:
+      return 2;
+    case StopReason::kHang:
+      return 1;
+    case StopReason::kNone:
+      break;
   }
   return 0;
 }

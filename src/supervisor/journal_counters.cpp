@@ -52,11 +52,10 @@ void StoreCounters(const Counters& c, std::int64_t now_ms, TimePoint now, state:
 }
 
 bool SameForTheJournal(const state::PersistedState& a, const state::PersistedState& b) {
-  return a.attempts == b.attempts && a.failures == b.failures && a.hangs == b.hangs &&
-         a.preemptions == b.preemptions && a.consecutive_failures == b.consecutive_failures &&
-         a.no_progress_streak == b.no_progress_streak && a.last_resume_step == b.last_resume_step &&
-         (a.phase == b.phase || !Persistent(a.phase)) && ChildKey(a) == ChildKey(b) &&
-         a.last_exit_message == b.last_exit_message;
+  return a.attempts == b.attempts && a.failures == b.failures && a.hangs == b.hangs && a.preemptions == b.preemptions &&
+         a.consecutive_failures == b.consecutive_failures && a.no_progress_streak == b.no_progress_streak &&
+         a.last_resume_step == b.last_resume_step && (a.phase == b.phase || !Persistent(a.phase)) &&
+         ChildKey(a) == ChildKey(b) && a.last_exit_message == b.last_exit_message;
 }
 
 }  // namespace spotvisor::supervisor

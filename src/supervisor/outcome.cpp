@@ -8,8 +8,12 @@ namespace spotvisor::supervisor {
 namespace {
 
 constexpr std::array<std::pair<Outcome, std::string_view>, 7> kWords{{
-    {Outcome::kDone, "done"},       {Outcome::kFailed, "failed"}, {Outcome::kStopped, "stopped"},
-    {Outcome::kPreempted, "preempted"}, {Outcome::kHang, "hang"},  {Outcome::kBudget, "budget"},
+    {Outcome::kDone, "done"},
+    {Outcome::kFailed, "failed"},
+    {Outcome::kStopped, "stopped"},
+    {Outcome::kPreempted, "preempted"},
+    {Outcome::kHang, "hang"},
+    {Outcome::kBudget, "budget"},
     {Outcome::kSpawnFailed, "spawn-failed"},
 }};
 

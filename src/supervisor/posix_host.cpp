@@ -47,9 +47,9 @@ class PosixTrainer final : public Trainer {
   std::string KilledStates() const override { return signals_.KilledStates(); }
 
  private:
-  PosixHost& host_;                   // reaps the group's zombies
-  TrainerSignals signals_;            // to the group, the main process or the workers
-  process::ChildIdentity identity_;   // pid, start time, boot id
+  PosixHost& host_;                  // reaps the group's zombies
+  TrainerSignals signals_;           // to the group, the main process or the workers
+  process::ChildIdentity identity_;  // pid, start time, boot id
 };
 
 class PosixHost final : public Host {

@@ -39,11 +39,11 @@ class TrainerSignals {
   std::size_t LastSkipped() const { return skipped_; }
 
  private:
-  pid_t leader_;               // main pid and pgid
-  std::vector<pid_t> held_;    // launchers paused by HoldLaunchers
-  std::vector<pid_t> last_;    // reached by the last Send
-  std::size_t skipped_ = 0;    // workers the last Send left out (no handler yet)
-  std::string killed_;         // the group's members as KillGroup found them
+  pid_t leader_;             // main pid and pgid
+  std::vector<pid_t> held_;  // launchers paused by HoldLaunchers
+  std::vector<pid_t> last_;  // reached by the last Send
+  std::size_t skipped_ = 0;  // workers the last Send left out (no handler yet)
+  std::string killed_;       // the group's members as KillGroup found them
 };
 
 }  // namespace spotvisor::supervisor

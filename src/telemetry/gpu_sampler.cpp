@@ -31,7 +31,8 @@ void GpuSampler::Start() {
       nvml_ = std::move(**nvml);
       gpu_.available = true;
       gpu_.driver = nvml_->driver_version();
-      Log(LogLevel::kInfo, "event=gpu_found devices=" + std::to_string(nvml_->device_count()) + " driver=" + gpu_.driver);
+      Log(LogLevel::kInfo,
+          "event=gpu_found devices=" + std::to_string(nvml_->device_count()) + " driver=" + gpu_.driver);
       Sample();
     });
   });

@@ -26,20 +26,20 @@ class GpuSampler {
   void Start();  // io thread; nothing when the interval is 0
   void Stop();   // io thread: no more samples
 
-  bool sampled() const { return nvml_ != nullptr; }              // io thread
+  bool sampled() const { return nvml_ != nullptr; }                // io thread
   const std::vector<GpuSample>& samples() const { return gpus_; }  // io thread: the latest
 
  private:
   void Sample();
 
-  boost::asio::io_context& io_;                 // the driver's loop
-  Duration interval_;                           // telemetry.gpu_interval
-  GpuInfo& gpu_;                                // not owned
-  std::function<void()> changed_;               // io thread
+  boost::asio::io_context& io_;                     // the driver's loop
+  Duration interval_;                               // telemetry.gpu_interval
+  GpuInfo& gpu_;                                    // not owned
+  std::function<void()> changed_;                   // io thread
   std::optional<boost::asio::steady_timer> timer_;  // the sampling period
-  std::unique_ptr<Nvml> nvml_;                  // used on pool_ only after load
-  std::vector<GpuSample> gpus_;                 // io thread
-  boost::asio::thread_pool pool_{1};            // NVML calls (declared last: joined first)
+  std::unique_ptr<Nvml> nvml_;                      // used on pool_ only after load
+  std::vector<GpuSample> gpus_;                     // io thread
+  boost::asio::thread_pool pool_{1};                // NVML calls (declared last: joined first)
 };
 
 }  // namespace spotvisor::telemetry

@@ -15,11 +15,16 @@ std::string g_job;  // carried by every JSON line; set once at start
 
 spdlog::level::level_enum ToSpd(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return spdlog::level::debug;
-    case LogLevel::kInfo: return spdlog::level::info;
-    case LogLevel::kWarning: return spdlog::level::warn;
-    case LogLevel::kError: return spdlog::level::err;
-    case LogLevel::kCritical: return spdlog::level::critical;
+    case LogLevel::kDebug:
+      return spdlog::level::debug;
+    case LogLevel::kInfo:
+      return spdlog::level::info;
+    case LogLevel::kWarning:
+      return spdlog::level::warn;
+    case LogLevel::kError:
+      return spdlog::level::err;
+    case LogLevel::kCritical:
+      return spdlog::level::critical;
   }
   return spdlog::level::info;
 }
@@ -27,11 +32,16 @@ spdlog::level::level_enum ToSpd(LogLevel level) {
 const char* LevelName(spdlog::level::level_enum level) {
   switch (level) {
     case spdlog::level::trace:
-    case spdlog::level::debug: return "debug";
-    case spdlog::level::warn: return "warning";
-    case spdlog::level::err: return "error";
-    case spdlog::level::critical: return "critical";
-    default: return "info";
+    case spdlog::level::debug:
+      return "debug";
+    case spdlog::level::warn:
+      return "warning";
+    case spdlog::level::err:
+      return "error";
+    case spdlog::level::critical:
+      return "critical";
+    default:
+      return "info";
   }
 }
 

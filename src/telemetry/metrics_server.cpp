@@ -67,10 +67,10 @@ struct MetricsServer::State {
   State(asio::io_context& io_in, MetricsEndpoint endpoint_in, Render render_in)
       : io(io_in), acceptor(io_in), endpoint(std::move(endpoint_in)), render(std::move(render_in)) {}
   asio::io_context& io;
-  tcp::acceptor acceptor;                             // the listener
-  MetricsEndpoint endpoint;                           // address and token
-  Render render;                                      // the exposition, on demand
-  std::list<std::weak_ptr<beast::tcp_stream>> open;   // connections in flight
+  tcp::acceptor acceptor;                            // the listener
+  MetricsEndpoint endpoint;                          // address and token
+  Render render;                                     // the exposition, on demand
+  std::list<std::weak_ptr<beast::tcp_stream>> open;  // connections in flight
   bool stopped = false;
 };
 
@@ -118,7 +118,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     res->prepare_payload();
     stream_->expires_after(kRequestDeadline);
-    http::async_write(*stream_, *res, [self = shared_from_this(), res](beast::error_code, std::size_t) { self->Close(); });
+    http::async_write(*stream_, *res,
+                      [self = shared_from_this(), res](beast::error_code, std::size_t) { self->Close(); });
   }
 
   bool Authorized(const http::request<http::string_body>& req) const {
@@ -137,8 +138,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     state_->open.remove_if([this](const auto& w) { return w.expired() || w.lock() == stream_; });
   }
 
-  std::shared_ptr<beast::tcp_stream> stream_;     // the connection
-  std::shared_ptr<MetricsServer::State> state_;   // the server
+  std::shared_ptr<beast::tcp_stream> stream_;    // the connection
+  std::shared_ptr<MetricsServer::State> state_;  // the server
   beast::flat_buffer buffer_{kHeaderLimit + kBodyLimit};
   http::request_parser<http::string_body> parser_;
 };
@@ -178,7 +179,8 @@ Result<std::string> MetricsServer::Start() {
   }
   const auto bound = acceptor.local_endpoint(ec);
   Accept(state_);
-  const std::string host = bound.address().is_v6() ? "[" + bound.address().to_string() + "]" : bound.address().to_string();
+  const std::string host =
+      bound.address().is_v6() ? "[" + bound.address().to_string() + "]" : bound.address().to_string();
   return host + ":" + std::to_string(bound.port());
 }
 

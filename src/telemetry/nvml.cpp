@@ -116,10 +116,15 @@ std::vector<GpuSample> Nvml::Sample() const {
 }
 
 const std::vector<std::pair<std::uint64_t, std::string>>& ThrottleReasons() {
-  static const std::vector<std::pair<std::uint64_t, std::string>> kReasons{
-      {0x1, "gpu_idle"},          {0x2, "applications_clocks_setting"}, {0x4, "sw_power_cap"},
-      {0x8, "hw_slowdown"},       {0x10, "sync_boost"},                 {0x20, "sw_thermal_slowdown"},
-      {0x40, "hw_thermal_slowdown"}, {0x80, "hw_power_brake_slowdown"}, {0x100, "display_clock_setting"}};
+  static const std::vector<std::pair<std::uint64_t, std::string>> kReasons{{0x1, "gpu_idle"},
+                                                                           {0x2, "applications_clocks_setting"},
+                                                                           {0x4, "sw_power_cap"},
+                                                                           {0x8, "hw_slowdown"},
+                                                                           {0x10, "sync_boost"},
+                                                                           {0x20, "sw_thermal_slowdown"},
+                                                                           {0x40, "hw_thermal_slowdown"},
+                                                                           {0x80, "hw_power_brake_slowdown"},
+                                                                           {0x100, "display_clock_setting"}};
   return kReasons;
 }
 

@@ -57,15 +57,25 @@ json AttemptsJson(const RunSummary& s) {
   json out = json::array();
   for (const auto& a : s.attempts) {
     const auto& r = a.record;
-    std::string status = r.signal ? "signal " + std::to_string(*r.signal)
-                                  : r.exit_code ? "exit code " + std::to_string(*r.exit_code) : "";
-    out.push_back({{"attempt", r.attempt}, {"start", Iso(r.started_ms)}, {"end", a.running ? "" : Iso(r.ended_ms)},
-                   {"duration_s", Round((r.ended_ms - r.started_ms) / 1000.0, 3)}, {"running", a.running},
-                   {"outcome", a.running ? "running" : r.outcome}, {"next", r.next}, {"status", status},
-                   {"resumed_from", Opt(r.resume_from)}, {"resume_step", Opt(r.resume_step)},
-                   {"reached_step", Opt(a.reached_step)}, {"lost_seconds", Round(a.lost_seconds, 3)},
-                   {"steps_lost_measured", a.steps_lost_measured}, {"slurm_restart_count", Opt(r.slurm_restart_count)},
-                   {"steps_lost_estimated", a.steps_lost_estimated ? json(Round(*a.steps_lost_estimated, 1)) : json(nullptr)}});
+    std::string status = r.signal      ? "signal " + std::to_string(*r.signal)
+                         : r.exit_code ? "exit code " + std::to_string(*r.exit_code)
+                                       : "";
+    out.push_back(
+        {{"attempt", r.attempt},
+         {"start", Iso(r.started_ms)},
+         {"end", a.running ? "" : Iso(r.ended_ms)},
+         {"duration_s", Round((r.ended_ms - r.started_ms) / 1000.0, 3)},
+         {"running", a.running},
+         {"outcome", a.running ? "running" : r.outcome},
+         {"next", r.next},
+         {"status", status},
+         {"resumed_from", Opt(r.resume_from)},
+         {"resume_step", Opt(r.resume_step)},
+         {"reached_step", Opt(a.reached_step)},
+         {"lost_seconds", Round(a.lost_seconds, 3)},
+         {"steps_lost_measured", a.steps_lost_measured},
+         {"slurm_restart_count", Opt(r.slurm_restart_count)},
+         {"steps_lost_estimated", a.steps_lost_estimated ? json(Round(*a.steps_lost_estimated, 1)) : json(nullptr)}});
   }
   return out;
 }
@@ -73,7 +83,10 @@ json AttemptsJson(const RunSummary& s) {
 json NoticesJson(const RunLedger& l) {
   json out = json::array();
   for (const auto& n : l.notices) {
-    json item{{"received", Iso(n.received_ms)}, {"provider", n.provider}, {"kind", n.kind}, {"action", n.action},
+    json item{{"received", Iso(n.received_ms)},
+              {"provider", n.provider},
+              {"kind", n.kind},
+              {"action", n.action},
               {"attempt", n.attempt}};
     item["warning_s"] = n.deadline_ms ? json(Round((*n.deadline_ms - n.received_ms) / 1000.0, 3)) : json(nullptr);
     item["notice_to_signal_s"] = n.signal_ms ? json(Round((*n.signal_ms - n.received_ms) / 1000.0, 3)) : json(nullptr);
@@ -91,45 +104,59 @@ Result<json> BuildReport(const std::filesystem::path& state_dir, std::int64_t no
   if (!journal) return journal.error();
   const auto attempts = journal->ReadAttempts();
   if (ledger->sessions.empty() && attempts.empty()) {
-    return Error{state_dir.string() + " holds no run (no run.json and no attempts.jsonl); pass a job's telemetry.state_dir"};
+    return Error{state_dir.string() +
+                 " holds no run (no run.json and no attempts.jsonl); pass a job's telemetry.state_dir"};
   }
   const RunLedger& l = *ledger;
   const RunSummary s = Summarize(l, attempts, now_ms);
-  json r{{"report_version", 1}, {"generated_at", Iso(now_ms)}, {"job", l.job.empty() ? journal->state().job : l.job},
-         {"labels", l.labels}, {"config_hash", l.config_hash}, {"spotvisor_version", l.version}};
+  json r{{"report_version", 1}, {"generated_at", Iso(now_ms)},  {"job", l.job.empty() ? journal->state().job : l.job},
+         {"labels", l.labels},  {"config_hash", l.config_hash}, {"spotvisor_version", l.version}};
   r["fingerprints"] = json::array();
   for (const auto& f : l.fingerprints) {
     r["fingerprints"].push_back({{"path", f.path}, {"hash", f.hash}, {"bytes", f.bytes}, {"error", f.error}});
   }
-  r["host"] = {{"hostname", l.host.hostname}, {"provider", l.host.provider},
-               {"instance_type", l.host.instance_type}, {"zone", l.host.zone}, {"region", l.host.region},
-               {"source", l.host.source}};
-  r["gpu"] = {{"available", l.gpu.available}, {"reason", l.gpu.reason}, {"driver", l.gpu.driver},
-              {"models", l.gpu.models}, {"memory_total_bytes", l.gpu.memory_total_bytes},
+  r["host"] = {{"hostname", l.host.hostname}, {"provider", l.host.provider}, {"instance_type", l.host.instance_type},
+               {"zone", l.host.zone},         {"region", l.host.region},     {"source", l.host.source}};
+  r["gpu"] = {{"available", l.gpu.available},
+              {"reason", l.gpu.reason},
+              {"driver", l.gpu.driver},
+              {"models", l.gpu.models},
+              {"memory_total_bytes", l.gpu.memory_total_bytes},
               {"peak_vram_bytes", l.gpu.available ? json(l.gpu.peak_vram_bytes) : json(nullptr)}};
   r["start"] = Iso(s.first_start_ms);
   r["stop"] = Iso(s.last_end_ms);
   const auto& last_session = l.sessions.empty() ? SessionRecord{} : l.sessions.back();
-  r["result"] = {{"exit_code", Opt(last_session.exit_code)},
-                 {"message", last_session.exit_message.empty() ? journal->state().last_exit_message : last_session.exit_message},
-                 {"phase", journal->state().phase}, {"sessions", l.sessions.size()}};
+  r["result"] = {
+      {"exit_code", Opt(last_session.exit_code)},
+      {"message", last_session.exit_message.empty() ? journal->state().last_exit_message : last_session.exit_message},
+      {"phase", journal->state().phase},
+      {"sessions", l.sessions.size()}};
   r["attempts"] = AttemptsJson(s);
   r["restarts"] = s.restarts;
   r["notices"] = NoticesJson(l);
   const auto& t = l.checkpoint_totals;
-  r["checkpoints"] = {{"count", t.good + t.corrupt}, {"good", t.good}, {"corrupt", t.corrupt},
-                      {"bytes_total", t.bytes}, {"bytes_mean", t.good > 0 ? t.bytes / static_cast<std::uint64_t>(t.good) : 0},
-                      {"write_seconds_total", Opt(s.checkpoint_write_seconds)}, {"write_measured", t.write_measured},
-                      {"overhead_percent", s.checkpoint_overhead ? json(Round(*s.checkpoint_overhead * 100, 2)) : json(nullptr)},
-                      {"newest_good_step", Opt(s.final_step)}};
-  r["work"] = {{"initial_step", s.initial_step}, {"final_step", Opt(s.final_step)}, {"steps_done", s.steps_done},
-               {"steps_lost_measured", s.steps_lost_measured},
-               {"steps_lost_estimated", s.steps_lost_estimated ? json(Round(*s.steps_lost_estimated, 1)) : json(nullptr)},
-               {"lost_seconds", Round(s.lost_seconds, 3)},
-               {"steps_per_second", s.steps_per_second ? json(Round(*s.steps_per_second, 4)) : json(nullptr)},
-               {"trainer_seconds", Round(s.trainer_seconds, 3)}, {"billed_hours", Round(s.billed_hours, 6)},
-               {"calendar_hours", Round(s.calendar_hours, 6)},
-               {"goodput", s.goodput ? json(Round(*s.goodput, 4)) : json(nullptr)}};
+  r["checkpoints"] = {
+      {"count", t.good + t.corrupt},
+      {"good", t.good},
+      {"corrupt", t.corrupt},
+      {"bytes_total", t.bytes},
+      {"bytes_mean", t.good > 0 ? t.bytes / static_cast<std::uint64_t>(t.good) : 0},
+      {"write_seconds_total", Opt(s.checkpoint_write_seconds)},
+      {"write_measured", t.write_measured},
+      {"overhead_percent", s.checkpoint_overhead ? json(Round(*s.checkpoint_overhead * 100, 2)) : json(nullptr)},
+      {"newest_good_step", Opt(s.final_step)}};
+  r["work"] = {
+      {"initial_step", s.initial_step},
+      {"final_step", Opt(s.final_step)},
+      {"steps_done", s.steps_done},
+      {"steps_lost_measured", s.steps_lost_measured},
+      {"steps_lost_estimated", s.steps_lost_estimated ? json(Round(*s.steps_lost_estimated, 1)) : json(nullptr)},
+      {"lost_seconds", Round(s.lost_seconds, 3)},
+      {"steps_per_second", s.steps_per_second ? json(Round(*s.steps_per_second, 4)) : json(nullptr)},
+      {"trainer_seconds", Round(s.trainer_seconds, 3)},
+      {"billed_hours", Round(s.billed_hours, 6)},
+      {"calendar_hours", Round(s.calendar_hours, 6)},
+      {"goodput", s.goodput ? json(Round(*s.goodput, 4)) : json(nullptr)}};
   json cost = cost::EstimateToJson(s.cost);
   cost["per_1000_steps"] = s.cost_per_1000_steps
                                ? json{{"low", s.cost_per_1000_steps->first},
@@ -141,8 +168,11 @@ Result<json> BuildReport(const std::filesystem::path& state_dir, std::int64_t no
   r["cost"] = cost;
   r["hooks"] = {{"failures", l.hook_failures}, {"runs", json::array()}};
   for (const auto& h : l.hooks) {
-    r["hooks"]["runs"].push_back({{"hook", h.hook}, {"outcome", h.outcome}, {"message", h.message},
-                                  {"start", Iso(h.started_ms)}, {"duration_ms", h.duration_ms}});
+    r["hooks"]["runs"].push_back({{"hook", h.hook},
+                                  {"outcome", h.outcome},
+                                  {"message", h.message},
+                                  {"start", Iso(h.started_ms)},
+                                  {"duration_ms", h.duration_ms}});
   }
   r["measurement"] = Measurement();
   return r;

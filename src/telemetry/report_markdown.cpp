@@ -69,8 +69,8 @@ std::string RenderMarkdown(const json& r) {
   if (g.at("available").get<bool>()) {
     std::string models;
     for (const auto& m : g.at("models")) models += (models.empty() ? "" : ", ") + m.get<std::string>();
-    o << "| GPU | " << models << " (driver " << Text(g.at("driver")) << "), peak VRAM " << Bytes(g.at("peak_vram_bytes"))
-      << " |\n";
+    o << "| GPU | " << models << " (driver " << Text(g.at("driver")) << "), peak VRAM "
+      << Bytes(g.at("peak_vram_bytes")) << " |\n";
   } else {
     o << "| GPU | none seen: " << Text(g.at("reason"), "not sampled") << " |\n";
   }
@@ -84,8 +84,8 @@ std::string RenderMarkdown(const json& r) {
 
   const auto& w = r.at("work");
   o << "\n## Work\n\n| | |\n|---|---|\n";
-  o << "| steps done (durable) | " << Text(w.at("steps_done")) << " (from step " << Text(w.at("initial_step"))
-    << " to " << Text(w.at("final_step")) << ") |\n";
+  o << "| steps done (durable) | " << Text(w.at("steps_done")) << " (from step " << Text(w.at("initial_step")) << " to "
+    << Text(w.at("final_step")) << ") |\n";
   o << "| steps lost | " << Text(w.at("steps_lost_measured")) << " measured, about "
     << Text(w.at("steps_lost_estimated")) << " estimated (" << Text(w.at("lost_seconds")) << " s of work) |\n";
   o << "| throughput | " << Text(w.at("steps_per_second")) << " steps/s |\n";
@@ -94,20 +94,21 @@ std::string RenderMarkdown(const json& r) {
   o << "| goodput | " << Percent(w.at("goodput")) << " |\n";
 
   const auto& c = r.at("checkpoints");
-  o << "\n## Checkpoints\n\n" << Text(c.at("count")) << " seen (" << Text(c.at("good")) << " good, "
-    << Text(c.at("corrupt")) << " corrupt), " << Bytes(c.at("bytes_total")) << " in total, mean "
-    << Bytes(c.at("bytes_mean")) << "; write time "
-    << (c.at("write_seconds_total").is_null() ? "not measured" : Text(c.at("write_seconds_total")) + " s") << ", overhead "
-    << (c.at("overhead_percent").is_null() ? "unknown" : Text(c.at("overhead_percent")) + " %")
+  o << "\n## Checkpoints\n\n"
+    << Text(c.at("count")) << " seen (" << Text(c.at("good")) << " good, " << Text(c.at("corrupt")) << " corrupt), "
+    << Bytes(c.at("bytes_total")) << " in total, mean " << Bytes(c.at("bytes_mean")) << "; write time "
+    << (c.at("write_seconds_total").is_null() ? "not measured" : Text(c.at("write_seconds_total")) + " s")
+    << ", overhead " << (c.at("overhead_percent").is_null() ? "unknown" : Text(c.at("overhead_percent")) + " %")
     << "; newest good step " << Text(c.at("newest_good_step"), "none") << ".\n";
 
   o << "\n## Attempts\n\n| # | start | end | outcome | status | resumed from | reached | steps lost | next |\n"
        "|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& a : r.at("attempts")) {
     o << "| " << Text(a.at("attempt")) << " | " << Text(a.at("start")) << " | " << Text(a.at("end"), "running") << " | "
-      << Text(a.at("outcome")) << " | " << Text(a.at("status"), "") << " | " << Text(a.at("resumed_from"), "fresh start")
-      << " | " << Text(a.at("reached_step"), "-") << " | " << Text(a.at("steps_lost_measured")) << " measured, ~"
-      << Text(a.at("steps_lost_estimated")) << " estimated | " << Text(a.at("next"), "") << " |\n";
+      << Text(a.at("outcome")) << " | " << Text(a.at("status"), "") << " | "
+      << Text(a.at("resumed_from"), "fresh start") << " | " << Text(a.at("reached_step"), "-") << " | "
+      << Text(a.at("steps_lost_measured")) << " measured, ~" << Text(a.at("steps_lost_estimated")) << " estimated | "
+      << Text(a.at("next"), "") << " |\n";
   }
   o << "\n## Notices\n\n";
   if (r.at("notices").empty()) o << "None.\n";
@@ -131,7 +132,8 @@ std::string RenderMarkdown(const json& r) {
     o << "Cost per 1000 steps: " << PerThousand(k) << ".\n";
     if (!k.at("budget").is_null()) {
       o << "Budget " << Text(k.at("budget")) << " " << Text(k.at("currency"))
-        << (k.at("budget_exhausted").get<std::string>().empty() ? "" : ", exhausted at " + Text(k.at("budget_exhausted")))
+        << (k.at("budget_exhausted").get<std::string>().empty() ? ""
+                                                                : ", exhausted at " + Text(k.at("budget_exhausted")))
         << ".\n";
     }
   }
@@ -163,16 +165,21 @@ json CompareReports(const json& run, const json& baseline) {
       row("goodput", run.at("work").at("goodput"), baseline.at("work").at("goodput")),
       row("cost_per_1000_steps_low", per1000(run, "low"), per1000(baseline, "low")),
       row("cost_per_1000_steps_high", per1000(run, "high"), per1000(baseline, "high")),
-      row("steps_lost_measured", run.at("work").at("steps_lost_measured"), baseline.at("work").at("steps_lost_measured")),
-      row("steps_lost_estimated", run.at("work").at("steps_lost_estimated"), baseline.at("work").at("steps_lost_estimated")),
+      row("steps_lost_measured", run.at("work").at("steps_lost_measured"),
+          baseline.at("work").at("steps_lost_measured")),
+      row("steps_lost_estimated", run.at("work").at("steps_lost_estimated"),
+          baseline.at("work").at("steps_lost_estimated")),
       row("steps_done", run.at("work").at("steps_done"), baseline.at("work").at("steps_done")),
       row("billed_hours", run.at("work").at("billed_hours"), baseline.at("work").at("billed_hours")),
       row("cost_total_high", run.at("cost").at("total_high"), baseline.at("cost").at("total_high")),
       row("attempts", json(run.at("attempts").size()), json(baseline.at("attempts").size())),
       row("notices", json(run.at("notices").size()), json(baseline.at("notices").size())),
   });
-  return json{{"run", run.at("job")}, {"baseline", baseline.at("job")}, {"rows", rows},
-              {"run_unknown_costs", run.at("cost").at("unknown")}, {"baseline_unknown_costs", baseline.at("cost").at("unknown")}};
+  return json{{"run", run.at("job")},
+              {"baseline", baseline.at("job")},
+              {"rows", rows},
+              {"run_unknown_costs", run.at("cost").at("unknown")},
+              {"baseline_unknown_costs", baseline.at("cost").at("unknown")}};
 }
 
 std::string RenderComparison(const json& c) {

@@ -31,7 +31,6 @@ std::string ReadTrimmed(const std::filesystem::path& p) {
   return s;
 }
 
-
 }  // namespace
 
 HostInfo DescribeHost(const config::JobConfig& job) {

@@ -9,8 +9,7 @@ namespace spotvisor::telemetry {
 
 namespace asio = boost::asio;
 
-RunHooks::RunHooks(const config::JobConfig& job, Done done)
-    : job_(job), done_(std::move(done)) {}
+RunHooks::RunHooks(const config::JobConfig& job, Done done) : job_(job), done_(std::move(done)) {}
 
 // before_start must finish before the trainer starts (it restores data), and the
 // observer seam cannot hold the start back, so it runs to completion here, on a private
@@ -60,10 +59,11 @@ void RunHooks::Launch(hooks::HookRunner& runner, const std::string& name, const 
     done(r);
     return;
   }
-  std::map<std::string, std::string> env{{"SPOTVISOR_HOOK", name}, {"SPOTVISOR_JOB", job_.job.name},
-                                         {"SPOTVISOR_STATE_DIR", vars["state_dir"]}};
-  for (const auto& [key, var] : {std::pair{"SPOTVISOR_CHECKPOINT", "checkpoint"}, std::pair{"SPOTVISOR_STEP", "step"},
-                                 std::pair{"SPOTVISOR_EXIT_CODE", "exit_code"}, std::pair{"SPOTVISOR_REPORT", "report"}}) {
+  std::map<std::string, std::string> env{
+      {"SPOTVISOR_HOOK", name}, {"SPOTVISOR_JOB", job_.job.name}, {"SPOTVISOR_STATE_DIR", vars["state_dir"]}};
+  for (const auto& [key, var] :
+       {std::pair{"SPOTVISOR_CHECKPOINT", "checkpoint"}, std::pair{"SPOTVISOR_STEP", "step"},
+        std::pair{"SPOTVISOR_EXIT_CODE", "exit_code"}, std::pair{"SPOTVISOR_REPORT", "report"}}) {
     if (!vars[var].empty()) env[key] = vars[var];
   }
   runner.Run(name, *argv, spec.timeout, env, done);

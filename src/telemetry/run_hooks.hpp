@@ -36,9 +36,9 @@ class RunHooks {
   void Launch(hooks::HookRunner& runner, const std::string& name, const config::HookSpec& spec, int attempt,
               std::map<std::string, std::string> extra, std::function<void()> after);
 
-  const config::JobConfig& job_;                                      // not owned
-  Done done_;                                                         // io thread
-  std::unique_ptr<hooks::HookRunner> runner_;                         // from Start
+  const config::JobConfig& job_;               // not owned
+  Done done_;                                  // io thread
+  std::unique_ptr<hooks::HookRunner> runner_;  // from Start
 };
 
 }  // namespace spotvisor::telemetry

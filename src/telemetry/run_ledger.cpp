@@ -27,7 +27,7 @@ std::optional<T> GetOpt(const json& j, const char* key) {
 
 json ToJson(const SessionRecord& s) {
   return json{{"started_ms", s.started_ms}, {"last_seen_ms", s.last_seen_ms}, {"ended_ms", Opt(s.ended_ms)},
-              {"boot_ms", Opt(s.boot_ms)}, {"exit_code", Opt(s.exit_code)}, {"exit_message", s.exit_message},
+              {"boot_ms", Opt(s.boot_ms)},  {"exit_code", Opt(s.exit_code)},  {"exit_message", s.exit_message},
               {"hostname", s.hostname}};
 }
 SessionRecord SessionFrom(const json& j) {
@@ -43,8 +43,9 @@ SessionRecord SessionFrom(const json& j) {
 }
 
 json ToJson(const NoticeRecord& n) {
-  return json{{"received_ms", n.received_ms}, {"provider", n.provider}, {"kind", n.kind}, {"action", n.action},
-              {"deadline_ms", Opt(n.deadline_ms)}, {"signal_ms", Opt(n.signal_ms)}, {"attempt", n.attempt}};
+  return json{
+      {"received_ms", n.received_ms},      {"provider", n.provider},        {"kind", n.kind},      {"action", n.action},
+      {"deadline_ms", Opt(n.deadline_ms)}, {"signal_ms", Opt(n.signal_ms)}, {"attempt", n.attempt}};
 }
 NoticeRecord NoticeFrom(const json& j) {
   NoticeRecord n;
@@ -59,8 +60,14 @@ NoticeRecord NoticeFrom(const json& j) {
 }
 
 json ToJson(const CheckpointRecord& c) {
-  return json{{"name", c.name}, {"step", c.step}, {"bytes", c.bytes}, {"mtime_ms", c.mtime_ms},
-              {"write_ms", Opt(c.write_ms)}, {"good", c.good}, {"reason", c.reason}, {"attempt", c.attempt},
+  return json{{"name", c.name},
+              {"step", c.step},
+              {"bytes", c.bytes},
+              {"mtime_ms", c.mtime_ms},
+              {"write_ms", Opt(c.write_ms)},
+              {"good", c.good},
+              {"reason", c.reason},
+              {"attempt", c.attempt},
               {"seen_ms", c.seen_ms}};
 }
 CheckpointRecord CheckpointFrom(const json& j) {
@@ -107,21 +114,31 @@ Status RunLedger::Save(const std::filesystem::path& state_dir) const {
     j["fingerprints"].push_back({{"path", f.path}, {"hash", f.hash}, {"bytes", f.bytes}, {"error", f.error}});
   }
   j["host"] = {{"hostname", host.hostname}, {"provider", host.provider}, {"instance_type", host.instance_type},
-               {"zone", host.zone}, {"region", host.region}, {"source", host.source}};
-  j["gpu"] = {{"available", gpu.available}, {"reason", gpu.reason}, {"driver", gpu.driver}, {"models", gpu.models},
-              {"memory_total_bytes", gpu.memory_total_bytes}, {"peak_vram_bytes", gpu.peak_vram_bytes}};
+               {"zone", host.zone},         {"region", host.region},     {"source", host.source}};
+  j["gpu"] = {{"available", gpu.available},
+              {"reason", gpu.reason},
+              {"driver", gpu.driver},
+              {"models", gpu.models},
+              {"memory_total_bytes", gpu.memory_total_bytes},
+              {"peak_vram_bytes", gpu.peak_vram_bytes}};
   j["cost"] = cost::CostSectionToJson(cost);
   for (const char* key : {"sessions", "notices", "checkpoints", "hooks"}) j[key] = json::array();
   for (const auto& s : sessions) j["sessions"].push_back(ToJson(s));
   for (const auto& n : notices) j["notices"].push_back(ToJson(n));
   for (const auto& c : checkpoints) j["checkpoints"].push_back(ToJson(c));
   for (const auto& h : hooks) {
-    j["hooks"].push_back({{"hook", h.hook}, {"outcome", h.outcome}, {"message", h.message},
-                          {"started_ms", h.started_ms}, {"duration_ms", h.duration_ms}});
+    j["hooks"].push_back({{"hook", h.hook},
+                          {"outcome", h.outcome},
+                          {"message", h.message},
+                          {"started_ms", h.started_ms},
+                          {"duration_ms", h.duration_ms}});
   }
   const auto& t = checkpoint_totals;
-  j["checkpoint_totals"] = {{"good", t.good}, {"corrupt", t.corrupt}, {"bytes", t.bytes},
-                            {"write_ms", t.write_ms}, {"write_measured", t.write_measured}};
+  j["checkpoint_totals"] = {{"good", t.good},
+                            {"corrupt", t.corrupt},
+                            {"bytes", t.bytes},
+                            {"write_ms", t.write_ms},
+                            {"write_measured", t.write_measured}};
   j["hook_failures"] = hook_failures;
   j["budget_warned_ms"] = Opt(budget_warned_ms);
   j["budget_exhausted_ms"] = Opt(budget_exhausted_ms);
@@ -144,12 +161,12 @@ Result<RunLedger> RunLedger::Load(const std::filesystem::path& state_dir) {
     l.version = j.value("version", "");
     l.config_hash = j.value("config_hash", "");
     for (const auto& f : j.value("fingerprints", json::array())) {
-      l.fingerprints.push_back({f.value("path", ""), f.value("hash", ""), f.value("bytes", std::uint64_t{0}),
-                                f.value("error", "")});
+      l.fingerprints.push_back(
+          {f.value("path", ""), f.value("hash", ""), f.value("bytes", std::uint64_t{0}), f.value("error", "")});
     }
     const json host = j.value("host", json::object());
     l.host = {host.value("hostname", ""), host.value("provider", ""), host.value("instance_type", ""),
-              host.value("zone", ""), host.value("region", ""), host.value("source", "")};
+              host.value("zone", ""),     host.value("region", ""),   host.value("source", "")};
     const json gpu = j.value("gpu", json::object());
     l.gpu.available = gpu.value("available", false);
     l.gpu.reason = gpu.value("reason", "");

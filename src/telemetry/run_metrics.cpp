@@ -28,7 +28,9 @@ std::string RenderRunMetrics(const LiveView& v) {
   m.Family("spotvisor_job_info", "gauge", "the job, its labels (job.labels) and spotvisor's version");
   m.Sample(1, info);
   m.Family("spotvisor_instance_info", "gauge", "the machine: provider, instance type, zone, region (empty = unknown)");
-  m.Sample(1, {{"provider", l.host.provider}, {"instance_type", l.host.instance_type}, {"zone", l.host.zone},
+  m.Sample(1, {{"provider", l.host.provider},
+               {"instance_type", l.host.instance_type},
+               {"zone", l.host.zone},
                {"region", l.host.region}});
   m.Family("spotvisor_phase", "gauge", "1 for the supervisor's current phase");
   for (const char* p : {"idle", "selecting", "joining", "running", "stopping", "backoff", "drained", "finished"}) {
@@ -60,7 +62,8 @@ std::string RenderRunMetrics(const LiveView& v) {
   }
   m.Family("spotvisor_checkpoint_newest_age_seconds", "gauge", "age of the newest good checkpoint seen (-1: none)");
   m.Sample(newest_mtime > 0 ? (v.now_ms - newest_mtime) / 1000.0 : -1);
-  m.Family("spotvisor_checkpoint_write_seconds_total", "counter", "measured checkpoint write time (statx birth to mtime)");
+  m.Family("spotvisor_checkpoint_write_seconds_total", "counter",
+           "measured checkpoint write time (statx birth to mtime)");
   m.Sample(s.checkpoint_write_seconds.value_or(0));
   m.Family("spotvisor_checkpoint_overhead_ratio", "gauge", "checkpoint write time / trainer time (-1: not measured)");
   m.Sample(s.checkpoint_overhead.value_or(-1));
@@ -90,10 +93,14 @@ std::string RenderRunMetrics(const LiveView& v) {
       m.Family(name, type, help);
       for (const auto& g : v.gpus) m.Sample(value(g), {{"gpu", std::to_string(g.index)}, {"model", g.name}});
     };
-    each("spotvisor_gpu_utilization_ratio", "gauge", "GPU busy fraction (NVML)", [](const GpuSample& g) { return g.utilization; });
-    each("spotvisor_gpu_memory_used_bytes", "gauge", "GPU memory in use", [](const GpuSample& g) { return double(g.memory_used); });
-    each("spotvisor_gpu_memory_capacity_bytes", "gauge", "GPU memory", [](const GpuSample& g) { return double(g.memory_total); });
-    each("spotvisor_gpu_temperature_celsius", "gauge", "GPU temperature", [](const GpuSample& g) { return double(g.temperature_c); });
+    each("spotvisor_gpu_utilization_ratio", "gauge", "GPU busy fraction (NVML)",
+         [](const GpuSample& g) { return g.utilization; });
+    each("spotvisor_gpu_memory_used_bytes", "gauge", "GPU memory in use",
+         [](const GpuSample& g) { return double(g.memory_used); });
+    each("spotvisor_gpu_memory_capacity_bytes", "gauge", "GPU memory",
+         [](const GpuSample& g) { return double(g.memory_total); });
+    each("spotvisor_gpu_temperature_celsius", "gauge", "GPU temperature",
+         [](const GpuSample& g) { return double(g.temperature_c); });
     m.Family("spotvisor_gpu_throttle", "gauge", "1 while NVML reports this clock throttle reason");
     for (const auto& g : v.gpus) {
       for (const auto& [bit, reason] : ThrottleReasons()) {

@@ -21,7 +21,8 @@ void RunRecord::Load() {
     const auto aside = job_.telemetry.state_dir / ("run.json.corrupt-" + std::to_string(state::UnixMillisNow()));
     std::error_code ec;
     std::filesystem::rename(job_.telemetry.state_dir / kLedgerFileName, aside, ec);
-    Log(LogLevel::kError, "event=run_record_corrupt error=" + Quote(loaded.error().message) + " moved_to=" + Quote(aside.string()));
+    Log(LogLevel::kError,
+        "event=run_record_corrupt error=" + Quote(loaded.error().message) + " moved_to=" + Quote(aside.string()));
   }
   if (auto journal = state::Journal::Open(job_.telemetry.state_dir)) attempts_ = journal->ReadAttempts();
   for (const auto& a : attempts_) last_attempt_ = std::max(last_attempt_, a.attempt);
@@ -32,7 +33,8 @@ void RunRecord::Load() {
   ledger_.config_hash = ConfigHash(job_);
   ledger_.fingerprints = FingerprintFiles(job_.telemetry.fingerprint_files);
   for (const auto& f : ledger_.fingerprints) {
-    if (!f.error.empty()) Log(LogLevel::kWarning, "event=fingerprint_failed path=" + Quote(f.path) + " error=" + Quote(f.error));
+    if (!f.error.empty())
+      Log(LogLevel::kWarning, "event=fingerprint_failed path=" + Quote(f.path) + " error=" + Quote(f.error));
   }
   ledger_.host = DescribeHost(job_);
   ledger_.cost = job_.cost;
@@ -63,7 +65,8 @@ void RunRecord::AttemptEnded(const state::AttemptRecord& record) {
 
 RunSummary RunRecord::Summary(const std::optional<state::AttemptRecord>& current) const {
   RunLedger view = ledger_;
-  if (!view.sessions.empty() && !view.sessions.back().ended_ms) view.sessions.back().last_seen_ms = state::UnixMillisNow();
+  if (!view.sessions.empty() && !view.sessions.back().ended_ms)
+    view.sessions.back().last_seen_ms = state::UnixMillisNow();
   return Summarize(view, attempts_, state::UnixMillisNow(), current, folded_);
 }
 

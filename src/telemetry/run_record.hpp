@@ -36,12 +36,12 @@ class RunRecord {
   void AddInstanceFacts(const preemption::InstanceFacts& facts);
 
  private:
-  const config::JobConfig& job_;                 // not owned
-  RunLedger ledger_;                             // run.json
-  std::vector<state::AttemptRecord> attempts_;   // the newest ended attempts (journal)
-  FoldedAttempts folded_;                        // the older ones, summed
-  int last_attempt_ = 0;                         // the newest attempt number seen
-  bool save_failed_ = false;                     // said once
+  const config::JobConfig& job_;                // not owned
+  RunLedger ledger_;                            // run.json
+  std::vector<state::AttemptRecord> attempts_;  // the newest ended attempts (journal)
+  FoldedAttempts folded_;                       // the older ones, summed
+  int last_attempt_ = 0;                        // the newest attempt number seen
+  bool save_failed_ = false;                    // said once
 };
 
 }  // namespace spotvisor::telemetry

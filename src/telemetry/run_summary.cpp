@@ -62,7 +62,8 @@ AttemptSummary SummarizeAttempt(const state::AttemptRecord& rec, const ByAttempt
     const auto next_resume = next->resume_step.value_or(0);
     if (a.reached_step && *a.reached_step > next_resume) a.steps_lost_measured = *a.reached_step - next_resume;
   }
-  if (rec.outcome != "done" && !running) a.lost_seconds = std::max<std::int64_t>(0, rec.ended_ms - last_progress_ms) / 1000.0;
+  if (rec.outcome != "done" && !running)
+    a.lost_seconds = std::max<std::int64_t>(0, rec.ended_ms - last_progress_ms) / 1000.0;
   return a;
 }
 

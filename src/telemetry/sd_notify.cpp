@@ -43,8 +43,8 @@ bool SdNotifier::Send(std::string_view message) const {
   if (socket_[0] != '/' && socket_[0] != '@') return false;  // vsock and friends: not supported
   std::memcpy(addr.sun_path, socket_.data(), socket_.size());
   if (socket_[0] == '@') addr.sun_path[0] = '\0';  // abstract namespace
-  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + socket_.size() +
-                                          (socket_[0] == '@' ? 0 : 1));
+  const auto len =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + socket_.size() + (socket_[0] == '@' ? 0 : 1));
   const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
   const ssize_t n = sendto(fd, message.data(), message.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr), len);

@@ -54,8 +54,8 @@ Result<std::string> ReadSecretFile(const std::filesystem::path& path, std::strin
   close(fd);
   if (used > kMaxSecretBytes) return Error{"the " + name + " is larger than 4 KiB"};
   content.resize(used);
-  while (!content.empty() && (content.back() == ' ' || content.back() == '\n' || content.back() == '\r' ||
-                              content.back() == '\t')) {
+  while (!content.empty() &&
+         (content.back() == ' ' || content.back() == '\n' || content.back() == '\r' || content.back() == '\t')) {
     content.pop_back();
   }
   if (content.empty()) return Error{"the " + name + " is empty"};

@@ -29,10 +29,10 @@ class SystemdStatus {
  private:
   void Pet();
 
-  std::optional<SdNotifier> notifier_;                // run by systemd
-  std::optional<boost::asio::steady_timer> watchdog_; // pets WATCHDOG=1
+  std::optional<SdNotifier> notifier_;                 // run by systemd
+  std::optional<boost::asio::steady_timer> watchdog_;  // pets WATCHDOG=1
   bool ready_sent_ = false;
-  bool failed_ = false;                               // said once
+  bool failed_ = false;  // said once
 };
 
 }  // namespace spotvisor::telemetry

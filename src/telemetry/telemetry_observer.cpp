@@ -131,7 +131,8 @@ class TelemetryObserver final : public supervisor::RunObserver {
     asio::post(control_->io(), [this, provider = n.provider, kind = n.kind] {
       if (exited_) return;
       record_.Save();
-      hooks_.Run("on_notice", job_.hooks.on_notice, record_.last_attempt(), {{"provider", provider}, {"notice_kind", kind}});
+      hooks_.Run("on_notice", job_.hooks.on_notice, record_.last_attempt(),
+                 {{"provider", provider}, {"notice_kind", kind}});
     });
   }
 
@@ -205,7 +206,8 @@ class TelemetryObserver final : public supervisor::RunObserver {
       metrics_.reset();
       return;
     }
-    Log(LogLevel::kInfo, "event=metrics_listening address=" + *bound + " auth=" + (endpoint_->token.empty() ? "none" : "bearer"));
+    Log(LogLevel::kInfo,
+        "event=metrics_listening address=" + *bound + " auth=" + (endpoint_->token.empty() ? "none" : "bearer"));
   }
 
   void StartTimers(asio::io_context& io) {
@@ -247,8 +249,8 @@ class TelemetryObserver final : public supervisor::RunObserver {
     record_.ledger().AddCheckpoint(r);
     record_.Save();
     Log(r.good ? LogLevel::kInfo : LogLevel::kWarning,
-        "event=checkpoint_seen name=" + Quote(r.name) + " step=" + std::to_string(r.step) + " verdict=" +
-            (r.good ? "good" : "corrupt") + " bytes=" + std::to_string(r.bytes) +
+        "event=checkpoint_seen name=" + Quote(r.name) + " step=" + std::to_string(r.step) +
+            " verdict=" + (r.good ? "good" : "corrupt") + " bytes=" + std::to_string(r.bytes) +
             " write_ms=" + (r.write_ms ? std::to_string(*r.write_ms) : "unknown") + " reason=" + Quote(r.reason));
     UpdateStatus();
     if (r.good) {
@@ -260,7 +262,8 @@ class TelemetryObserver final : public supervisor::RunObserver {
   void CheckBudget() {
     if (budget_stopped_) return;
     auto& ledger = record_.ledger();
-    const auto d = supervisor::DecideBudget(record_.Summary(current_).cost, job_.cost, ledger.budget_warned_ms.has_value());
+    const auto d =
+        supervisor::DecideBudget(record_.Summary(current_).cost, job_.cost, ledger.budget_warned_ms.has_value());
     if (d.warn) {
       ledger.budget_warned_ms = state::UnixMillisNow();
       Log(LogLevel::kWarning, "event=budget_warning estimate=" + Quote(d.estimate) + " budget=" + d.budget +
@@ -284,7 +287,8 @@ class TelemetryObserver final : public supervisor::RunObserver {
     for (const auto& n : s.cost.unknown) names += (names.empty() ? "" : ",") + n;
     Log(job_.cost.budget > 0 ? LogLevel::kWarning : LogLevel::kInfo,
         "event=cost_unknown components=" + Quote(names) +
-            " detail=\"no price: listed as unknown in the report, not counted as zero; a budget counts only priced and ranged components\"");
+            " detail=\"no price: listed as unknown in the report, not counted as zero; a budget counts only priced and "
+            "ranged components\"");
   }
 
   // ---- output ----
@@ -299,8 +303,8 @@ class TelemetryObserver final : public supervisor::RunObserver {
       Log(LogLevel::kError, "event=report_failed error=" + Quote(path.error().message));
       return std::nullopt;
     }
-    Log(LogLevel::kInfo, "event=report_written path=" + Quote(path->string()) + " cost=" +
-                             Quote((*report)["cost"]["total_text"].get<std::string>()));
+    Log(LogLevel::kInfo, "event=report_written path=" + Quote(path->string()) +
+                             " cost=" + Quote((*report)["cost"]["total_text"].get<std::string>()));
     return *path;
   }
 
@@ -328,23 +332,23 @@ class TelemetryObserver final : public supervisor::RunObserver {
     systemd_.Notify(status);
   }
 
-  const config::JobConfig& job_;                          // outlives us
-  std::optional<MetricsEndpoint> endpoint_;               // metrics on, with its token
-  SystemdStatus systemd_;                                 // sd_notify and the watchdog
-  RunRecord record_;                                      // run.json and the attempts
-  RunHooks hooks_;                                        // the job's hooks
-  supervisor::RunControl* control_ = nullptr;             // from OnStart
-  std::optional<state::AttemptRecord> current_;           // the attempt in progress
+  const config::JobConfig& job_;                 // outlives us
+  std::optional<MetricsEndpoint> endpoint_;      // metrics on, with its token
+  SystemdStatus systemd_;                        // sd_notify and the watchdog
+  RunRecord record_;                             // run.json and the attempts
+  RunHooks hooks_;                               // the job's hooks
+  supervisor::RunControl* control_ = nullptr;    // from OnStart
+  std::optional<state::AttemptRecord> current_;  // the attempt in progress
   Phase phase_ = Phase::kIdle;
   steady_clock::time_point trainer_started_{};
   std::optional<steady_clock::time_point> notice_at_, stop_signal_at_;
-  std::optional<std::size_t> awaiting_signal_;            // notice index without signal yet
+  std::optional<std::size_t> awaiting_signal_;  // notice index without signal yet
   std::optional<double> last_notice_to_signal_, last_grace_used_;
   std::map<std::pair<std::string, std::string>, int> hook_runs_;
   std::unique_ptr<MetricsServer> metrics_;
   std::unique_ptr<preemption::InstanceFactsQuery> facts_;  // until it answers or we exit
   std::unique_ptr<asio::steady_timer> heartbeat_, budget_timer_;
-  std::optional<GpuSampler> gpu_;                         // NVML, on its own thread
+  std::optional<GpuSampler> gpu_;  // NVML, on its own thread
   bool budget_stopped_ = false, exited_ = false;
 };
 

@@ -67,16 +67,18 @@ json Fields(int exit_code, const std::string& why, const json& report, const std
   }
   m["checkpoint"] = ckpt;
   if (const auto it = report.find("cost"); it != report.end() && it->is_object()) {
-    m["cost"] = json{{"currency", it->value("currency", "")}, {"low", it->value("total_low", json(nullptr))},
-                     {"high", it->value("total_high", json(nullptr))}, {"text", it->value("total_text", "")}};
+    m["cost"] = json{{"currency", it->value("currency", "")},
+                     {"low", it->value("total_low", json(nullptr))},
+                     {"high", it->value("total_high", json(nullptr))},
+                     {"text", it->value("total_text", "")}};
   }
   return m;
 }
 
 }  // namespace
 
-std::string TerminationMessage(int exit_code, const std::string& why, const json& report,
-                               const std::string& checkpoint, std::size_t limit) {
+std::string TerminationMessage(int exit_code, const std::string& why, const json& report, const std::string& checkpoint,
+                               std::size_t limit) {
   json m = Fields(exit_code, why, report, checkpoint);
   std::string line = Dump(m);
   // Shorten the longest string until it fits; a string escaped in JSON can take up to 6x
@@ -153,8 +155,8 @@ class TerminationLogObserver final : public supervisor::RunObserver {
       Log(LogLevel::kError, "event=termination_log_failed error=" + Quote(s.error().message));
       return;
     }
-    Log(LogLevel::kInfo, "event=termination_log_written path=" + Quote(path.string()) +
-                             " bytes=" + std::to_string(line.size()));
+    Log(LogLevel::kInfo,
+        "event=termination_log_written path=" + Quote(path.string()) + " bytes=" + std::to_string(line.size()));
   }
 
  private:

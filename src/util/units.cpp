@@ -16,14 +16,12 @@ struct UnitScale {
 };
 
 // Longest suffixes first so that "ms" is not read as "m" + "s".
-constexpr UnitScale kDurationUnits[] = {
-    {"ms", 1.0}, {"s", 1e3}, {"m", 60e3}, {"h", 3600e3}, {"d", 86400e3}};
+constexpr UnitScale kDurationUnits[] = {{"ms", 1.0}, {"s", 1e3}, {"m", 60e3}, {"h", 3600e3}, {"d", 86400e3}};
 
 constexpr UnitScale kSizeUnits[] = {
-    {"KiB", 1024.0},          {"MiB", 1048576.0},       {"GiB", 1073741824.0},
-    {"TiB", 1099511627776.0}, {"KB", 1e3},              {"MB", 1e6},
-    {"GB", 1e9},              {"TB", 1e12},             {"K", 1024.0},
-    {"M", 1048576.0},         {"G", 1073741824.0},      {"T", 1099511627776.0},
+    {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+    {"KB", 1e3},     {"MB", 1e6},        {"GB", 1e9},           {"TB", 1e12},
+    {"K", 1024.0},   {"M", 1048576.0},   {"G", 1073741824.0},   {"T", 1099511627776.0},
     {"B", 1.0}};
 
 // Reads a non-negative decimal number at the front of `text`; advances it.
@@ -53,8 +51,7 @@ Result<Duration> ParseDuration(std::string_view text) {
   const std::string_view original = Trim(text);
   std::string_view rest = original;
   const auto bad = [&] {
-    return Error{"'" + std::string(original) +
-                 "' is not a duration (expected e.g. 250ms, 90s, 5m, 1h, 1h30m)"};
+    return Error{"'" + std::string(original) + "' is not a duration (expected e.g. 250ms, 90s, 5m, 1h, 1h30m)"};
   };
   if (rest == "0") return Duration{0};
   if (rest.empty()) return bad();
@@ -88,8 +85,7 @@ std::string FormatDuration(Duration d) {
     ms = -ms;
   }
   if (ms % 1000 != 0 && ms < 1000) return out + std::to_string(ms) + "ms";
-  const std::int64_t h = ms / 3600000, m = (ms / 60000) % 60, s = (ms / 1000) % 60,
-                     rest_ms = ms % 1000;
+  const std::int64_t h = ms / 3600000, m = (ms / 60000) % 60, s = (ms / 1000) % 60, rest_ms = ms % 1000;
   if (h) out += std::to_string(h) + "h";
   if (m) out += std::to_string(m) + "m";
   if (s) out += std::to_string(s) + "s";
@@ -101,8 +97,7 @@ Result<std::uint64_t> ParseSize(std::string_view text) {
   const std::string_view original = Trim(text);
   std::string_view rest = original;
   const auto bad = [&] {
-    return Error{"'" + std::string(original) +
-                 "' is not a size (expected e.g. 4096, 512MiB, 2GiB, 1.5GB)"};
+    return Error{"'" + std::string(original) + "' is not a size (expected e.g. 4096, 512MiB, 2GiB, 1.5GB)"};
   };
   double number = 0;
   if (!TakeNumber(rest, number)) return bad();

@@ -73,7 +73,6 @@ bool Contains(const std::filesystem::path& file, const std::string& text) {
   return ReadFile(file).find(text) != std::string::npos;
 }
 
-
 // Waits (inotify) for a directory named `.tmp-ckpt_step*-PID` to be created in `dir` and
 // returns PID, the process writing it; 0 after `timeout`.
 pid_t WaitForTempDir(int inotify_fd, std::chrono::milliseconds timeout) {
@@ -105,10 +104,13 @@ TEST(Fault, SupervisorKilledDuringTheGraceWindow) {
   WriteFile(dir / "job.yaml", TrainerJob(dir, {.step_sleep = "0.05", .extra = kQuickRestart}));
   auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out1.txt");
   pid_t trainer = 0;
-  ASSERT_TRUE(WaitUntil([&] {
-    trainer = TrainerPid(ReadFile(dir / "out1.txt"), 1);
-    return trainer != 0 && std::filesystem::exists(dir / "ckpt" / "ckpt_step20");
-  }, 30s)) << ReadFile(dir / "out1.txt");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        trainer = TrainerPid(ReadFile(dir / "out1.txt"), 1);
+        return trainer != 0 && std::filesystem::exists(dir / "ckpt" / "ckpt_step20");
+      },
+      30s))
+      << ReadFile(dir / "out1.txt");
   kill(sv.pid, SIGTERM);
   ASSERT_TRUE(WaitUntil([&] { return Contains(dir / "out1.txt", "event=signal_sent signal=SIGTERM"); }, 5s));
   kill(sv.pid, SIGKILL);
@@ -131,12 +133,16 @@ TEST(Fault, SupervisorKilledDuringBackoff) {
             TrainerJob(dir, {.extra = "restart:\n  backoff: {initial: 30s, max: 30s, multiplier: 1, jitter: 0}\n"}));
   auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out1.txt");
   pid_t trainer = 0;
-  ASSERT_TRUE(WaitUntil([&] {
-    trainer = TrainerPid(ReadFile(dir / "out1.txt"), 1);
-    return trainer != 0 && std::filesystem::exists(dir / "ckpt" / "ckpt_step10");
-  }, 30s)) << ReadFile(dir / "out1.txt");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        trainer = TrainerPid(ReadFile(dir / "out1.txt"), 1);
+        return trainer != 0 && std::filesystem::exists(dir / "ckpt" / "ckpt_step10");
+      },
+      30s))
+      << ReadFile(dir / "out1.txt");
   kill(trainer, SIGKILL);  // a crash: spotvisor backs off 30 s before the restart
-  ASSERT_TRUE(WaitUntil([&] { return Contains(dir / "out1.txt", "outcome=failed"); }, 10s)) << ReadFile(dir / "out1.txt");
+  ASSERT_TRUE(WaitUntil([&] { return Contains(dir / "out1.txt", "outcome=failed"); }, 10s))
+      << ReadFile(dir / "out1.txt");
   kill(sv.pid, SIGKILL);
   EXPECT_EQ(WaitExit(sv.pid), 128 + SIGKILL);
 
@@ -156,10 +162,11 @@ TEST(Fault, CheckpointFilesystemFullDuringASave) {
   if (!fs.mounted()) GTEST_SKIP() << fs.why();
   const std::string expected = UninterruptedDigest(dir, "120");
   ASSERT_FALSE(expected.empty());
-  WriteFile(dir / "job.yaml", TrainerJob(dir, {.step_sleep = "0.05",
-                                               .extra = std::string(kQuickRestart) +
-                                                        "  crash_loop: {failures: 0, window: 10m}\n  max_restarts: 1000\n",
-                                               .checkpoint_dir = (dir / "ckfs" / "ckpt").string()}));
+  WriteFile(dir / "job.yaml",
+            TrainerJob(dir, {.step_sleep = "0.05",
+                             .extra = std::string(kQuickRestart) +
+                                      "  crash_loop: {failures: 0, window: 10m}\n  max_restarts: 1000\n",
+                             .checkpoint_dir = (dir / "ckfs" / "ckpt").string()}));
   auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
   ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ckfs" / "ckpt" / "ckpt_step10"); }, 30s))
       << ReadFile(dir / "out.txt");
@@ -170,7 +177,8 @@ TEST(Fault, CheckpointFilesystemFullDuringASave) {
   const std::string out = ReadFile(dir / "out.txt");
   EXPECT_NE(out.find("resume=" + (dir / "ckfs" / "ckpt" / "ckpt_step10").string() + " "), std::string::npos) << out;
   EXPECT_EQ(out.find("resume=" + (dir / "ckfs" / "ckpt" / "ckpt_step20").string() + " "), std::string::npos)
-      << "the save that hit the full disk was resumed from\n" << out;
+      << "the save that hit the full disk was resumed from\n"
+      << out;
   EXPECT_EQ(ReadFile(dir / "result"), expected) << out;
 }
 
@@ -182,17 +190,21 @@ TEST(Fault, StateDirFullKeepsSupervisingAndRecovers) {
   if (!fs.mounted()) GTEST_SKIP() << fs.why();
   const std::string expected = UninterruptedDigest(dir, "120");
   ASSERT_FALSE(expected.empty());
-  WriteFile(dir / "job.yaml", TrainerJob(dir, {.step_sleep = "0.05", .extra = kQuickRestart,
-                                               .state_dir = (dir / "st").string()}));
+  WriteFile(dir / "job.yaml",
+            TrainerJob(dir, {.step_sleep = "0.05", .extra = kQuickRestart, .state_dir = (dir / "st").string()}));
   auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
   pid_t trainer = 0;
-  ASSERT_TRUE(WaitUntil([&] {
-    trainer = TrainerPid(ReadFile(dir / "out.txt"), 1);
-    return trainer != 0 && std::filesystem::exists(dir / "ckpt" / "ckpt_step10");
-  }, 30s)) << ReadFile(dir / "out.txt");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        trainer = TrainerPid(ReadFile(dir / "out.txt"), 1);
+        return trainer != 0 && std::filesystem::exists(dir / "ckpt" / "ckpt_step10");
+      },
+      30s))
+      << ReadFile(dir / "out.txt");
   fs.Fill("filler");
   kill(trainer, SIGKILL);
-  ASSERT_TRUE(WaitUntil([&] { return TrainerPid(ReadFile(dir / "out.txt"), 2) != 0; }, 30s)) << ReadFile(dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return TrainerPid(ReadFile(dir / "out.txt"), 2) != 0; }, 30s))
+      << ReadFile(dir / "out.txt");
   EXPECT_TRUE(Contains(dir / "out.txt", "event=state_write_failed")) << ReadFile(dir / "out.txt");
   std::filesystem::remove(dir / "st" / "filler");
   EXPECT_EQ(WaitExit(sv.pid, 60s), 0) << ReadFile(dir / "out.txt");
@@ -225,9 +237,10 @@ TEST(Fault, TrainerKilledWhileWritingACheckpoint) {
   const int fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
   ASSERT_GE(fd, 0);
   ASSERT_GE(::inotify_add_watch(fd, (dir / "ckpt").c_str(), IN_CREATE), 0);
-  WriteFile(dir / "job.yaml", TrainerJob(dir, {.step_sleep = "0.01",
-                                               .extra = std::string(kQuickRestart) +
-                                                        "  crash_loop: {failures: 0, window: 10m}\n  no_progress_limit: 0\n"}));
+  WriteFile(dir / "job.yaml",
+            TrainerJob(dir, {.step_sleep = "0.01",
+                             .extra = std::string(kQuickRestart) +
+                                      "  crash_loop: {failures: 0, window: 10m}\n  no_progress_limit: 0\n"}));
   auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
   int caught = 0;  // kills that left a temp dir
   for (int attempt = 1; attempt <= 3; ++attempt) {
@@ -235,7 +248,8 @@ TEST(Fault, TrainerKilledWhileWritingACheckpoint) {
     ASSERT_NE(writer, 0) << ReadFile(dir / "out.txt");
     // Only a trainer this supervisor started (its log names the pid) is killed.
     ASSERT_TRUE(WaitUntil([&] { return TrainerPid(ReadFile(dir / "out.txt"), attempt) == writer; }, 5s))
-        << writer << "\n" << ReadFile(dir / "out.txt");
+        << writer << "\n"
+        << ReadFile(dir / "out.txt");
     kill(writer, SIGKILL);
     for (const auto& e : std::filesystem::directory_iterator(dir / "ckpt")) {
       if (e.path().filename().string().find("-" + std::to_string(writer)) != std::string::npos) ++caught;
@@ -316,9 +330,10 @@ TEST(Fault, TrainerClosingItsOutputIsStillSupervised) {
   for (const bool relayed : {false, true}) {
     SCOPED_TRACE(relayed ? "relayed" : "passed through");
     TempDir dir;
-    WriteFile(dir / "job.yaml", "job:\n  name: closer\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) +
-                                    "\", \"--mode=close-output\", \"--sleep-ms=1500\", \"--code=0\"]\n" +
-                                    (relayed ? "health:\n  progress_pattern: \"step=(\\\\d+)\"\n  hang_timeout: 1m\n" : ""));
+    WriteFile(dir / "job.yaml",
+              "job:\n  name: closer\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) +
+                  "\", \"--mode=close-output\", \"--sleep-ms=1500\", \"--code=0\"]\n" +
+                  (relayed ? "health:\n  progress_pattern: \"step=(\\\\d+)\"\n  hang_timeout: 1m\n" : ""));
     auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
     EXPECT_EQ(WaitExit(sv.pid, 30s), 0) << ReadFile(dir / "out.txt");
     const std::string out = ReadFile(dir / "out.txt");
@@ -334,16 +349,19 @@ TEST(Fault, TrainerClosingItsOutputIsStillSupervised) {
 // and memory stay flat (the soak benchmark runs this for 3000 restarts).
 TEST(Fault, InstantExitsKeepDescriptorsAndMemoryFlat) {
   TempDir dir;
-  WriteFile(dir / "job.yaml", "job:\n  name: soak\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) +
-                                  "\", \"--mode=exit\", \"--code=3\"]\n"
-                                  "restart:\n  max_restarts: 100000\n  no_progress_limit: 0\n  crash_loop: {failures: 0, window: 10m}\n"
-                                  "  backoff: {initial: 1ms, max: 1ms, multiplier: 1, jitter: 0}\n"
-                                  "telemetry:\n  state_dir: ./state\n");
+  WriteFile(dir / "job.yaml",
+            "job:\n  name: soak\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) +
+                "\", \"--mode=exit\", \"--code=3\"]\n"
+                "restart:\n  max_restarts: 100000\n  no_progress_limit: 0\n  crash_loop: {failures: 0, window: 10m}\n"
+                "  backoff: {initial: 1ms, max: 1ms, multiplier: 1, jitter: 0}\n"
+                "telemetry:\n  state_dir: ./state\n");
   auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
   auto attempts = [&] { return testing::ReadLines(dir / "state" / "attempts.jsonl").size(); };
   auto fds = [&] {
     std::size_t n = 0;
-    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(sv.pid) + "/fd")) ++n;
+    for ([[maybe_unused]] const auto& e :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(sv.pid) + "/fd"))
+      ++n;
     return n;
   };
   auto rss_kib = [&] {
@@ -372,7 +390,8 @@ TEST(Fault, InstantExitsKeepDescriptorsAndMemoryFlat) {
   const auto rss_late = lowest(rss_kib);
   kill(sv.pid, SIGTERM);
   EXPECT_EQ(WaitExit(sv.pid), 75);
-  EXPECT_LE(fds_late, fds_early + 1) << "descriptors: " << fds_early << " after 100 restarts, " << fds_late << " after 1000";
+  EXPECT_LE(fds_late, fds_early + 1) << "descriptors: " << fds_early << " after 100 restarts, " << fds_late
+                                     << " after 1000";
   // Old attempts are folded into totals, so 900 more restarts may cost allocator noise only.
   EXPECT_LT(rss_late - rss_early, 256) << "RSS KiB: " << rss_early << " -> " << rss_late;
 }

@@ -28,7 +28,6 @@ using testing::WaitExit;
 using testing::WaitUntil;
 using testing::WriteFile;
 
-
 // "2s", "2s990ms", "750ms" (FormatDuration) -> milliseconds; -1 when it is none of these.
 long long Millis(const std::string& text) {
   std::smatch m;
@@ -63,7 +62,8 @@ TEST(NoticeFault, DeadlinesPastFarAndUnreadable) {
   ASSERT_FALSE(expected.empty());
   const auto notice = dir / "notice.json";
   WriteFile(dir / "job.yaml",
-            TrainerJob(dir, {.steps = "400", .step_sleep = "0.03",
+            TrainerJob(dir, {.steps = "400",
+                             .step_sleep = "0.03",
                              .extra = "provider:\n  kind: file\n  file: " + notice.string() +
                                       "\n  poll_interval: 100ms\n  safety_margin: 1s\n  default_window: 4s\n"
                                       "  min_grace: 2s\n  resume_after: 200ms\n"
@@ -82,7 +82,8 @@ TEST(NoticeFault, DeadlinesPastFarAndUnreadable) {
   for (std::size_t i = 0; i < notices.size(); ++i) {
     SCOPED_TRACE(notices[i].first);
     const int attempt = static_cast<int>(i) + 1;
-    ASSERT_TRUE(WaitUntil([&] { return Stepping(ReadFile(dir / "out.txt"), attempt); }, 30s)) << ReadFile(dir / "out.txt");
+    ASSERT_TRUE(WaitUntil([&] { return Stepping(ReadFile(dir / "out.txt"), attempt); }, 30s))
+        << ReadFile(dir / "out.txt");
     WriteFile(dir / "notice.tmp", notices[i].second);
     std::filesystem::rename(dir / "notice.tmp", notice);
     ASSERT_TRUE(WaitUntil([&] { return Count(ReadFile(dir / "out.txt"), "[trainer] stopping") == i + 1; }, 15s))
@@ -127,12 +128,15 @@ TEST(NoticeFault, MetadataFlappingForAMinute) {
     cases.push_back(std::move(c));
   }
   for (auto& c : cases) {
-    ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(c.home / "port"); }, 10s)) << ReadFile(c.home / "mock.txt");
+    ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(c.home / "port"); }, 10s))
+        << ReadFile(c.home / "mock.txt");
     std::string port = ReadFile(c.home / "port");
     port.erase(port.find_last_not_of("\n") + 1);
     WriteFile(c.home / "job.yaml",
-              TrainerJob(dir, {.steps = "1000", .step_sleep = "0.08",
-                               .checkpoint_dir = (c.home / "ckpt").string(), .state_dir = (c.home / "state").string()}) +
+              TrainerJob(dir, {.steps = "1000",
+                               .step_sleep = "0.08",
+                               .checkpoint_dir = (c.home / "ckpt").string(),
+                               .state_dir = (c.home / "state").string()}) +
                   "provider:\n  kind: " + c.provider + "\n  endpoint: http://127.0.0.1:" + port +
                   "\n  poll_interval: 1s\n  request_timeout: 300ms\n  azure_vm_name: spotvisor-mock-vm\n");
     std::string job = ReadFile(c.home / "job.yaml");
@@ -143,8 +147,9 @@ TEST(NoticeFault, MetadataFlappingForAMinute) {
   }
   for (auto& c : cases) {
     SCOPED_TRACE(c.provider);
-    ASSERT_TRUE(WaitUntil([&] { return Count(ReadFile(c.home / "out1.txt"), "[trainer] stopping") > 0 || !ProcessAlive(c.sv.pid); },
-                          120s))
+    ASSERT_TRUE(WaitUntil(
+        [&] { return Count(ReadFile(c.home / "out1.txt"), "[trainer] stopping") > 0 || !ProcessAlive(c.sv.pid); },
+        120s))
         << ReadFile(c.home / "out1.txt");
     ASSERT_TRUE(ProcessAlive(c.sv.pid)) << ReadFile(c.home / "out1.txt");
     kill(c.sv.pid, SIGTERM);  // the machine goes away

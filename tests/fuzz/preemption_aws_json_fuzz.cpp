@@ -11,8 +11,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace spotvisor::preemption;
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   if (const auto action = ParseAwsInstanceAction(body)) {
-    if (action->action != "terminate" && action->action != "stop" &&
-        action->action != "hibernate") {
+    if (action->action != "terminate" && action->action != "stop" && action->action != "hibernate") {
       std::abort();
     }
   }

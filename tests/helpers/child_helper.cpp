@@ -63,20 +63,19 @@ Options Parse(int argc, char** argv) {
 // One line per start: pid, pgid, argv, SPOTVISOR_* env, blocked signals, SIGTERM handler.
 void Record(const Options& o, int argc, char** argv) {
   if (o.record.empty()) return;
-  std::string line = "pid=" + std::to_string(getpid()) + " pgid=" + std::to_string(getpgrp()) +
-                     " ppid=" + std::to_string(getppid());
+  std::string line =
+      "pid=" + std::to_string(getpid()) + " pgid=" + std::to_string(getpgrp()) + " ppid=" + std::to_string(getppid());
   sigset_t mask;
   sigprocmask(SIG_BLOCK, nullptr, &mask);
   int blocked = 0;
   for (int s = 1; s < 32; ++s) blocked += sigismember(&mask, s) == 1;
   struct sigaction term {};
   sigaction(SIGTERM, nullptr, &term);
-  line += " blocked=" + std::to_string(blocked) +
-          " term_default=" + std::to_string(term.sa_handler == SIG_DFL ? 1 : 0);
-  for (const char* name : {"SPOTVISOR_RESUME_FROM", "SPOTVISOR_RESUME_STEP", "SPOTVISOR_ATTEMPT",
-                           "SPOTVISOR_RESTART_COUNT", "SPOTVISOR_JOB", "SPOTVISOR_CHECKPOINT_DIR",
-                           "SPOTVISOR_NOTICE_FILE", "SPOTVISOR_NODE_RANK", "SPOTVISOR_NNODES", "SPOTVISOR_EPOCH",
-                           "HELPER_ENV"}) {
+  line += " blocked=" + std::to_string(blocked) + " term_default=" + std::to_string(term.sa_handler == SIG_DFL ? 1 : 0);
+  for (const char* name :
+       {"SPOTVISOR_RESUME_FROM", "SPOTVISOR_RESUME_STEP", "SPOTVISOR_ATTEMPT", "SPOTVISOR_RESTART_COUNT",
+        "SPOTVISOR_JOB", "SPOTVISOR_CHECKPOINT_DIR", "SPOTVISOR_NOTICE_FILE", "SPOTVISOR_NODE_RANK", "SPOTVISOR_NNODES",
+        "SPOTVISOR_EPOCH", "HELPER_ENV"}) {
     const char* v = std::getenv(name);
     line += std::string(" ") + name + "=" + (v ? v : "");
   }

@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
-#include <algorithm>
 #include <set>
 #include <thread>
 
@@ -47,7 +47,8 @@ std::vector<json> Records(const TempDir& dir, const std::string& event) {
 }
 
 std::string CheckpointArgs(const TempDir& dir) {
-  return "\"--mode=checkpoint\", \"--ckpt-dir=" + (dir / "ckpt").string() + "\", \"--ready=" + (dir / "ready").string() + "\"";
+  return "\"--mode=checkpoint\", \"--ckpt-dir=" + (dir / "ckpt").string() +
+         "\", \"--ready=" + (dir / "ready").string() + "\"";
 }
 
 TEST(Cadence, FixedPeriodAsksForCheckpointsAndJournalsCostAndSize) {
@@ -75,8 +76,9 @@ TEST(Cadence, FixedPeriodAsksForCheckpointsAndJournalsCostAndSize) {
 // 1 s period no request may reach it, so the job is simply done.
 TEST(Cadence, NeverBeforeTheTrainerHasRunOnePeriod) {
   TempDir dir;
-  WriteFile(dir / "job.yaml", HelperJob(dir, "\"--mode=exit\", \"--sleep-ms=600\", \"--record=" + (dir / "rec").string() + "\"",
-                                        "cadence:\n  every: 1s\n"));
+  WriteFile(dir / "job.yaml",
+            HelperJob(dir, "\"--mode=exit\", \"--sleep-ms=600\", \"--record=" + (dir / "rec").string() + "\"",
+                      "cadence:\n  every: 1s\n"));
   std::string out;
   EXPECT_EQ(testing::RunSpotvisor({"run", "--config", (dir / "job.yaml").string()}, &out), 0) << out;
   EXPECT_EQ(ReadLines(dir / "rec").size(), 1u) << out;
@@ -126,15 +128,16 @@ TEST(Cadence, AdaptiveMLearnsFromEarlierSupervisorsInterruptions) {
                                         "cadence:\n  every: adaptive\n  min: 100ms\n  max: 1s\n  mtbi_prior: 1h\n"
                                         "  mtbi_priors: {none: 200s}\n"));
   auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
-  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=cadence mode=adaptive") != std::string::npos; }))
-      << ReadFile(dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] {
+    return ReadFile(dir / "out.txt").find("event=cadence mode=adaptive") != std::string::npos;
+  })) << ReadFile(dir / "out.txt");
   kill(sv.pid, SIGTERM);
   EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
   const std::string out = ReadFile(dir / "out.txt");
   // (200 s prior + 40 s observed) / (1 + 4 interruptions) = 48 s.
   EXPECT_NE(out.find("C=unmeasured M=48s interval=100ms interruptions_seen=4"), std::string::npos) << out;
-  EXPECT_EQ(out.find("event=cadence mode=adaptive C=unmeasured M=3m20s"), std::string::npos)
-      << "M is still the prior\n" << out;
+  EXPECT_EQ(out.find("event=cadence mode=adaptive C=unmeasured M=3m20s"), std::string::npos) << "M is still the prior\n"
+                                                                                             << out;
 }
 
 // The mock metadata server in this process, on its own thread.
@@ -198,8 +201,8 @@ TEST(Cadence, RebalanceRecommendationAsksForOneCheckpointWithoutStopping) {
 // window and goes by SIGKILL, not by a cadence SIGUSR1.
 TEST(Cadence, NoRequestWhileAStopIsInProgress) {
   TempDir dir;
-  std::string yaml = HelperJob(dir, "\"--mode=ignore-term\", \"--ready=" + (dir / "ready").string() + "\"",
-                               "cadence:\n  every: 1s\n");
+  std::string yaml =
+      HelperJob(dir, "\"--mode=ignore-term\", \"--ready=" + (dir / "ready").string() + "\"", "cadence:\n  every: 1s\n");
   yaml.replace(yaml.find("grace: 2s"), 9, "grace: 3s");
   WriteFile(dir / "job.yaml", yaml);
   auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");

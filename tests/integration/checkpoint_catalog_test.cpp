@@ -63,7 +63,8 @@ class CheckpointCatalog : public ::testing::Test {
     fixtures_ = nullptr;
   }
   void SetUp() override {
-    if (fixtures_ == nullptr) GTEST_SKIP() << "/usr/bin/python3 has no torch (install python3-torch) - skipping real-file tests";
+    if (fixtures_ == nullptr)
+      GTEST_SKIP() << "/usr/bin/python3 has no torch (install python3-torch) - skipping real-file tests";
     dir_ = tmp_ / "ckpt";
     fs::create_directories(dir_);
   }
@@ -96,8 +97,9 @@ class CheckpointCatalog : public ::testing::Test {
   fs::path MakeHf(const std::string& name) {
     const fs::path d = dir_ / name;
     fs::create_directories(d);
-    WriteFile(d / "model.safetensors",
-              testfiles::Safetensors(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", std::string(16, '\x3f')));
+    WriteFile(
+        d / "model.safetensors",
+        testfiles::Safetensors(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", std::string(16, '\x3f')));
     fs::copy_file(Fixture("optimizer.pt"), d / "optimizer.pt");
     fs::copy_file(Fixture("optimizer.pt"), d / "rng_state.pth");
     WriteFile(d / "config.json", R"({"model_type": "test"})");
@@ -129,11 +131,11 @@ class CheckpointCatalog : public ::testing::Test {
   HashPool pool_{2};
 };
 
-#define EXPECT_BAD(verdict, text)                                                       \
-  do {                                                                                  \
-    const Verdict v_ = (verdict);                                                       \
-    EXPECT_FALSE(v_.good) << v_.reason;                                                 \
-    EXPECT_NE(v_.reason.find(text), std::string::npos) << "reason: " << v_.reason;     \
+#define EXPECT_BAD(verdict, text)                                                  \
+  do {                                                                             \
+    const Verdict v_ = (verdict);                                                  \
+    EXPECT_FALSE(v_.good) << v_.reason;                                            \
+    EXPECT_NE(v_.reason.find(text), std::string::npos) << "reason: " << v_.reason; \
   } while (0)
 
 TEST_F(CheckpointCatalog, RealTorchFilesAreGood) {
@@ -248,9 +250,10 @@ TEST_F(CheckpointCatalog, ManifestMismatchAndTraversal) {
   cfg[3] = 'X';
   WriteFile(hf / "config.json", cfg);
   EXPECT_BAD(Validate(hf), "file 'config.json' has xxh3-128");
-  WriteFile(hf / "spotvisor.manifest.json",
-            R"({"format":"spotvisor-manifest","version":1,"algorithm":"xxh3-128","files":[{"path":"../escape","size":1,"hash":")" +
-                std::string(32, '0') + R"("}]})");
+  WriteFile(
+      hf / "spotvisor.manifest.json",
+      R"({"format":"spotvisor-manifest","version":1,"algorithm":"xxh3-128","files":[{"path":"../escape","size":1,"hash":")" +
+          std::string(32, '0') + R"("}]})");
   EXPECT_BAD(Validate(hf), "path '../escape' is absolute or contains '..'");
 }
 
@@ -391,7 +394,7 @@ TEST_F(CheckpointCatalog, RetentionLatestLinkAndHints) {
 TEST_F(CheckpointCatalog, CommandsAnswerAndNeverModify) {
   for (int step : {1, 2}) fs::copy_file(Fixture("model.pt"), dir_ / ("ckpt_step" + std::to_string(step) + ".pt"));
   Edited("ckpt_step3.pt", [](std::string& b) { b[b.size() / 2] ^= 4; });
-  const std::vector<std::string> where = {"--dir", dir_.string() + "/", "--pattern", "ckpt_step{step}.pt",
+  const std::vector<std::string> where = {"--dir",       dir_.string() + "/",      "--pattern", "ckpt_step{step}.pt",
                                           "--state-dir", (tmp_ / "state").string()};
   auto with = [&](std::vector<std::string> args) {
     args.insert(args.end(), where.begin(), where.end());
@@ -408,8 +411,10 @@ TEST_F(CheckpointCatalog, CommandsAnswerAndNeverModify) {
   EXPECT_NE(out.find("\"good\": false"), std::string::npos) << out;
   fs::create_directories(dir_ / ".tmp-ckpt_step4.pt-77");
   EXPECT_EQ(RunSpotvisor(with({"checkpoints"}), &out), 1) << out;
-  EXPECT_NE(out.find("1 temp entry (0 B, half-written saves; never resumed from):\n  " + dir_.string() + "/.tmp-ckpt_step4.pt-77\n"),
-            std::string::npos) << out;
+  EXPECT_NE(out.find("1 temp entry (0 B, half-written saves; never resumed from):\n  " + dir_.string() +
+                     "/.tmp-ckpt_step4.pt-77\n"),
+            std::string::npos)
+      << out;
   fs::remove(dir_ / ".tmp-ckpt_step4.pt-77");
   EXPECT_EQ(RunSpotvisor({"validate", (dir_ / "ckpt_step3.pt").string()}, &out), 1);
   EXPECT_NE(out.find("BAD (full)"), std::string::npos) << out;
@@ -436,8 +441,9 @@ TEST_F(CheckpointCatalog, CommandsTakeAJobFileAndLevelsDiffer) {
   EXPECT_EQ(RunSpotvisor({"validate", "--level", "structure", (dir_ / "ckpt_step2.pt").string()}, &out), 0) << out;
   EXPECT_EQ(RunSpotvisor({"validate", "--level", "format", (dir_ / "ckpt_step2.pt").string()}, &out), 1) << out;
 
-  WriteFile(tmp_ / "job.yaml", "job:\n  command: [\"/bin/true\"]\ncheckpoints:\n  dir: ./ckpt\n"
-                               "  pattern: \"ckpt_step{step}.pt\"\ntelemetry:\n  state_dir: ./state\n");
+  WriteFile(tmp_ / "job.yaml",
+            "job:\n  command: [\"/bin/true\"]\ncheckpoints:\n  dir: ./ckpt\n"
+            "  pattern: \"ckpt_step{step}.pt\"\ntelemetry:\n  state_dir: ./state\n");
   EXPECT_EQ(RunSpotvisor({"latest", "--config", (tmp_ / "job.yaml").string()}, &out), 0) << out;
   EXPECT_NE(out.find(dir_.string() + "/ckpt_step1.pt\n"), std::string::npos) << out;
   EXPECT_EQ(RunSpotvisor({"checkpoints", "--config", (tmp_ / "job.yaml").string()}, &out), 1) << out;
@@ -455,8 +461,9 @@ TEST_F(CheckpointCatalog, CommandsTakeAJobFileAndLevelsDiffer) {
   // Anything else is judged by manifest or, with format: any, by being readable.
   fs::create_directories(tmp_ / "other");
   WriteFile(tmp_ / "other" / "blob_3", "opaque bytes of some other framework");
-  const std::string other = "job:\n  command: [\"/bin/true\"]\ncheckpoints:\n  dir: ./other\n"
-                            "  pattern: \"blob_{step}\"\n";
+  const std::string other =
+      "job:\n  command: [\"/bin/true\"]\ncheckpoints:\n  dir: ./other\n"
+      "  pattern: \"blob_{step}\"\n";
   WriteFile(tmp_ / "other.yaml", other + "telemetry:\n  state_dir: ./state\n");
   EXPECT_EQ(RunSpotvisor({"latest", "--config", (tmp_ / "other.yaml").string()}, &out), 1) << out;
   WriteFile(tmp_ / "any.yaml", other + "  format: any\ntelemetry:\n  state_dir: ./state\n");
@@ -466,7 +473,6 @@ TEST_F(CheckpointCatalog, CommandsTakeAJobFileAndLevelsDiffer) {
   EXPECT_EQ(RunSpotvisor({"latest", "--config", (tmp_ / "other.yaml").string()}, &out), 0) << out;  // by manifest
   EXPECT_FALSE(fs::exists(tmp_ / "state" / "checkpoint-cache.tsv")) << "latest and checkpoints never write";
 }
-
 
 // Room for the group: the selection lists every good step it knows, newest first, so that
 // peers can intersect them. Safetensors directories (no torch needed).

@@ -38,11 +38,12 @@ TEST(Drill, ScratchRunsLeaveTheMirrorHooksMetricsPortAndReportAlone) {
   // The mirror goes into the checkpoints section TrainerJob writes (after its dir line), the
   // metrics and report into its telemetry section (after state_dir).
   WriteFile(dir / "job.yaml",
-            TrainerJob(dir, {.steps = "60", .step_sleep = "0.02",
+            TrainerJob(dir, {.steps = "60",
+                             .step_sleep = "0.02",
                              .extra = "hooks:\n  before_start: " + hook + "\n  on_finish: " + hook + "\n",
                              .checkpoint_dir = "./ckpt\n  mirror:\n    path: " + (dir / "mirror").string(),
-                             .state_dir = "./state\n  metrics:\n    listen: 127.0.0.1:" + port + "\n  report_path: " +
-                                          (dir / "job-report.md").string()}));
+                             .state_dir = "./state\n  metrics:\n    listen: 127.0.0.1:" + port +
+                                          "\n  report_path: " + (dir / "job-report.md").string()}));
   std::string out;
   ASSERT_EQ(RunSpotvisor({"drill", "--config", (dir / "job.yaml").string(), "--kind", "sigterm", "--interruptions", "1",
                           "--seed", "7", "--scratch", (dir / "scratch").string()},
@@ -50,8 +51,9 @@ TEST(Drill, ScratchRunsLeaveTheMirrorHooksMetricsPortAndReportAlone) {
             0)
       << out;
   close(held);
-  EXPECT_NE(out.find("the job's mirror is not used (no restore, no upload), no hook runs, and no metrics port is opened"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find("the job's mirror is not used (no restore, no upload), no hook runs, and no metrics port is opened"),
+      std::string::npos)
       << out;
   EXPECT_FALSE(std::filesystem::exists(dir / "job-report.md")) << "a scratch run wrote the job's report";
   int logs = 0;
@@ -71,8 +73,9 @@ TEST(Drill, ScratchRunsLeaveTheMirrorHooksMetricsPortAndReportAlone) {
 TEST(Drill, AnInterruptionThatNeverLandedIsInconclusive) {
   TempDir dir;
   // Done before any interruption can fire: nothing is ever interrupted.
-  WriteFile(dir / "job.yaml", "job:\n  name: quick\n  command: [\"/bin/true\"]\ncheckpoints:\n  dir: ./ckpt\n"
-                              "telemetry:\n  state_dir: ./state\n");
+  WriteFile(dir / "job.yaml",
+            "job:\n  name: quick\n  command: [\"/bin/true\"]\ncheckpoints:\n  dir: ./ckpt\n"
+            "telemetry:\n  state_dir: ./state\n");
   std::string out;
   EXPECT_EQ(RunSpotvisor({"drill", "--config", (dir / "job.yaml").string(), "--kind", "sigterm", "--interruptions", "1",
                           "--scratch", (dir / "scratch").string()},

@@ -48,12 +48,16 @@ TEST(EtcdClient, PutRangeDeleteAndPrefix) {
   auto old = Await<RangeResponse>(io, [&](auto done) { c->Range({"/job/a", "", first->header.revision}, done); });
   ASSERT_TRUE(old);
   EXPECT_EQ(old->kvs.at(0).value, "1");
-  auto counted = Await<RangeResponse>(io, [&](auto done) { c->Range({"/job/", PrefixEnd("/job/"), 0, 0, true}, done); });
+  auto counted = Await<RangeResponse>(io, [&](auto done) {
+    c->Range({"/job/", PrefixEnd("/job/"), 0, 0, true}, done);
+  });
   ASSERT_TRUE(counted);
   EXPECT_EQ(counted->count, 2);
   EXPECT_TRUE(counted->kvs.empty());
 
-  auto deleted = Await<DeleteRangeResponse>(io, [&](auto done) { c->DeleteRange({"/job/", PrefixEnd("/job/"), true}, done); });
+  auto deleted = Await<DeleteRangeResponse>(io, [&](auto done) {
+    c->DeleteRange({"/job/", PrefixEnd("/job/"), true}, done);
+  });
   ASSERT_TRUE(deleted);
   EXPECT_EQ(deleted->deleted, 2);
   EXPECT_EQ(deleted->prev_kvs.size(), 2U);
@@ -121,7 +125,9 @@ TEST(EtcdClient, CompareAndSwapCounterLosesNoIncrementWithTwoClients) {
   };
   increment(*a, kEach);
   increment(*b, kEach);
-  ASSERT_TRUE(RunUntil(io, [&] { return done == 2 || !trouble.empty(); }, seconds(30))) << done;
+  ASSERT_TRUE(RunUntil(
+      io, [&] { return done == 2 || !trouble.empty(); }, seconds(30)))
+      << done;
   ASSERT_EQ(trouble, "");
   EXPECT_EQ(Get(io, *a, "/job/failures")->kvs.at(0).value, std::to_string(2 * kEach)) << conflicts << " conflicts";
 }
@@ -143,7 +149,8 @@ TEST(EtcdLease, KeepAliveKeepsTheKeyAndStoppingItLetsTheKeyVanish) {
   auto keeper = std::make_unique<LeaseKeeper>(*c, lease->id, lease->ttl, [&](Error e) { lost = e; });
   keeper->Start();
   // Twice the TTL: without the keeper the key would be gone.
-  RunUntil(io, [] { return false; }, milliseconds(4000));
+  RunUntil(
+      io, [] { return false; }, milliseconds(4000));
   EXPECT_FALSE(lost.has_value()) << lost->message;
   EXPECT_GE(keeper->renewals(), 4U);
   ASSERT_EQ(Get(io, *c, "/job/members/a")->kvs.size(), 1U);
@@ -154,7 +161,8 @@ TEST(EtcdLease, KeepAliveKeepsTheKeyAndStoppingItLetsTheKeyVanish) {
 
   keeper.reset();
   const auto stopped = Clock::now();
-  ASSERT_TRUE(RunUntil(io, [&] { return !seen.events.empty(); }, seconds(5)));
+  ASSERT_TRUE(RunUntil(
+      io, [&] { return !seen.events.empty(); }, seconds(5)));
   EXPECT_LE(Clock::now() - stopped, seconds(3));  // TTL + 1 s
   EXPECT_EQ(seen.events.at(0).type, Event::Type::kDelete);
   EXPECT_EQ(seen.events.at(0).kv.key, "/job/members/a");
@@ -165,7 +173,8 @@ TEST(EtcdLease, KeepAliveKeepsTheKeyAndStoppingItLetsTheKeyVanish) {
   // A keeper of the lapsed lease reports it: etcd answers its keepalive without a TTL.
   LeaseKeeper late(*c, lease->id, 2, [&](Error e) { lost = e; });
   late.Start();
-  ASSERT_TRUE(RunUntil(io, [&] { return lost.has_value(); }, seconds(5)));
+  ASSERT_TRUE(RunUntil(
+      io, [&] { return lost.has_value(); }, seconds(5)));
   EXPECT_EQ(lost->message, "etcd lease " + std::to_string(lease->id) +
                                " lost: etcd answered a keepalive without TTL: the lease expired");
 }
@@ -184,7 +193,8 @@ TEST(EtcdLease, RevokeEndsTheLeaseAtOnce) {
   EXPECT_EQ(ttl->ttl, -1);
   auto again = Await<LeaseRevokeResponse>(io, [&](auto done) { c->LeaseRevoke(lease->id, done); });
   ASSERT_FALSE(again);
-  EXPECT_NE(again.error().message.find("requested lease not found (code 5)"), std::string::npos) << again.error().message;
+  EXPECT_NE(again.error().message.find("requested lease not found (code 5)"), std::string::npos)
+      << again.error().message;
 }
 
 TEST(EtcdWatch, SeesEveryEventInOrderAcrossARestartOfTheMember) {
@@ -237,9 +247,10 @@ TEST(EtcdWatch, ACompactedStartRevisionIsReportedAndSnapshotWatchReadsAgain) {
 
   std::vector<RangeResponse> snapshots;
   std::vector<Event> events;
-  SnapshotWatch follow(*c, "/s/", {[&](const RangeResponse& r) { snapshots.push_back(r); },
-                                   [&](const std::vector<Event>& e) { events.insert(events.end(), e.begin(), e.end()); },
-                                   nullptr});
+  SnapshotWatch follow(
+      *c, "/s/",
+      {[&](const RangeResponse& r) { snapshots.push_back(r); },
+       [&](const std::vector<Event>& e) { events.insert(events.end(), e.begin(), e.end()); }, nullptr});
   follow.Start();
   ASSERT_TRUE(RunUntil(io, [&] { return snapshots.size() == 1; }));
   ASSERT_EQ(snapshots[0].kvs.size(), 2U);

@@ -32,8 +32,8 @@ int FreeLoopbackPort() {
   return ntohs(addr.sin_port);
 }
 
-EtcdCluster::EtcdCluster(int members) : token_("spotvisor-test-" + std::to_string(getpid()) + "-" +
-                                               std::to_string(FreeLoopbackPort())) {
+EtcdCluster::EtcdCluster(int members)
+    : token_("spotvisor-test-" + std::to_string(getpid()) + "-" + std::to_string(FreeLoopbackPort())) {
   for (int i = 0; i < members; ++i) {
     members_.push_back({"m" + std::to_string(i), FreeLoopbackPort(), FreeLoopbackPort(), -1, false});
   }
@@ -65,13 +65,34 @@ void EtcdCluster::Launch(int member) {
   }
   const std::string client = ClientUrl(member);
   const std::string peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
-  const Spawned s = Spawn({"/usr/bin/setpriv", "--pdeathsig", "KILL", "/usr/bin/etcd", "--name", m.name,
-                           "--data-dir", (dir_ / (m.name + ".data")).string(), "--listen-client-urls", client,
-                           "--advertise-client-urls", client, "--listen-peer-urls", peer,
-                           "--initial-advertise-peer-urls", peer, "--initial-cluster", initial,
-                           "--initial-cluster-token", token_, "--initial-cluster-state",
-                           m.started_once ? "existing" : "new", "--heartbeat-interval", "50",
-                           "--election-timeout", "500", "--log-level", "warn"},
+  const Spawned s = Spawn({"/usr/bin/setpriv",
+                           "--pdeathsig",
+                           "KILL",
+                           "/usr/bin/etcd",
+                           "--name",
+                           m.name,
+                           "--data-dir",
+                           (dir_ / (m.name + ".data")).string(),
+                           "--listen-client-urls",
+                           client,
+                           "--advertise-client-urls",
+                           client,
+                           "--listen-peer-urls",
+                           peer,
+                           "--initial-advertise-peer-urls",
+                           peer,
+                           "--initial-cluster",
+                           initial,
+                           "--initial-cluster-token",
+                           token_,
+                           "--initial-cluster-state",
+                           m.started_once ? "existing" : "new",
+                           "--heartbeat-interval",
+                           "50",
+                           "--election-timeout",
+                           "500",
+                           "--log-level",
+                           "warn"},
                           dir_ / (m.name + ".out"));
   m.pid = s.pid;
   m.started_once = true;

@@ -70,7 +70,8 @@ TEST(EtcdFailover, AWatchOnAMemberThatLostQuorumEndsAndIsReportedNotSilent) {
   std::vector<std::string> losses;
   int connects = 0;
   Watch watch(*c, {"/q/", true, 0, false},
-              {[](const std::vector<Event>&) {}, nullptr, [&](bool up, const std::string& why) {
+              {[](const std::vector<Event>&) {}, nullptr,
+               [&](bool up, const std::string& why) {
                  if (up) ++connects;
                  if (!up) losses.push_back(why);
                }});
@@ -80,7 +81,8 @@ TEST(EtcdFailover, AWatchOnAMemberThatLostQuorumEndsAndIsReportedNotSilent) {
   cluster.Kill(2);
   // Grpc-Metadata-hasleader: the member ends the stream once it has had no leader for a few
   // election timeouts (etcd#10819), and refuses to open it again.
-  ASSERT_TRUE(RunUntil(io, [&] { return !losses.empty(); }, seconds(10)));
+  ASSERT_TRUE(RunUntil(
+      io, [&] { return !losses.empty(); }, seconds(10)));
   // (The gateway ends the chunked body without saying why.) Without the header the stream
   // would stay open and silent for as long as the member is cut off.
   EXPECT_EQ(losses.front(), "POST " + cluster.ClientUrl(0) + "/v3/watch: the server ended the stream");
@@ -113,7 +115,8 @@ TEST(EtcdFailover, AllMembersGoneIsAClearErrorWithinTheDeadlineThenRecovery) {
     EXPECT_NE(why.find(url + ": refused"), std::string::npos) << why;
   }
   // The keeper gives the lease up once its TTL has run out with no member answering.
-  ASSERT_TRUE(RunUntil(io, [&] { return lost.has_value(); }, seconds(5)));
+  ASSERT_TRUE(RunUntil(
+      io, [&] { return lost.has_value(); }, seconds(5)));
   EXPECT_LE(Clock::now() - killed, seconds(3));
   EXPECT_NE(lost->message.find("no etcd member answered a keepalive before its TTL ran out"), std::string::npos)
       << lost->message;

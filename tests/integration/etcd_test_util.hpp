@@ -36,7 +36,9 @@ template <class T>
 Result<T> Await(boost::asio::io_context& io, const std::function<void(Callback<T>)>& start) {
   std::optional<Result<T>> out;
   start([&](Result<T> r) { out = std::move(r); });
-  if (!RunUntil(io, [&] { return out.has_value(); }, seconds(30))) return Error{"no answer within 30 s"};
+  if (!RunUntil(
+          io, [&] { return out.has_value(); }, seconds(30)))
+    return Error{"no answer within 30 s"};
   return std::move(*out);
 }
 
@@ -47,8 +49,8 @@ inline std::unique_ptr<Client> Connect(boost::asio::io_context& io, std::vector<
   return std::move(*client);
 }
 
-inline Result<PutResponse> Put(boost::asio::io_context& io, Client& c, const std::string& key,
-                               const std::string& value, std::int64_t lease = 0) {
+inline Result<PutResponse> Put(boost::asio::io_context& io, Client& c, const std::string& key, const std::string& value,
+                               std::int64_t lease = 0) {
   return Await<PutResponse>(io, [&](auto done) { c.Put({key, value, lease, true}, std::move(done)); });
 }
 

@@ -18,11 +18,11 @@ using namespace std::chrono_literals;
 using testing::ReadFile;
 using testing::Spawn;
 using testing::TempDir;
-using testing::WaitExit;
-using testing::WaitUntil;
 using testing::TrainerJob;
 using testing::TrainerPid;
 using testing::UninterruptedDigest;
+using testing::WaitExit;
+using testing::WaitUntil;
 using testing::WriteFile;
 
 // Every job here restarts at once: the tests are about what a hang does, not the backoff.
@@ -36,13 +36,17 @@ std::string HangIsRestartedExactly(const TempDir& dir, const std::string& health
   const std::string expected = UninterruptedDigest(dir, "120");
   EXPECT_FALSE(expected.empty());
   WriteFile(dir / "job.yaml",
-            TrainerJob(dir, {.extra = "health:\n" + health + "  hang_timeout: 2s\nrestart:\n  max_hangs: 2\n" + kQuickRestart}));
+            TrainerJob(dir, {.extra = "health:\n" + health + "  hang_timeout: 2s\nrestart:\n  max_hangs: 2\n" +
+                                      kQuickRestart}));
   auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
   pid_t first = 0;
-  EXPECT_TRUE(WaitUntil([&] {
-    first = TrainerPid(ReadFile(dir / "out.txt"), 1);
-    return first != 0 && std::filesystem::exists(dir / "ckpt" / "ckpt_step20");
-  }, 30s)) << ReadFile(dir / "out.txt");
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        first = TrainerPid(ReadFile(dir / "out.txt"), 1);
+        return first != 0 && std::filesystem::exists(dir / "ckpt" / "ckpt_step20");
+      },
+      30s))
+      << ReadFile(dir / "out.txt");
   if (first != 0) {
     EXPECT_EQ(kill(first, SIGSTOP), 0);
   }
@@ -80,11 +84,14 @@ TEST(Health, AStaleHeartbeatIsNoPulse) {
   TempDir dir;
   WriteFile(dir / "heartbeat", "old\n");
   WriteFile(dir / "job.yaml",
-            "job:\n  name: s\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) + "\", \"--mode=checkpoint\"]\n"
-            "signals:\n  grace: 1s\n  kill_timeout: 5s\n"
-            "restart:\n  max_hangs: 0\n  backoff: {initial: 1ms, max: 10ms, multiplier: 2, jitter: 0}\n"
-            "health:\n  heartbeat_file: " + (dir / "heartbeat").string() + "\n  hang_timeout: 500ms\n"
-            "telemetry:\n  state_dir: ./state\n");
+            "job:\n  name: s\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) +
+                "\", \"--mode=checkpoint\"]\n"
+                "signals:\n  grace: 1s\n  kill_timeout: 5s\n"
+                "restart:\n  max_hangs: 0\n  backoff: {initial: 1ms, max: 10ms, multiplier: 2, jitter: 0}\n"
+                "health:\n  heartbeat_file: " +
+                (dir / "heartbeat").string() +
+                "\n  hang_timeout: 500ms\n"
+                "telemetry:\n  state_dir: ./state\n");
   std::string out;
   EXPECT_EQ(testing::RunSpotvisor({"run", "--config", (dir / "job.yaml").string()}, &out), 1) << out;
   EXPECT_NE(out.find("event=hang_detected attempt=1"), std::string::npos) << out;
@@ -97,15 +104,20 @@ TEST(Health, AStaleHeartbeatIsNoPulse) {
 TEST(Health, NoProgressGivesUpWithAMessageThatSaysSo) {
   TempDir dir;
   WriteFile(dir / "job.yaml",
-            TrainerJob(dir, {.steps = "100000", .step_sleep = "0.01",
-                             .resume_extra = ", \"--heartbeat-file=/proc/spotvisor-no-such-dir/heartbeat\"",
-                             .extra = std::string("restart:\n  no_progress_limit: 3\n  max_restarts: 50\n") + kQuickRestart}));
+            TrainerJob(
+                dir, {.steps = "100000",
+                      .step_sleep = "0.01",
+                      .resume_extra = ", \"--heartbeat-file=/proc/spotvisor-no-such-dir/heartbeat\"",
+                      .extra = std::string("restart:\n  no_progress_limit: 3\n  max_restarts: 50\n") + kQuickRestart}));
   auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
   pid_t first = 0;
-  ASSERT_TRUE(WaitUntil([&] {
-    first = TrainerPid(ReadFile(dir / "out.txt"), 1);
-    return first != 0 && std::filesystem::exists(dir / "ckpt" / "ckpt_step10");
-  }, 30s)) << ReadFile(dir / "out.txt");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        first = TrainerPid(ReadFile(dir / "out.txt"), 1);
+        return first != 0 && std::filesystem::exists(dir / "ckpt" / "ckpt_step10");
+      },
+      30s))
+      << ReadFile(dir / "out.txt");
   kill(first, SIGKILL);  // the first attempt dies (say, the OOM killer); every resume then crashes
   EXPECT_EQ(WaitExit(sv.pid, 60s), 1) << ReadFile(dir / "out.txt");
   const std::string out = ReadFile(dir / "out.txt");

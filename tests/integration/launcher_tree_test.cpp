@@ -30,9 +30,9 @@ TEST(LauncherTree, NestedLaunchersAreWalkedThroughAndWorkersChildrenLeftOut) {
   // deepspeed(bash) -> sleep 60                          a worker
   //                 -> torchrun(bash) -> sleep 61        a worker
   //                                   -> trainer(bash) -> sleep 62   a worker, and its child
-  const pid_t root = StartNamedBash(
-      "deepspeed",
-      "sleep 60 & (exec -a torchrun /bin/bash -c 'sleep 61 & (exec -a trainer /bin/bash -c \"sleep 62; :\") & wait') & wait");
+  const pid_t root = StartNamedBash("deepspeed",
+                                    "sleep 60 & (exec -a torchrun /bin/bash -c 'sleep 61 & (exec -a trainer /bin/bash "
+                                    "-c \"sleep 62; :\") & wait') & wait");
   ASSERT_GT(root, 0);
   LauncherTree tree;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -42,7 +42,8 @@ TEST(LauncherTree, NestedLaunchersAreWalkedThroughAndWorkersChildrenLeftOut) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   std::vector<std::string> workers, launchers;
-  for (pid_t p : tree.workers) workers.push_back(CommandLine(p).at(0) + (CommandLine(p).size() > 1 ? " " + CommandLine(p)[1] : ""));
+  for (pid_t p : tree.workers)
+    workers.push_back(CommandLine(p).at(0) + (CommandLine(p).size() > 1 ? " " + CommandLine(p)[1] : ""));
   for (pid_t p : tree.launchers) launchers.push_back(CommandLine(p).at(0));
   std::sort(workers.begin(), workers.end());
   EXPECT_EQ(launchers, (std::vector<std::string>{"deepspeed", "torchrun"}));

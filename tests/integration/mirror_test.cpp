@@ -30,14 +30,14 @@ std::string Reference(const TempDir& dir) {
 }
 
 std::string Job(const std::string& machine, const std::string& mirror) {
-  return "job:\n  name: m\n  command: [\"" + kPython + "\", \"" + kTrainer + "\", \"--ckpt-dir\", \"{checkpoint_dir}\", " +
+  return "job:\n  name: m\n  command: [\"" + kPython + "\", \"" + kTrainer +
+         "\", \"--ckpt-dir\", \"{checkpoint_dir}\", " +
          "\"--steps\", \"80\", \"--step-sleep\", \"0.08\", \"--checkpoint-every\", \"10\", \"--keep\", \"5\", " +
          "\"--result-file\", \"{result_file}\"]\n  resume_args: [\"--resume_from={checkpoint}\"]\n" +
-         "  result_file: ./" + machine + "-result\n" +
-         "checkpoints:\n  dir: ./" + machine + "-ckpt\n  pattern: \"ckpt_step{step}\"\n  keep: 5\n" + mirror +
-         "signals:\n  grace: 5s\n  kill_timeout: 5s\n" +
-         "restart:\n  backoff: {initial: 1ms, max: 10ms, multiplier: 2, jitter: 0}\n" +
-         "telemetry:\n  state_dir: ./" + machine + "-state\n";
+         "  result_file: ./" + machine + "-result\n" + "checkpoints:\n  dir: ./" + machine +
+         "-ckpt\n  pattern: \"ckpt_step{step}\"\n  keep: 5\n" + mirror + "signals:\n  grace: 5s\n  kill_timeout: 5s\n" +
+         "restart:\n  backoff: {initial: 1ms, max: 10ms, multiplier: 2, jitter: 0}\n" + "telemetry:\n  state_dir: ./" +
+         machine + "-state\n";
 }
 
 int Entries(const std::filesystem::path& dir, const std::string& prefix) {
@@ -51,7 +51,8 @@ int Entries(const std::filesystem::path& dir, const std::string& prefix) {
 
 // Machine A runs until a first checkpoint shows up in `mirror_dir`, then is stopped
 // (SIGTERM, exit 75); machine B starts empty and must restore and finish exactly.
-void StopThenRestoreElsewhere(const TempDir& dir, const std::string& mirror_yaml, const std::filesystem::path& mirror_dir) {
+void StopThenRestoreElsewhere(const TempDir& dir, const std::string& mirror_yaml,
+                              const std::filesystem::path& mirror_dir) {
   const std::string expected = Reference(dir);
   WriteFile(dir / "a.yaml", Job("a", mirror_yaml));
   auto a = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "a.yaml").string()}, dir / "a-out.txt");
@@ -71,9 +72,10 @@ void StopThenRestoreElsewhere(const TempDir& dir, const std::string& mirror_yaml
 
 TEST(Mirror, DirectoryMirrorRestoresOntoANewMachineThatResumesExactly) {
   TempDir dir;
-  const std::string mirror = "  mirror:\n    path: " + (dir / "bucket").string() + "\n    keep: 2\n    bandwidth: 64MiB\n";
+  const std::string mirror =
+      "  mirror:\n    path: " + (dir / "bucket").string() + "\n    keep: 2\n    bandwidth: 64MiB\n";
   StopThenRestoreElsewhere(dir, mirror, dir / "bucket");
-  EXPECT_LE(Entries(dir / "bucket", "ckpt_step"), 2);  // retention on the mirror
+  EXPECT_LE(Entries(dir / "bucket", "ckpt_step"), 2);   // retention on the mirror
   EXPECT_EQ(Entries(dir / "bucket", ".spotvisor"), 0);  // no temp copies left
 }
 
@@ -99,7 +101,8 @@ TEST(Mirror, AnOlderLocalCheckpointGivesWayToTheMirrorsNewest) {
   EXPECT_NE(out.find("event=mirror_restored"), std::string::npos) << out;
   EXPECT_NE(out.find("local_step=10"), std::string::npos) << out;
   EXPECT_EQ(out.find("[trainer] resumed from=" + (dir / "b-ckpt" / "ckpt_step10").string() + " "), std::string::npos)
-      << "resumed from the older local checkpoint\n" << out;
+      << "resumed from the older local checkpoint\n"
+      << out;
   EXPECT_NE(out.find("[trainer] resumed from=" + (dir / "b-ckpt").string()), std::string::npos) << out;
   EXPECT_EQ(ReadFile(dir / "b-result"), expected) << out;
 }
@@ -110,34 +113,44 @@ TEST(Mirror, ACopyInFlightNeverDelaysAStop) {
   TempDir dir;
   std::filesystem::create_directories(dir / "ckpt" / "ckpt_step5");
   WriteFile(dir / "ckpt" / "ckpt_step5" / "blob", std::string(16 << 20, 'w'));
-  WriteFile(dir / "job.yaml",
-            "job:\n  name: slow\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) + "\", \"--mode=checkpoint\", \"--ready=" +
-                (dir / "ready").string() + "\"]\n"
-                "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n  format: any\n"
-                "  mirror:\n    path: " + (dir / "bucket").string() + "\n    bandwidth: 1MiB\n    timeout: 2s\n"
-                "signals:\n  grace: 5s\ntelemetry:\n  state_dir: ./state\n");
+  WriteFile(dir / "job.yaml", "job:\n  name: slow\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) +
+                                  "\", \"--mode=checkpoint\", \"--ready=" + (dir / "ready").string() +
+                                  "\"]\n"
+                                  "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n  format: any\n"
+                                  "  mirror:\n    path: " +
+                                  (dir / "bucket").string() +
+                                  "\n    bandwidth: 1MiB\n    timeout: 2s\n"
+                                  "signals:\n  grace: 5s\ntelemetry:\n  state_dir: ./state\n");
   auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
   ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
   ASSERT_TRUE(WaitUntil([&] { return Entries(dir / "bucket", ".spotvisor") > 0; }, 10s))
-      << "the copy of ckpt_step5 is under way\n" << ReadFile(dir / "out.txt");
+      << "the copy of ckpt_step5 is under way\n"
+      << ReadFile(dir / "out.txt");
   const auto stop = std::chrono::steady_clock::now();
   kill(sv.pid, SIGTERM);
-  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=signal_sent signal=SIGTERM") != std::string::npos; },
-                        1s))
+  ASSERT_TRUE(WaitUntil(
+      [&] { return ReadFile(dir / "out.txt").find("event=signal_sent signal=SIGTERM") != std::string::npos; }, 1s))
       << ReadFile(dir / "out.txt");
   EXPECT_EQ(WaitExit(sv.pid, 30s), 75) << ReadFile(dir / "out.txt");
   EXPECT_LT(std::chrono::steady_clock::now() - stop, 10s) << "bounded by mirror.timeout, not by the 16 s copy";
 }
 
 TEST(Mirror, RcloneCommandWithALocalRemote) {
-  if (std::system("rclone version > /dev/null 2>&1") != 0) GTEST_SKIP() << "rclone is not installed (apt-get install rclone)";
+  if (std::system("rclone version > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "rclone is not installed (apt-get install rclone)";
   TempDir dir;
   const std::string remote = ":local:" + (dir / "remote").string();
   const std::string mirror =
       "  mirror:\n    keep: 2\n"
-      "    command: [\"rclone\", \"copy\", \"--config\", \"/dev/null\", \"{checkpoint}\", \"" + remote + "/{job}/{name}\"]\n"
-      "    prune_command: [\"rclone\", \"purge\", \"--config\", \"/dev/null\", \"" + remote + "/{job}/{name}\"]\n"
-      "    restore_command: [\"rclone\", \"copy\", \"--config\", \"/dev/null\", \"" + remote + "/{job}\", \"{restore_dir}\"]\n"
+      "    command: [\"rclone\", \"copy\", \"--config\", \"/dev/null\", \"{checkpoint}\", \"" +
+      remote +
+      "/{job}/{name}\"]\n"
+      "    prune_command: [\"rclone\", \"purge\", \"--config\", \"/dev/null\", \"" +
+      remote +
+      "/{job}/{name}\"]\n"
+      "    restore_command: [\"rclone\", \"copy\", \"--config\", \"/dev/null\", \"" +
+      remote +
+      "/{job}\", \"{restore_dir}\"]\n"
       "    timeout: 60s\n";
   StopThenRestoreElsewhere(dir, mirror, dir / "remote" / "m");
   EXPECT_LE(Entries(dir / "remote" / "m", "ckpt_step"), 2);
@@ -158,8 +171,9 @@ TEST(Mirror, ConcurrencyBoundsTheUploadsInFlight) {
               "cp -r \"$1\" \"$3/remote/$2\"\nrm \"$3/running/$2\"\n");
     const std::string mirror = "  mirror:\n    concurrency: " + std::to_string(concurrency) +
                                "\n    restore: false\n    timeout: 60s\n"
-                               "    command: [\"/bin/sh\", \"" + (dir / "upload.sh").string() +
-                               "\", \"{checkpoint}\", \"{name}\", \"" + dir.path().string() + "\"]\n";
+                               "    command: [\"/bin/sh\", \"" +
+                               (dir / "upload.sh").string() + "\", \"{checkpoint}\", \"{name}\", \"" +
+                               dir.path().string() + "\"]\n";
     std::string job = Job("a", mirror);
     job.replace(job.find("\"0.08\""), 6, "\"0.04\"");
     WriteFile(dir / "a.yaml", job);

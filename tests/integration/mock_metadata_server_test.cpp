@@ -18,11 +18,11 @@ namespace spotvisor {
 namespace {
 
 using namespace std::chrono_literals;
-using mock::MockMetadataServer;
-using mock::MockProvider;
 using http::HttpClient;
 using http::HttpOutcome;
 using http::HttpRequest;
+using mock::MockMetadataServer;
+using mock::MockProvider;
 
 class MockTest : public ::testing::Test {
  protected:
@@ -32,9 +32,8 @@ class MockTest : public ::testing::Test {
     ASSERT_TRUE(port.ok()) << port.error().message;
     client_ = std::make_unique<HttpClient>(io_, *http::ParseEndpoint(server_->url(), "endpoint"));
   }
-  HttpOutcome Send(const std::string& method, const std::string& target,
-                   std::vector<http::HttpHeader> headers = {}, std::string body = "",
-                   std::chrono::milliseconds timeout = 2s) {
+  HttpOutcome Send(const std::string& method, const std::string& target, std::vector<http::HttpHeader> headers = {},
+                   std::string body = "", std::chrono::milliseconds timeout = 2s) {
     HttpRequest r;
     r.method = method;
     r.target = target;
@@ -63,9 +62,7 @@ TEST_F(MockTest, AwsTokenRules) {
   EXPECT_EQ(Send("PUT", "/latest/api/token").response.status, 400);
   EXPECT_EQ(Send("PUT", "/latest/api/token", {{kTtl, "0"}}).response.status, 400);
   EXPECT_EQ(Send("PUT", "/latest/api/token", {{kTtl, "21601"}}).response.status, 400);
-  EXPECT_EQ(Send("PUT", "/latest/api/token", {{kTtl, "60"}, {"X-Forwarded-For", "1.2.3.4"}})
-                .response.status,
-            403);
+  EXPECT_EQ(Send("PUT", "/latest/api/token", {{kTtl, "60"}, {"X-Forwarded-For", "1.2.3.4"}}).response.status, 403);
   EXPECT_EQ(Send("GET", "/latest/api/token", {{kTtl, "60"}}).response.status, 405);
   const auto token = Send("PUT", "/latest/api/token", {{kTtl, "1"}});
   ASSERT_EQ(token.response.status, 200);
@@ -76,10 +73,8 @@ TEST_F(MockTest, AwsTokenRules) {
   const auto missing = Send("GET", kAction, {{kToken, tok}});
   EXPECT_EQ(missing.response.status, 404);
   EXPECT_NE(missing.response.body.find("<title>404 - Not Found</title>"), std::string::npos);
-  EXPECT_EQ(Send("GET", "/latest/meta-data/instance-type", {{kToken, tok}}).response.body,
-            "g5.xlarge");
-  EXPECT_EQ(Send("GET", "/latest/meta-data/instance-action", {{kToken, tok}}).response.body,
-            "none");
+  EXPECT_EQ(Send("GET", "/latest/meta-data/instance-type", {{kToken, tok}}).response.body, "g5.xlarge");
+  EXPECT_EQ(Send("GET", "/latest/meta-data/instance-action", {{kToken, tok}}).response.body, "none");
   testing::RunFor(io_, 1100ms);
   EXPECT_EQ(Send("GET", kAction, {{kToken, tok}}).response.status, 401);  // expired
 }
@@ -100,14 +95,11 @@ TEST_F(MockTest, AwsNoticeAndV1WhenNotRequired) {
 
 TEST_F(MockTest, AlibabaTokenHeaders) {
   Start(MockProvider::kAlibaba, {.imdsv2_required = true});
-  const auto token =
-      Send("PUT", "/latest/api/token", {{"X-aliyun-ecs-metadata-token-ttl-seconds", "30"}});
+  const auto token = Send("PUT", "/latest/api/token", {{"X-aliyun-ecs-metadata-token-ttl-seconds", "30"}});
   ASSERT_EQ(token.response.status, 200);
   constexpr const char* kPath = "/latest/meta-data/instance/spot/termination-time";
   EXPECT_EQ(Send("GET", kPath).response.status, 401);
-  EXPECT_EQ(
-      Send("GET", kPath, {{"X-aliyun-ecs-metadata-token", token.response.body}}).response.status,
-      404);
+  EXPECT_EQ(Send("GET", kPath, {{"X-aliyun-ecs-metadata-token", token.response.body}}).response.status, 404);
   server_->Preempt();
   const auto t = Send("GET", kPath, {{"X-aliyun-ecs-metadata-token", token.response.body}});
   EXPECT_EQ(t.response.status, 200);
@@ -119,9 +111,7 @@ constexpr const char* kPreempted = "/computeMetadata/v1/instance/preempted";
 TEST_F(MockTest, GcpHeadersAndEtags) {
   Start(MockProvider::kGcp);
   EXPECT_EQ(Send("GET", kPreempted).response.status, 403);
-  EXPECT_EQ(Send("GET", kPreempted, {{"Metadata-Flavor", "Google"}, {"X-Forwarded-For", "x"}})
-                .response.status,
-            403);
+  EXPECT_EQ(Send("GET", kPreempted, {{"Metadata-Flavor", "Google"}, {"X-Forwarded-For", "x"}}).response.status, 403);
   const auto first = Send("GET", kPreempted, {{"Metadata-Flavor", "Google"}});
   ASSERT_EQ(first.response.status, 200);
   EXPECT_EQ(first.response.body, "FALSE");
@@ -129,33 +119,26 @@ TEST_F(MockTest, GcpHeadersAndEtags) {
   ASSERT_NE(first.response.Header("Metadata-Flavor"), nullptr);
   EXPECT_EQ(*first.response.Header("Metadata-Flavor"), "Google");
   EXPECT_EQ(first.response.Header("ETag")->size(), 16u);
-  EXPECT_EQ(Send("GET", "/computeMetadata/v1/instance/nope", {{"Metadata-Flavor", "Google"}})
-                .response.status,
-            404);
-  EXPECT_EQ(Send("GET", "/computeMetadata/v1/instance/?wait_for_change=true",
-                 {{"Metadata-Flavor", "Google"}})
+  EXPECT_EQ(Send("GET", "/computeMetadata/v1/instance/nope", {{"Metadata-Flavor", "Google"}}).response.status, 404);
+  EXPECT_EQ(Send("GET", "/computeMetadata/v1/instance/?wait_for_change=true", {{"Metadata-Flavor", "Google"}})
                 .response.status,
             400);
-  const auto listing =
-      Send("GET", "/computeMetadata/v1/instance/", {{"Metadata-Flavor", "Google"}});
+  const auto listing = Send("GET", "/computeMetadata/v1/instance/", {{"Metadata-Flavor", "Google"}});
   EXPECT_NE(listing.response.body.find("preempted\n"), std::string::npos);
   EXPECT_NE(listing.response.body.find("scheduling/\n"), std::string::npos);
-  const auto recursive =
-      Send("GET", "/computeMetadata/v1/instance/?recursive=true", {{"Metadata-Flavor", "Google"}});
+  const auto recursive = Send("GET", "/computeMetadata/v1/instance/?recursive=true", {{"Metadata-Flavor", "Google"}});
   EXPECT_EQ(nlohmann::json::parse(recursive.response.body)["scheduling"]["preemptible"], "TRUE");
   EXPECT_EQ(nlohmann::json::parse(recursive.response.body)["maintenanceEvent"], "NONE");
 
   // A stale last_etag answers at once; timeout_sec answers with the same value and ETag.
   const std::string etag = *first.response.Header("ETag");
-  EXPECT_EQ(
-      Send("GET", std::string(kPreempted) + "?wait_for_change=true&last_etag=0000000000000000",
-           {{"Metadata-Flavor", "Google"}})
-          .response.body,
-      "FALSE");
+  EXPECT_EQ(Send("GET", std::string(kPreempted) + "?wait_for_change=true&last_etag=0000000000000000",
+                 {{"Metadata-Flavor", "Google"}})
+                .response.body,
+            "FALSE");
   const auto start = std::chrono::steady_clock::now();
-  const auto timed_out =
-      Send("GET", std::string(kPreempted) + "?wait_for_change=true&timeout_sec=1&last_etag=" + etag,
-           {{"Metadata-Flavor", "Google"}}, "", 3s);
+  const auto timed_out = Send("GET", std::string(kPreempted) + "?wait_for_change=true&timeout_sec=1&last_etag=" + etag,
+                              {{"Metadata-Flavor", "Google"}}, "", 3s);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 1s);
   EXPECT_EQ(timed_out.response.body, "FALSE");
   EXPECT_EQ(*timed_out.response.Header("ETag"), etag);
@@ -188,12 +171,10 @@ TEST_F(MockTest, AzureScheduledEvents) {
   Start(MockProvider::kAzure, {.vm_name = "me", .azure_rate_limit = 0});
   EXPECT_EQ(Send("GET", kEvents).response.status, 400);
   EXPECT_EQ(Send("GET", "/metadata/scheduledevents", {{"Metadata", "true"}}).response.status, 400);
-  EXPECT_EQ(Send("GET", kEvents, {{"Metadata", "true"}, {"X-Forwarded-For", "x"}}).response.status,
-            400);
+  EXPECT_EQ(Send("GET", kEvents, {{"Metadata", "true"}, {"X-Forwarded-For", "x"}}).response.status, 400);
   auto empty = nlohmann::json::parse(Send("GET", kEvents, {{"Metadata", "true"}}).response.body);
   EXPECT_TRUE(empty["Events"].empty());
-  EXPECT_EQ(Send("GET", "/metadata/instance/compute/name?api-version=2021-02-01&format=text",
-                 {{"Metadata", "true"}})
+  EXPECT_EQ(Send("GET", "/metadata/instance/compute/name?api-version=2021-02-01&format=text", {{"Metadata", "true"}})
                 .response.body,
             "me");
 
@@ -209,11 +190,9 @@ TEST_F(MockTest, AzureScheduledEvents) {
   }
   ASSERT_FALSE(ours.empty());
   EXPECT_EQ(
-      Send("POST", kEvents, {{"Metadata", "true"}}, R"({"StartRequests": [{"EventId": "nope"}]})")
-          .response.status,
+      Send("POST", kEvents, {{"Metadata", "true"}}, R"({"StartRequests": [{"EventId": "nope"}]})").response.status,
       400);
-  EXPECT_EQ(Send("POST", kEvents, {{"Metadata", "true"}},
-                 R"({"StartRequests": [{"EventId": ")" + ours + R"("}]})")
+  EXPECT_EQ(Send("POST", kEvents, {{"Metadata", "true"}}, R"({"StartRequests": [{"EventId": ")" + ours + R"("}]})")
                 .response.status,
             200);
   doc = nlohmann::json::parse(Send("GET", kEvents, {{"Metadata", "true"}}).response.body);
@@ -228,16 +207,14 @@ TEST_F(MockTest, AzureScheduledEvents) {
 TEST_F(MockTest, AzureRateLimit) {
   Start(MockProvider::kAzure, {.azure_rate_limit = 5});
   int throttled = 0;
-  for (int i = 0; i < 8; ++i)
-    throttled += Send("GET", kEvents, {{"Metadata", "true"}}).response.status == 429;
+  for (int i = 0; i < 8; ++i) throttled += Send("GET", kEvents, {{"Metadata", "true"}}).response.status == 429;
   EXPECT_EQ(throttled, 3);
 }
 
 TEST_F(MockTest, ControlPaths) {
   Start(MockProvider::kAws);
   EXPECT_EQ(Send("POST", "/__spotvisor/preempt", {}, "{\"bogus\": 1}").response.status, 400);
-  const auto state =
-      Send("POST", "/__spotvisor/preempt", {}, R"({"action": "stop", "deadline_in_s": 30})");
+  const auto state = Send("POST", "/__spotvisor/preempt", {}, R"({"action": "stop", "deadline_in_s": 30})");
   ASSERT_EQ(state.response.status, 200);
   EXPECT_TRUE(nlohmann::json::parse(state.response.body)["preempted"].get<bool>());
   EXPECT_TRUE(server_->preempted());
@@ -270,16 +247,14 @@ TEST(PreemptSpecTest, Parses) {
 TEST(MockCommandTest, PortFilePreemptAfterAndSigterm) {
   testing::TempDir dir;
   const auto port_file = dir / "port";
-  auto child =
-      testing::Spawn({SPOTVISOR_BINARY, "mock-metadata", "--provider", "gcp", "--listen",
-                      "127.0.0.1:0", "--port-file", port_file.string(), "--preempt-after", "300ms"},
-                     dir / "out.log");
+  auto child = testing::Spawn({SPOTVISOR_BINARY, "mock-metadata", "--provider", "gcp", "--listen", "127.0.0.1:0",
+                               "--port-file", port_file.string(), "--preempt-after", "300ms"},
+                              dir / "out.log");
   ASSERT_TRUE(testing::WaitUntil([&] { return std::filesystem::exists(port_file); }, 10s))
       << testing::ReadFile(dir / "out.log");
   const std::string port = testing::ReadFile(port_file);
   boost::asio::io_context io;
-  HttpClient client(
-      io, *http::ParseEndpoint("http://127.0.0.1:" + port.substr(0, port.find('\n')), "endpoint"));
+  HttpClient client(io, *http::ParseEndpoint("http://127.0.0.1:" + port.substr(0, port.find('\n')), "endpoint"));
   std::string value;
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while (value != "TRUE" && std::chrono::steady_clock::now() < deadline) {
@@ -300,13 +275,9 @@ TEST(MockCommandTest, PortFilePreemptAfterAndSigterm) {
 TEST(MockCommandTest, UsageErrors) {
   std::string out;
   EXPECT_EQ(testing::RunSpotvisor({"mock-metadata", "--provider", "oracle"}, &out), 64) << out;
-  EXPECT_EQ(
-      testing::RunSpotvisor({"mock-metadata", "--provider", "aws", "--listen", "nowhere"}, &out),
-      64)
-      << out;
-  EXPECT_EQ(testing::RunSpotvisor({"mock-metadata", "--provider", "aws", "--listen", "127.0.0.1:0",
-                                   "--preempt-after", "soon"},
-                                  &out),
+  EXPECT_EQ(testing::RunSpotvisor({"mock-metadata", "--provider", "aws", "--listen", "nowhere"}, &out), 64) << out;
+  EXPECT_EQ(testing::RunSpotvisor(
+                {"mock-metadata", "--provider", "aws", "--listen", "127.0.0.1:0", "--preempt-after", "soon"}, &out),
             64)
       << out;
 }

@@ -64,8 +64,7 @@ class NpmClientTest : public ::testing::Test {
 
   // Runs a node script against the mock; returns its exit code, output in `out`.
   int RunScript(const std::string& script, const std::string& port, std::string* out) {
-    auto child =
-        testing::Spawn({node_.string(), (kNpmDir / script).string(), port}, dir_ / "node.log");
+    auto child = testing::Spawn({node_.string(), (kNpmDir / script).string(), port}, dir_ / "node.log");
     const int rc = testing::WaitExit(child.pid, 30s);
     *out = testing::ReadFile(dir_ / "node.log");
     return rc;

@@ -32,9 +32,11 @@ using testing::WaitUntil;
 constexpr std::size_t kMiB = 1 << 20;
 
 config::JobConfig Job(const TempDir& dir, const std::string& extra) {
-  const std::string yaml = "job:\n  name: w\n  command: [\"/bin/true\"]\n"
-                           "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n  format: any\n"
-                           "  validate: full\n" + extra + "telemetry:\n  state_dir: ./state\n";
+  const std::string yaml =
+      "job:\n  name: w\n  command: [\"/bin/true\"]\n"
+      "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n  format: any\n"
+      "  validate: full\n" +
+      extra + "telemetry:\n  state_dir: ./state\n";
   auto job = config::LoadJobText(yaml, dir / "job.yaml", dir.path());
   EXPECT_TRUE(job) << (job ? "" : job.error().message);
   EXPECT_TRUE(config::Finalize(*job, /*need_command=*/false));
@@ -121,7 +123,8 @@ TEST(OneCheckpointWatcher, EachNewCheckpointIsReadOnceForEverySubscriber) {
   EXPECT_GE(read, 6 * kMiB);
   EXPECT_LT(read, 6 * kMiB + kMiB) << read;
   for (const auto& name : expected) {
-    EXPECT_EQ(logs.Count("event=checkpoint_validated path=" + (dir / "ckpt" / name).string() + " "), 1) << logs.Joined();
+    EXPECT_EQ(logs.Count("event=checkpoint_validated path=" + (dir / "ckpt" / name).string() + " "), 1)
+        << logs.Joined();
   }
   // checkpoints.keep: 2, applied on the keeper after each new good checkpoint.
   EXPECT_FALSE(std::filesystem::exists(dir / "ckpt" / "ckpt_step1"));
@@ -136,11 +139,10 @@ TEST(OneCheckpointWatcher, ABadCheckpointIsToldOnceItHeldStill) {
   auto keeper = std::make_shared<DirKeeper>(job);
   CheckpointWatcher watcher(keeper, {100ms, 20ms});
   std::vector<CheckpointVerdict> got;
-  watcher.Subscribe([&](const std::vector<CheckpointVerdict>& verdicts) {
-    got.insert(got.end(), verdicts.begin(), verdicts.end());
-  });
+  watcher.Subscribe(
+      [&](const std::vector<CheckpointVerdict>& verdicts) { got.insert(got.end(), verdicts.begin(), verdicts.end()); });
   watcher.OnStart(control);
-  keeper->Call([] {});  // the baseline scan is done: what comes next is news
+  keeper->Call([] {});                                  // the baseline scan is done: what comes next is news
   testing::WriteFile(dir / "ckpt" / "ckpt_step7", "");  // empty: bad
   ASSERT_TRUE(control.RunUntil([&] { return !got.empty(); }));
   ASSERT_EQ(got.size(), 1u);
@@ -175,7 +177,8 @@ TEST(OneCheckpointWatcher, ASelectionWaitsForWorkAlreadyOnTheKeeper) {
     selected = true;
   });
   // While the keeper is busy nothing of the selection happens.
-  EXPECT_FALSE(WaitUntil([&] { return selected.load() || !std::filesystem::exists(dir / "ckpt" / "ckpt_step3"); }, 300ms));
+  EXPECT_FALSE(
+      WaitUntil([&] { return selected.load() || !std::filesystem::exists(dir / "ckpt" / "ckpt_step3"); }, 300ms));
   release.set_value();
   selecting.join();
   EXPECT_TRUE(bad_there_at_the_end);

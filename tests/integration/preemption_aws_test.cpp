@@ -46,16 +46,13 @@ class AwsWatcherTest : public ::testing::Test {
 TEST_F(AwsWatcherTest, OneNoticePerInterruptionThenClearedOn404) {
   StartMock({.imdsv2_required = true});
   StartWatcher(Provider());
-  ASSERT_TRUE(RunUntil(
-      io_, [&] { return mock_->requests_to("/latest/meta-data/spot/instance-action") >= 3; }));
+  ASSERT_TRUE(RunUntil(io_, [&] { return mock_->requests_to("/latest/meta-data/spot/instance-action") >= 3; }));
   EXPECT_TRUE(rec_.notices.empty());
 
   mock_->Preempt({.action = "terminate", .deadline_in = 120s});
   ASSERT_TRUE(RunUntil(io_, [&] { return !rec_.notices.empty(); }));
   const auto polls = mock_->requests_to("/latest/meta-data/spot/instance-action");
-  ASSERT_TRUE(RunUntil(io_, [&] {
-    return mock_->requests_to("/latest/meta-data/spot/instance-action") >= polls + 5;
-  }));
+  ASSERT_TRUE(RunUntil(io_, [&] { return mock_->requests_to("/latest/meta-data/spot/instance-action") >= polls + 5; }));
   ASSERT_EQ(rec_.notices.size(), 1u);
   const auto& n = rec_.notices[0];
   EXPECT_EQ(n.provider, "aws");
@@ -110,9 +107,8 @@ TEST_F(AwsWatcherTest, RebalanceIsOneCheckpointPerRecommendation) {
   mock_->Preempt({.notice = false, .rebalance = true});
   ASSERT_TRUE(RunUntil(io_, [&] { return !rec_.notices.empty(); }));
   const auto polls = mock_->requests_to("/latest/meta-data/events/recommendations/rebalance");
-  ASSERT_TRUE(RunUntil(io_, [&] {
-    return mock_->requests_to("/latest/meta-data/events/recommendations/rebalance") >= polls + 5;
-  }));
+  ASSERT_TRUE(RunUntil(
+      io_, [&] { return mock_->requests_to("/latest/meta-data/events/recommendations/rebalance") >= polls + 5; }));
   ASSERT_EQ(rec_.notices.size(), 1u);
   EXPECT_EQ(rec_.notices[0].kind, "rebalance");
   EXPECT_EQ(rec_.notices[0].action, NoticeAction::kCheckpoint);
@@ -214,8 +210,8 @@ TEST(AwsTokenTest, A401GetsOneFreshTokenThenBacksOff) {
     testing::RawServer server(io, [&](const std::string& head, const std::string&) {
       if (head.rfind("PUT /latest/api/token", 0) == 0) {
         ++issued;
-        return testing::RawAction{testing::HttpAnswer(
-            200, "tok-" + std::to_string(issued), {"X-aws-ec2-metadata-token-ttl-seconds: 21600"})};
+        return testing::RawAction{
+            testing::HttpAnswer(200, "tok-" + std::to_string(issued), {"X-aws-ec2-metadata-token-ttl-seconds: 21600"})};
       }
       const bool first_token = head.find("tok-1\r\n") != std::string::npos;
       if (refuse_all || first_token) return testing::RawAction{testing::HttpAnswer(401, "")};
@@ -231,7 +227,8 @@ TEST(AwsTokenTest, A401GetsOneFreshTokenThenBacksOff) {
     (*watcher)->Start(rec.OnNotice(), rec.OnCleared());
     const std::string probe = "/latest/meta-data/spot/instance-action";
     if (!refuse_all) {
-      ASSERT_TRUE(RunUntil(io, [&] { return server.requests_to(probe) >= 6; }, 3s));
+      ASSERT_TRUE(RunUntil(
+          io, [&] { return server.requests_to(probe) >= 6; }, 3s));
       EXPECT_EQ(issued, 2) << "one fresh token after the 401, then it is kept";
       EXPECT_EQ(logs.Count("even with a fresh token"), 0) << logs.Joined();
     } else {

@@ -27,8 +27,7 @@ class AzureWatcherTest : public ::testing::Test {
  protected:
   void SetUp() override {
     mock_ = std::make_unique<mock::MockMetadataServer>(
-        io_, mock::MockProvider::kAzure,
-        mock::MockOptions{.vm_name = "trainer-7", .azure_rate_limit = 0});
+        io_, mock::MockProvider::kAzure, mock::MockOptions{.vm_name = "trainer-7", .azure_rate_limit = 0});
     ASSERT_TRUE(mock_->Start().ok());
   }
   void StartWatcher(config::ProviderSection p) {

@@ -90,8 +90,7 @@ RawAction Misbehave(Bad bad, ProviderKind k, const std::string& head) {
     case Bad::kServerError:
       return {HttpAnswer(500, "Internal Server Error")};
     case Bad::kNotFoundHtml:
-      return {HttpAnswer(404, "<html><body><h1>404 - Not Found</h1></body></html>",
-                         {"Content-Type: text/html"})};
+      return {HttpAnswer(404, "<html><body><h1>404 - Not Found</h1></body></html>", {"Content-Type: text/html"})};
     case Bad::kNotHttp:
       return {"SSH-2.0-OpenSSH_9.2\r\n\r\n\x01\x02garbage"};
     case Bad::kTruncatedJson: {
@@ -115,13 +114,10 @@ class BadEndpointTest : public ::testing::TestWithParam<std::tuple<ProviderKind,
 TEST_P(BadEndpointTest, NoNoticeNoCrashLoggedOnce) {
   const auto [kind, bad] = GetParam();
   boost::asio::io_context io;
-  testing::RawServer server(io,
-                            [kind = kind, bad = bad](const std::string& head, const std::string&) {
-                              return Misbehave(bad, kind, head);
-                            });
-  const std::string url = bad == Bad::kRefused
-                              ? "http://127.0.0.1:" + std::to_string(testing::ClosedPort())
-                              : server.url();
+  testing::RawServer server(
+      io, [kind = kind, bad = bad](const std::string& head, const std::string&) { return Misbehave(bad, kind, head); });
+  const std::string url =
+      bad == Bad::kRefused ? "http://127.0.0.1:" + std::to_string(testing::ClosedPort()) : server.url();
   auto p = testing::FastProvider(kind, url);
   p.request_timeout = 150ms;
   p.azure_vm_name = "vm";
@@ -136,8 +132,8 @@ TEST_P(BadEndpointTest, NoNoticeNoCrashLoggedOnce) {
 
   // A GCP 404 is the metadata server hiding the key from a pod (GKE Workload Identity): it
   // is said once as the watcher going blind, not as an endpoint condition.
-  const std::string said = kind == ProviderKind::kGcp && bad == Bad::kNotFoundHtml ? "event=watcher_blind"
-                                                                                    : "event=endpoint_condition";
+  const std::string said =
+      kind == ProviderKind::kGcp && bad == Bad::kNotFoundHtml ? "event=watcher_blind" : "event=endpoint_condition";
   testing::RunFor(io, 400ms);
   const int logged = logs.Count(said);
   testing::RunFor(io, 400ms);
@@ -162,9 +158,8 @@ class ErrorBackoffTest : public ::testing::TestWithParam<ProviderKind> {};
 TEST_P(ErrorBackoffTest, CeilingIsATenthOfTheWarningWindow) {
   const ProviderKind kind = GetParam();
   boost::asio::io_context io;
-  testing::RawServer server(io, [](const std::string&, const std::string&) {
-    return RawAction{HttpAnswer(500, "down")};
-  });
+  testing::RawServer server(io,
+                            [](const std::string&, const std::string&) { return RawAction{HttpAnswer(500, "down")}; });
   auto p = testing::FastProvider(kind, server.url());
   p.default_window = 500ms;
   p.azure_vm_name = "vm";
@@ -179,9 +174,8 @@ TEST_P(ErrorBackoffTest, CeilingIsATenthOfTheWarningWindow) {
   (*watcher)->Stop();
   EXPECT_EQ(logs.Count("backoff_max_ms=50 "), 1) << logs.Joined();
   // GCP long-polls two keys, each with its own backoff: count one of them.
-  const int requests = kind == ProviderKind::kGcp
-                           ? server.requests_to("/computeMetadata/v1/instance/preempted")
-                           : server.requests();
+  const int requests =
+      kind == ProviderKind::kGcp ? server.requests_to("/computeMetadata/v1/instance/preempted") : server.requests();
   EXPECT_GE(requests, 15) << logs.Joined();
   EXPECT_TRUE(rec.notices.empty());
 }
@@ -193,11 +187,10 @@ INSTANTIATE_TEST_SUITE_P(AllProviders, ErrorBackoffTest,
 
 std::vector<std::tuple<ProviderKind, Bad>> AllCases() {
   std::vector<std::tuple<ProviderKind, Bad>> cases;
-  for (const auto kind :
-       {ProviderKind::kAws, ProviderKind::kGcp, ProviderKind::kAzure, ProviderKind::kAlibaba}) {
-    for (const auto bad : {Bad::kRefused, Bad::kSilent, Bad::kTrickle, Bad::kServerError,
-                           Bad::kNotFoundHtml, Bad::kNotHttp, Bad::kTruncatedJson,
-                           Bad::kTruncatedHttp, Bad::kOversized, Bad::kEmptyToken}) {
+  for (const auto kind : {ProviderKind::kAws, ProviderKind::kGcp, ProviderKind::kAzure, ProviderKind::kAlibaba}) {
+    for (const auto bad :
+         {Bad::kRefused, Bad::kSilent, Bad::kTrickle, Bad::kServerError, Bad::kNotFoundHtml, Bad::kNotHttp,
+          Bad::kTruncatedJson, Bad::kTruncatedHttp, Bad::kOversized, Bad::kEmptyToken}) {
       const bool tokenless = kind == ProviderKind::kGcp || kind == ProviderKind::kAzure;
       if (bad == Bad::kEmptyToken && tokenless) continue;
       cases.emplace_back(kind, bad);
@@ -206,11 +199,9 @@ std::vector<std::tuple<ProviderKind, Bad>> AllCases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllProviders, BadEndpointTest, ::testing::ValuesIn(AllCases()),
-                         [](const auto& param_info) {
-                           return std::string(config::ToString(std::get<0>(param_info.param))) + "_" +
-                                  Name(std::get<1>(param_info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(AllProviders, BadEndpointTest, ::testing::ValuesIn(AllCases()), [](const auto& param_info) {
+  return std::string(config::ToString(std::get<0>(param_info.param))) + "_" + Name(std::get<1>(param_info.param));
+});
 
 }  // namespace
 }  // namespace spotvisor

@@ -29,8 +29,8 @@ using testing::RunUntil;
 constexpr const char* kPreempted = "/computeMetadata/v1/instance/preempted";
 constexpr const char* kMaintenance = "/computeMetadata/v1/instance/maintenance-event";
 
-std::unique_ptr<preemption::Watcher> Watch(boost::asio::io_context& io,
-                                           const config::ProviderSection& p, Recorder& rec) {
+std::unique_ptr<preemption::Watcher> Watch(boost::asio::io_context& io, const config::ProviderSection& p,
+                                           Recorder& rec) {
   auto watcher = preemption::MakeWatcher(io, p, FastTuning());
   EXPECT_TRUE(watcher.ok());
   if (!watcher.ok()) return nullptr;
@@ -57,9 +57,8 @@ TEST(GcpWatcherTest, LongPollDeliversTheFlipAtOnce) {
   ASSERT_TRUE(RunUntil(
       io, [&] { return !rec.notices.empty(); }, 2s));
   const auto latency = std::chrono::steady_clock::now() - flip;
-  RecordProperty(
-      "flip_to_notice_us",
-      static_cast<int>(std::chrono::duration_cast<std::chrono::microseconds>(latency).count()));
+  RecordProperty("flip_to_notice_us",
+                 static_cast<int>(std::chrono::duration_cast<std::chrono::microseconds>(latency).count()));
   EXPECT_LT(latency, 1s);  // at the flip, far under the 5 s poll
   ASSERT_EQ(rec.notices.size(), 1u);
   const auto& n = rec.notices[0];
@@ -97,11 +96,9 @@ TEST(GcpWatcherTest, TerminateMaintenanceIsANotice) {
 // with the value; wait_for_change is answered at once (the misbehaviour under test).
 RawServer::Script ImpatientServer(std::function<std::string(const std::string&)> value) {
   return [value](const std::string& head, const std::string&) {
-    const std::string key =
-        head.find(kPreempted) != std::string::npos ? "preempted" : "maintenance";
+    const std::string key = head.find(kPreempted) != std::string::npos ? "preempted" : "maintenance";
     const std::string v = value(key);
-    return RawAction{
-        HttpAnswer(200, v, {"Metadata-Flavor: Google", "ETag: etag-" + v}, true), {}, false, false};
+    return RawAction{HttpAnswer(200, v, {"Metadata-Flavor: Google", "ETag: etag-" + v}, true), {}, false, false};
   };
 }
 
@@ -149,9 +146,8 @@ TEST(GcpWatcherTest, ServiceUnavailableIsRetriedAfterTheConfiguredDelay) {
 
 TEST(GcpWatcherTest, AnswersWithoutMetadataFlavorAreNotTrusted) {
   boost::asio::io_context io;
-  RawServer server(io, [](const std::string&, const std::string&) {
-    return RawAction{HttpAnswer(200, "TRUE", {"ETag: x"})};
-  });
+  RawServer server(
+      io, [](const std::string&, const std::string&) { return RawAction{HttpAnswer(200, "TRUE", {"ETag: x"})}; });
   Recorder rec;
   testing::LogCapture logs;
   auto watcher = Watch(io, FastProvider(ProviderKind::kGcp, server.url()), rec);
@@ -186,7 +182,8 @@ TEST(GcpWatcherTest, HiddenKeysUnderGkeWorkloadIdentityGiveOneWarningAndNoRetrie
   Recorder rec;
   testing::LogCapture logs;
   auto watcher = Watch(io, FastProvider(ProviderKind::kGcp, mock.url()), rec);
-  ASSERT_TRUE(RunUntil(io, [&] { return mock.requests() >= 2; }, 2s));
+  ASSERT_TRUE(RunUntil(
+      io, [&] { return mock.requests() >= 2; }, 2s));
   RunFor(io, 500ms);  // many poll intervals of FastProvider
   EXPECT_EQ(mock.requests_to(kPreempted), 1u) << logs.Joined();
   EXPECT_EQ(mock.requests_to(kMaintenance), 1u);
@@ -194,7 +191,7 @@ TEST(GcpWatcherTest, HiddenKeysUnderGkeWorkloadIdentityGiveOneWarningAndNoRetrie
   EXPECT_EQ(logs.Count("Workload Identity"), 1);
   EXPECT_EQ(logs.Count("hostNetwork"), 1);
   EXPECT_EQ(logs.Count("condition="), 0) << logs.Joined();  // no error conditions logged
-  mock.Preempt();  // the hidden key stays hidden: no notice can come
+  mock.Preempt();                                           // the hidden key stays hidden: no notice can come
   RunFor(io, 200ms);
   EXPECT_TRUE(rec.notices.empty());
 }

@@ -37,7 +37,9 @@ TEST(InstanceFacts, EachProviderAsItSpellsThem) {
       {mock::MockProvider::kAws, ProviderKind::kAws, {"g5.xlarge", "us-east-1a", "us-east-1", ""}},
       {mock::MockProvider::kGcp, ProviderKind::kGcp, {"a2-highgpu-1g", "us-central1-a", "us-central1", ""}},
       {mock::MockProvider::kAzure, ProviderKind::kAzure, {"Standard_NC6s_v3", "1", "eastus", ""}},
-      {mock::MockProvider::kAlibaba, ProviderKind::kAlibaba, {"ecs.gn7i-c8g1.2xlarge", "cn-hangzhou-i", "cn-hangzhou", ""}},
+      {mock::MockProvider::kAlibaba,
+       ProviderKind::kAlibaba,
+       {"ecs.gn7i-c8g1.2xlarge", "cn-hangzhou-i", "cn-hangzhou", ""}},
   };
   for (const auto& c : cases) {
     boost::asio::io_context io;

@@ -21,8 +21,7 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 
-bool RunUntil(asio::io_context& io, const std::function<bool()>& done,
-              std::chrono::milliseconds timeout) {
+bool RunUntil(asio::io_context& io, const std::function<bool()>& done, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!done()) {
     if (std::chrono::steady_clock::now() >= deadline) return done();
@@ -68,15 +67,14 @@ struct RawServer::Impl : std::enable_shared_from_this<RawServer::Impl> {
   }
 
   void ReadHead(const std::shared_ptr<Conn>& conn) {
-    asio::async_read_until(conn->socket, conn->buffer, "\r\n\r\n",
-                           [self = shared_from_this(), conn](const error_code& ec, std::size_t n) {
-                             if (ec) return;
-                             std::string head(asio::buffers_begin(conn->buffer.data()),
-                                              asio::buffers_begin(conn->buffer.data()) +
-                                                  static_cast<std::ptrdiff_t>(n));
-                             conn->buffer.consume(n);
-                             self->ReadBody(conn, head);
-                           });
+    asio::async_read_until(
+        conn->socket, conn->buffer, "\r\n\r\n", [self = shared_from_this(), conn](const error_code& ec, std::size_t n) {
+          if (ec) return;
+          std::string head(asio::buffers_begin(conn->buffer.data()),
+                           asio::buffers_begin(conn->buffer.data()) + static_cast<std::ptrdiff_t>(n));
+          conn->buffer.consume(n);
+          self->ReadBody(conn, head);
+        });
   }
 
   static std::size_t ContentLength(const std::string& head) {
@@ -92,18 +90,16 @@ struct RawServer::Impl : std::enable_shared_from_this<RawServer::Impl> {
     const std::size_t length = ContentLength(head);
     const std::size_t have = conn->buffer.size();
     const std::size_t missing = length > have ? length - have : 0;
-    asio::async_read(
-        conn->socket, conn->buffer, asio::transfer_exactly(missing),
-        [self = shared_from_this(), conn, head, length](const error_code& ec, std::size_t) {
-          if (ec) return;
-          std::string body(
-              asio::buffers_begin(conn->buffer.data()),
-              asio::buffers_begin(conn->buffer.data()) + static_cast<std::ptrdiff_t>(length));
-          conn->buffer.consume(length);
-          ++self->request_count;
-          self->heads.push_back(head);
-          self->Act(conn, self->script(head, body));
-        });
+    asio::async_read(conn->socket, conn->buffer, asio::transfer_exactly(missing),
+                     [self = shared_from_this(), conn, head, length](const error_code& ec, std::size_t) {
+                       if (ec) return;
+                       std::string body(asio::buffers_begin(conn->buffer.data()),
+                                        asio::buffers_begin(conn->buffer.data()) + static_cast<std::ptrdiff_t>(length));
+                       conn->buffer.consume(length);
+                       ++self->request_count;
+                       self->heads.push_back(head);
+                       self->Act(conn, self->script(head, body));
+                     });
   }
 
   void Act(const std::shared_ptr<Conn>& conn, RawAction action) {
@@ -160,8 +156,7 @@ struct RawServer::Impl : std::enable_shared_from_this<RawServer::Impl> {
   int connection_count = 0;
 };
 
-RawServer::RawServer(asio::io_context& io, Script script)
-    : impl_(std::make_shared<Impl>(io, std::move(script))) {
+RawServer::RawServer(asio::io_context& io, Script script) : impl_(std::make_shared<Impl>(io, std::move(script))) {
   impl_->Accept();
 }
 
@@ -177,8 +172,7 @@ int RawServer::requests_to(const std::string& path_prefix) const {
   int n = 0;
   for (const auto& head : impl_->heads) {
     const auto space = head.find(' ');
-    if (space != std::string::npos &&
-        head.compare(space + 1, path_prefix.size(), path_prefix) == 0) {
+    if (space != std::string::npos && head.compare(space + 1, path_prefix.size(), path_prefix) == 0) {
       ++n;
     }
   }
@@ -189,8 +183,7 @@ int RawServer::connections() const { return impl_->connection_count; }
 
 const std::vector<std::string>& RawServer::heads() const { return impl_->heads; }
 
-std::string HttpAnswer(int status, const std::string& body, const std::vector<std::string>& headers,
-                       bool keep_alive) {
+std::string HttpAnswer(int status, const std::string& body, const std::vector<std::string>& headers, bool keep_alive) {
   std::string out = "HTTP/1.1 " + std::to_string(status) + " Whatever\r\n";
   for (const auto& h : headers) out += h + "\r\n";
   out += "Content-Length: " + std::to_string(body.size()) + "\r\n";

@@ -53,8 +53,8 @@ class RawServer {
 };
 
 // Convenience answers.
-std::string HttpAnswer(int status, const std::string& body,
-                       const std::vector<std::string>& headers = {}, bool keep_alive = false);
+std::string HttpAnswer(int status, const std::string& body, const std::vector<std::string>& headers = {},
+                       bool keep_alive = false);
 // A port with nothing listening on it (bound once, then closed).
 std::uint16_t ClosedPort();
 
@@ -69,7 +69,6 @@ struct Recorder {
     return [this] { ++cleared; };
   }
 };
-
 
 // A ProviderSection with test-sized timings pointing at `endpoint`.
 config::ProviderSection FastProvider(config::ProviderKind kind, const std::string& endpoint);

@@ -54,11 +54,14 @@ TEST(Preflight, ASlowDiskThatDoesNotFitTheWarningWindowFails) {
                          &out),
             1)
       << out;
-  EXPECT_NE(out.find("FAIL  write    write 50 MiB/s (assumed, --assume-write-rate) → a 12.0 GiB checkpoint (--checkpoint-size) "
-                     "takes ≈ 246 s here; the aws warning window is 120 s"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find(
+          "FAIL  write    write 50 MiB/s (assumed, --assume-write-rate) → a 12.0 GiB checkpoint (--checkpoint-size) "
+          "takes ≈ 246 s here; the aws warning window is 120 s"),
+      std::string::npos)
       << out;
-  EXPECT_NE(out.find("ok    endpoint " + mock.url() + "/latest/meta-data/spot/instance-action reachable: HTTP 404 "
+  EXPECT_NE(out.find("ok    endpoint " + mock.url() +
+                     "/latest/meta-data/spot/instance-action reachable: HTTP 404 "
                      "(no interruption scheduled)"),
             std::string::npos)
       << out;
@@ -74,7 +77,8 @@ TEST(Preflight, ATinyFilesystemFailsTheSpaceCheck) {
   }
   WriteFile(dir / "job.yaml", Job((dir / "small").string(), ""));
   std::string out;
-  const int code = RunSpotvisor({"preflight", "--config", (dir / "job.yaml").string(), "--checkpoint-size", "1MiB"}, &out);
+  const int code =
+      RunSpotvisor({"preflight", "--config", (dir / "job.yaml").string(), "--checkpoint-size", "1MiB"}, &out);
   std::system(("umount " + (dir / "small").string()).c_str());
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("FAIL  disk"), std::string::npos) << out;
@@ -87,7 +91,8 @@ TEST(Preflight, AllPassOnAFastDiskWithNoProvider) {
   testing::WriteValidCheckpoint(dir / "ckpt" / "checkpoint-7");
   WriteFile(dir / "job.yaml", Job("./ckpt", ""));
   std::string out;
-  EXPECT_EQ(RunSpotvisor({"preflight", "--config", (dir / "job.yaml").string(), "--write-size", "8MiB"}, &out), 0) << out;
+  EXPECT_EQ(RunSpotvisor({"preflight", "--config", (dir / "job.yaml").string(), "--write-size", "8MiB"}, &out), 0)
+      << out;
   EXPECT_NE(out.find("the newest checkpoint, checkpoint-7"), std::string::npos) << out;
   EXPECT_NE(out.find("8.0 MiB written with fsync"), std::string::npos) << out;
   EXPECT_NE(out.find("no metadata endpoint (provider: none)"), std::string::npos) << out;
@@ -101,13 +106,15 @@ TEST(Preflight, AllPassOnAFastDiskWithNoProvider) {
 TEST(Preflight, TheGpuLineNamesDevicesMemoryAndDriverFromNvml) {
   TempDir dir;
   WriteFile(dir / "job.yaml", Job("./ckpt", ""));
-  auto run = testing::Spawn({SPOTVISOR_BINARY, "preflight", "--config", (dir / "job.yaml").string(), "--write-size", "1MiB"},
-                            dir / "out.txt", {{"LD_LIBRARY_PATH", SPOTVISOR_FAKE_NVML_DIR}});
+  auto run =
+      testing::Spawn({SPOTVISOR_BINARY, "preflight", "--config", (dir / "job.yaml").string(), "--write-size", "1MiB"},
+                     dir / "out.txt", {{"LD_LIBRARY_PATH", SPOTVISOR_FAKE_NVML_DIR}});
   EXPECT_EQ(testing::WaitExit(run.pid), 0) << testing::ReadFile(dir / "out.txt");
   const std::string out = testing::ReadFile(dir / "out.txt");
-  EXPECT_NE(out.find("  gpu      2 × NVIDIA (0: NVIDIA H200 (fake NVML), 141.0 GiB; 1: NVIDIA L4 (fake NVML), 24.0 GiB), "
-                     "driver 550.54.15-fake"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find("  gpu      2 × NVIDIA (0: NVIDIA H200 (fake NVML), 141.0 GiB; 1: NVIDIA L4 (fake NVML), 24.0 GiB), "
+               "driver 550.54.15-fake"),
+      std::string::npos)
       << out;
 }
 

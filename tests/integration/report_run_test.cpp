@@ -38,17 +38,19 @@ std::string Helper(const std::string& args) {
 
 TEST(ReportRun, BudgetExhaustedStopsWithExit3AndRunsOnFinish) {
   TempDir dir;
-  WriteFile(dir / "job.yaml",
-            "job:\n  name: budget\n  command: " + Helper("--mode=checkpoint --ckpt-dir=" + (dir / "ckpt").string()) + "\n"
-            "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n  validate: structure\n  format: any\n"
-            "signals:\n  grace: 5s\n"
-            "telemetry:\n  state_dir: ./state\n"
-            // Only the upper end of the price range reaches the budget: the upper end counts.
-            "cost:\n  node_hour: [0, 3600]\n  disk_gb: 0\n  disk_gb_month: 0\n  snapshot_gb: 0\n  snapshot_gb_month: 0\n"
-            "  egress_gb: 0\n  egress_per_gb: 0\n  public_ip_hour: 0\n  support_month: [0, 1]\n"
-            "  budget: 1.5\n  warn_fraction: 0.5\n  check_interval: 100ms\n"
-            "hooks:\n  on_finish: {command: [\"/bin/sh\", \"-c\", \"echo $0 > " + (dir / "finished").string() +
-            "\", \"{exit_code}\"], timeout: 5s}\n");
+  WriteFile(
+      dir / "job.yaml",
+      "job:\n  name: budget\n  command: " + Helper("--mode=checkpoint --ckpt-dir=" + (dir / "ckpt").string()) +
+          "\n"
+          "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n  validate: structure\n  format: any\n"
+          "signals:\n  grace: 5s\n"
+          "telemetry:\n  state_dir: ./state\n"
+          // Only the upper end of the price range reaches the budget: the upper end counts.
+          "cost:\n  node_hour: [0, 3600]\n  disk_gb: 0\n  disk_gb_month: 0\n  snapshot_gb: 0\n  snapshot_gb_month: 0\n"
+          "  egress_gb: 0\n  egress_per_gb: 0\n  public_ip_hour: 0\n  support_month: [0, 1]\n"
+          "  budget: 1.5\n  warn_fraction: 0.5\n  check_interval: 100ms\n"
+          "hooks:\n  on_finish: {command: [\"/bin/sh\", \"-c\", \"echo $0 > " +
+          (dir / "finished").string() + "\", \"{exit_code}\"], timeout: 5s}\n");
   std::string out;
   EXPECT_EQ(RunSpotvisor({"run", "--config", (dir / "job.yaml").string()}, &out, 30s), 3) << out;
   EXPECT_NE(out.find("event=budget_warning"), std::string::npos) << out;
@@ -72,15 +74,16 @@ TEST(ReportRun, BudgetExhaustedStopsWithExit3AndRunsOnFinish) {
 // on_finish runs for every end that is final — done (0) and given up (1) — not for a stop
 // that leaves the job resumable (75).
 TEST(ReportRun, OnFinishRunsWhenTheJobIsDoneOrGivenUp) {
-  for (const auto& [helper, code] : std::vector<std::pair<std::string, int>>{
-           {"--mode=exit --code=0", 0}, {"--mode=exit --code=3", 1}}) {
+  for (const auto& [helper, code] :
+       std::vector<std::pair<std::string, int>>{{"--mode=exit --code=0", 0}, {"--mode=exit --code=3", 1}}) {
     TempDir dir;
     WriteFile(dir / "job.yaml",
-              "job:\n  name: fin\n  command: " + Helper(helper) + "\n"
-              "restart:\n  max_restarts: 1\n  backoff: {initial: 1ms, max: 1ms, multiplier: 1, jitter: 0}\n"
-              "telemetry:\n  state_dir: ./state\n"
-              "hooks:\n  on_finish: {command: [\"/bin/sh\", \"-c\", \"echo $0 > " + (dir / "finished").string() +
-              "\", \"{exit_code}\"], timeout: 5s}\n");
+              "job:\n  name: fin\n  command: " + Helper(helper) +
+                  "\n"
+                  "restart:\n  max_restarts: 1\n  backoff: {initial: 1ms, max: 1ms, multiplier: 1, jitter: 0}\n"
+                  "telemetry:\n  state_dir: ./state\n"
+                  "hooks:\n  on_finish: {command: [\"/bin/sh\", \"-c\", \"echo $0 > " +
+                  (dir / "finished").string() + "\", \"{exit_code}\"], timeout: 5s}\n");
     std::string out;
     EXPECT_EQ(RunSpotvisor({"run", "--config", (dir / "job.yaml").string()}, &out), code) << out;
     EXPECT_EQ(ReadFile(dir / "finished"), std::to_string(code) + "\n") << out;
@@ -90,22 +93,30 @@ TEST(ReportRun, OnFinishRunsWhenTheJobIsDoneOrGivenUp) {
 TEST(ReportRun, HooksOnNoticeAndCheckpointAndAHangingHookIsKilled) {
   TempDir dir;
   const auto trigger = dir / "preempt";
-  WriteFile(dir / "job.yaml",
-            "job:\n  name: hooks\n  command: " + Helper("--mode=checkpoint --ready=" + (dir / "ready").string() + " --ckpt-dir=" + (dir / "ckpt").string()) + "\n"
-            "provider:\n  kind: file\n  file: " + trigger.string() + "\n  poll_interval: 50ms\n"
-            "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n  validate: structure\n  format: any\n"
-            "signals:\n  grace: 5s\n"
-            "telemetry:\n  state_dir: ./state\n"
-            "hooks:\n"
-            "  before_start: {command: [\"/bin/sh\", \"-c\", \"echo restored > " + (dir / "before").string() + "\"], timeout: 5s}\n"
-            "  on_checkpoint: {command: [\"/bin/sh\", \"-c\", \"echo $0 >> " + (dir / "checkpoints").string() +
-            "\", \"{step}\"], timeout: 5s}\n"
-            "  on_notice: {command: [\"/bin/sh\", \"-c\", \"trap '' TERM; echo $0 > " + (dir / "notice").string() +
-            "; sleep 60\", \"{provider}-{notice_kind}\"], timeout: 300ms}\n");
+  WriteFile(
+      dir / "job.yaml",
+      "job:\n  name: hooks\n  command: " +
+          Helper("--mode=checkpoint --ready=" + (dir / "ready").string() + " --ckpt-dir=" + (dir / "ckpt").string()) +
+          "\n"
+          "provider:\n  kind: file\n  file: " +
+          trigger.string() +
+          "\n  poll_interval: 50ms\n"
+          "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n  validate: structure\n  format: any\n"
+          "signals:\n  grace: 5s\n"
+          "telemetry:\n  state_dir: ./state\n"
+          "hooks:\n"
+          "  before_start: {command: [\"/bin/sh\", \"-c\", \"echo restored > " +
+          (dir / "before").string() +
+          "\"], timeout: 5s}\n"
+          "  on_checkpoint: {command: [\"/bin/sh\", \"-c\", \"echo $0 >> " +
+          (dir / "checkpoints").string() +
+          "\", \"{step}\"], timeout: 5s}\n"
+          "  on_notice: {command: [\"/bin/sh\", \"-c\", \"trap '' TERM; echo $0 > " +
+          (dir / "notice").string() + "; sleep 60\", \"{provider}-{notice_kind}\"], timeout: 300ms}\n");
   auto run = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.log");
   ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.log").find("event=trainer_started") != std::string::npos; }))
       << ReadFile(dir / "out.log");
-  EXPECT_EQ(ReadFile(dir / "before"), "restored\n");  // before the trainer started
+  EXPECT_EQ(ReadFile(dir / "before"), "restored\n");                               // before the trainer started
   ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); }));  // its handlers are set
   kill(run.pid, SIGUSR1);  // "checkpoint now": the helper writes one; the tracker validates it
   ASSERT_TRUE(WaitUntil([&] { return !ReadFile(dir / "checkpoints").empty(); }, 20s)) << ReadFile(dir / "out.log");
@@ -113,8 +124,9 @@ TEST(ReportRun, HooksOnNoticeAndCheckpointAndAHangingHookIsKilled) {
   // Drained: the machine did not go away; systemd's SIGTERM ends the wait (75, resumable).
   ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.log").find("event=drained ") != std::string::npos; }))
       << ReadFile(dir / "out.log");
-  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.log").find("hook=on_notice outcome=timeout") != std::string::npos; }))
-      << ReadFile(dir / "out.log");
+  ASSERT_TRUE(WaitUntil([&] {
+    return ReadFile(dir / "out.log").find("hook=on_notice outcome=timeout") != std::string::npos;
+  })) << ReadFile(dir / "out.log");
   kill(run.pid, SIGTERM);
   EXPECT_EQ(WaitExit(run.pid), 75) << ReadFile(dir / "out.log");
   const std::string log = ReadFile(dir / "out.log");
@@ -143,7 +155,8 @@ TEST(ReportRun, RefusalsAreControlledAndRevealNoSecret) {
   TempDir dir;
   WriteFile(dir / "token", std::string(kToken) + "\n");
   chmod((dir / "token").c_str(), 0644);
-  const std::string base = "job:\n  command: [\"/bin/true\"]\n  env: {API_TOKEN: \"" + std::string(kToken) + "\"}\n"
+  const std::string base = "job:\n  command: [\"/bin/true\"]\n  env: {API_TOKEN: \"" + std::string(kToken) +
+                           "\"}\n"
                            "telemetry:\n  state_dir: ./state\n";
   std::string out;
   WriteFile(dir / "world.yaml", base + "  metrics: {listen: \"127.0.0.1:0\", token_file: ./token}\n");

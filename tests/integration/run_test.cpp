@@ -31,14 +31,16 @@ using testing::WriteFile;
 
 // A job file around the child helper; `helper_args` are the helper's flags.
 std::string JobYaml(const TempDir& dir, const std::string& helper_args, const std::string& extra = "") {
-  std::string args = "\"" + std::string(SPOTVISOR_CHILD_HELPER) + "\", \"--record=" + (dir / "record.txt").string() + "\"";
+  std::string args =
+      "\"" + std::string(SPOTVISOR_CHILD_HELPER) + "\", \"--record=" + (dir / "record.txt").string() + "\"";
   std::string rest = helper_args;
   while (!rest.empty()) {
     const auto space = rest.find(' ');
     args += ", \"" + rest.substr(0, space) + "\"";
     rest = space == std::string::npos ? "" : rest.substr(space + 1);
   }
-  return "job:\n  name: t\n  command: [" + args + "]\n  resume_args: [\"--resume_from={checkpoint}\", \"--step={step}\"]\n" +
+  return "job:\n  name: t\n  command: [" + args +
+         "]\n  resume_args: [\"--resume_from={checkpoint}\", \"--step={step}\"]\n" +
          "  env: {HELPER_ENV: \"from-job\"}\n" + "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n" +
          "signals:\n  grace: 2s\n  kill_timeout: 5s\n" +
          "restart:\n  backoff: {initial: 1ms, max: 10ms, multiplier: 2, jitter: 0}\n" +
@@ -119,8 +121,8 @@ TEST(Run, CommandLineFormWithoutAJobFile) {
   testing::WriteValidCheckpoint(dir / "ck" / "ckpt_step3");
   std::string out;
   const int code = RunSpotvisor({"run", "--checkpoint-dir", (dir / "ck").string(), "--pattern", "ckpt_step{step}",
-                                 "--resume-arg=--resume_from={checkpoint}", "--state-dir", (dir / "st").string(),
-                                 "--", SPOTVISOR_CHILD_HELPER, "--mode=exit", "--record=" + (dir / "r.txt").string()},
+                                 "--resume-arg=--resume_from={checkpoint}", "--state-dir", (dir / "st").string(), "--",
+                                 SPOTVISOR_CHILD_HELPER, "--mode=exit", "--record=" + (dir / "r.txt").string()},
                                 &out);
   EXPECT_EQ(code, 0) << out;
   const auto lines = ReadLines(dir / "r.txt");
@@ -130,7 +132,8 @@ TEST(Run, CommandLineFormWithoutAJobFile) {
 
 TEST(Run, SigtermForwardsThenExits75) {
   TempDir dir;
-  const auto job = WriteJob(dir, "--mode=checkpoint --ckpt-dir=" + (dir / "ckpt").string() + " --ready=" + (dir / "ready").string());
+  const auto job =
+      WriteJob(dir, "--mode=checkpoint --ckpt-dir=" + (dir / "ckpt").string() + " --ready=" + (dir / "ready").string());
   auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", job}, dir / "out.txt");
   ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
   const pid_t child = ReadPid(dir / "ready");
@@ -225,8 +228,8 @@ TEST(Run, NoticeCapsTheGraceDrainsAndResumesWhenItClears) {
 // nobody reads. Writes fail (EPIPE); the supervisor and its trainer carry on to the end.
 TEST(Run, AClosedOutputPipeDoesNotKillTheSupervisor) {
   TempDir dir;
-  const auto job = WriteJob(dir, "--mode=exit --sleep-ms=200",
-                            "health:\n  progress_pattern: \"^step\"\n  hang_timeout: 1m\n");
+  const auto job =
+      WriteJob(dir, "--mode=exit --sleep-ms=200", "health:\n  progress_pattern: \"^step\"\n  hang_timeout: 1m\n");
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
   close(fds[0]);  // nobody will ever read
@@ -273,8 +276,8 @@ TEST(Run, GrandchildrenThatIgnoreSigtermAreGoneAndReaped) {
 TEST(Run, LeftoverGrandchildrenAreKilledBeforeARestart) {
   TempDir dir;
   // The helper exits 1 at once on attempt 1 (leaving grandchildren), then 0.
-  const auto job = WriteJob(dir, "--mode=grandchildren --grandchildren=2 --sleep-ms=50 --code=1 --pids=" +
-                                     (dir / "pids").string());
+  const auto job =
+      WriteJob(dir, "--mode=grandchildren --grandchildren=2 --sleep-ms=50 --code=1 --pids=" + (dir / "pids").string());
   std::string out;
   // grandchildren mode exits with --code each time: allow one failure, then the budget ends it.
   const int code = RunSpotvisor({"run", "--config", job, "--max-restarts", "0"}, &out);
@@ -286,7 +289,8 @@ TEST(Run, LeftoverGrandchildrenAreKilledBeforeARestart) {
 TEST(Run, CrashLoopGivesUpWithCode1AndSaysWhy) {
   TempDir dir;
   std::string yaml = JobYaml(dir, "--mode=exit --code=2");
-  yaml.replace(yaml.find("restart:\n"), 9, "restart:\n  crash_loop: {failures: 4, window: 1m}\n  no_progress_limit: 0\n");
+  yaml.replace(yaml.find("restart:\n"), 9,
+               "restart:\n  crash_loop: {failures: 4, window: 1m}\n  no_progress_limit: 0\n");
   WriteFile(dir / "job.yaml", yaml);
   std::string out;
   EXPECT_EQ(RunSpotvisor({"run", "--config", (dir / "job.yaml").string()}, &out), 1) << out;
@@ -297,7 +301,8 @@ TEST(Run, CrashLoopGivesUpWithCode1AndSaysWhy) {
 TEST(Run, KilledByASignalCountsAsAFailure) {
   TempDir dir;
   std::string out;
-  EXPECT_EQ(RunSpotvisor({"run", "--config", WriteJob(dir, "--mode=signal --signal=11"), "--max-restarts", "1"}, &out), 1)
+  EXPECT_EQ(RunSpotvisor({"run", "--config", WriteJob(dir, "--mode=signal --signal=11"), "--max-restarts", "1"}, &out),
+            1)
       << out;
   EXPECT_NE(out.find("killed by 11"), std::string::npos) << out;
   EXPECT_EQ(ReadLines(dir / "record.txt").size(), 2u);
@@ -360,8 +365,10 @@ TEST(Run, AttemptsTheStateFileLostStillCount) {
   TempDir dir;
   std::filesystem::create_directories(dir / "state");
   WriteFile(dir / "state" / "attempts.jsonl",
-            "{\"attempt\":1,\"started_ms\":1,\"ended_ms\":2,\"pid\":1,\"outcome\":\"failed\",\"next\":\"restart\",\"exit_code\":3}\n"
-            "{\"attempt\":2,\"started_ms\":3,\"ended_ms\":4,\"pid\":1,\"outcome\":\"failed\",\"next\":\"restart\",\"exit_code\":3}\n");
+            "{\"attempt\":1,\"started_ms\":1,\"ended_ms\":2,\"pid\":1,\"outcome\":\"failed\",\"next\":\"restart\","
+            "\"exit_code\":3}\n"
+            "{\"attempt\":2,\"started_ms\":3,\"ended_ms\":4,\"pid\":1,\"outcome\":\"failed\",\"next\":\"restart\","
+            "\"exit_code\":3}\n");
   std::string yaml = JobYaml(dir, "--mode=exit --code=3");
   yaml.insert(yaml.find("restart:\n") + 9, "  max_restarts: 2\n");
   WriteFile(dir / "job.yaml", yaml);
@@ -438,8 +445,7 @@ TEST(Run, UsageErrorsExit64) {
   std::string out;
   EXPECT_EQ(RunSpotvisor({"run", "--no-such-flag"}, &out), 64) << out;
   // An enumerated flag's value is checked like its YAML key (spdlog would read WARNING as "off").
-  for (const auto& [flag, value, accepted] :
-       std::vector<std::tuple<std::string, std::string, std::string>>{
+  for (const auto& [flag, value, accepted] : std::vector<std::tuple<std::string, std::string, std::string>>{
            {"--log-level", "WARNING", "{debug,info,warning,error,critical}"},
            {"--log-format", "xml", "{text,json}"},
            {"--provider", "ec2", "{auto,aws,gcp,azure,alibaba,file,none}"},
@@ -455,7 +461,8 @@ TEST(Run, UsageErrorsExit64) {
 TEST(Run, PrintConfigShowsTheEffectiveConfiguration) {
   TempDir dir;
   std::string out;
-  EXPECT_EQ(RunSpotvisor({"run", "--config", WriteJob(dir, "--mode=exit"), "--grace", "7s", "--print-config"}, &out), 0);
+  EXPECT_EQ(RunSpotvisor({"run", "--config", WriteJob(dir, "--mode=exit"), "--grace", "7s", "--print-config"}, &out),
+            0);
   EXPECT_NE(out.find("grace: 7s"), std::string::npos) << out;
   EXPECT_NE(out.find("pattern: ckpt_step{step}"), std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(dir / "record.txt"));  // nothing was run
@@ -476,7 +483,8 @@ TEST(Run, PrintConfigSaysWhatTheSignalTargetAutoChose) {
                           "--print-config", "--", "/bin/true"},
                          &out),
             0);
-  EXPECT_NE(out.find("target: workers  # signals go to: workers (signals.target is workers)"), std::string::npos) << out;
+  EXPECT_NE(out.find("target: workers  # signals go to: workers (signals.target is workers)"), std::string::npos)
+      << out;
   EXPECT_EQ(RunSpotvisor({"run", "--signal-target", "launcher", "--print-config", "--", "/bin/true"}, &out), 64);
   EXPECT_NE(out.find("--signal-target: launcher not in {auto,group,main,workers}"), std::string::npos) << out;
 }

@@ -22,8 +22,9 @@ using testing::WaitUntil;
 using testing::WriteFile;
 
 std::string HelperJob(const TempDir& dir, const std::string& mode, const std::string& extra = "") {
-  return "job:\n  name: sd\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) + "\", \"" + mode + "\", \"--ready=" +
-         (dir / "ready").string() + "\"]\nsignals:\n  grace: 2s\ntelemetry:\n  state_dir: ./state\n" + extra;
+  return "job:\n  name: sd\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) + "\", \"" + mode +
+         "\", \"--ready=" + (dir / "ready").string() +
+         "\"]\nsignals:\n  grace: 2s\ntelemetry:\n  state_dir: ./state\n" + extra;
 }
 
 TEST(SdNotifyRun, ReadyStatusWatchdogAndStopping) {

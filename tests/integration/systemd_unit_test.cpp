@@ -11,14 +11,17 @@
 namespace spotvisor {
 namespace {
 
-std::string Unit() { return testing::ReadFile(std::filesystem::path(SPOTVISOR_SOURCE_DIR) / "systemd" / "spotvisor@.service"); }
+std::string Unit() {
+  return testing::ReadFile(std::filesystem::path(SPOTVISOR_SOURCE_DIR) / "systemd" / "spotvisor@.service");
+}
 
 TEST(SystemdUnit, SettingsTheExitCodesRelyOn) {
   const std::string unit = Unit();
-  for (const char* line : {"Type=notify\n", "KillMode=mixed\n", "Restart=on-failure\n", "RestartPreventExitStatus=1 3 64 73 78\n",
-                           "StateDirectory=spotvisor/%i\n", "After=network-online.target remote-fs.target",
-                           "ExecStart=/usr/local/bin/spotvisor run --config /etc/spotvisor/%i.yaml", "TimeoutStopSec=300s\n",
-                           "WatchdogSec="}) {
+  for (const char* line :
+       {"Type=notify\n", "KillMode=mixed\n", "Restart=on-failure\n", "RestartPreventExitStatus=1 3 64 73 78\n",
+        "StateDirectory=spotvisor/%i\n", "After=network-online.target remote-fs.target",
+        "ExecStart=/usr/local/bin/spotvisor run --config /etc/spotvisor/%i.yaml", "TimeoutStopSec=300s\n",
+        "WatchdogSec="}) {
     EXPECT_NE(unit.find(line), std::string::npos) << line;
   }
   for (const char* gpu_breaker : {"\nPrivateDevices=yes", "\nDevicePolicy=closed", "\nMemoryDenyWriteExecute=yes"}) {
@@ -56,8 +59,8 @@ TEST(SystemdUnit, SystemdAnalyzeVerifyAcceptsIt) {
   const std::string from = "/usr/local/bin/spotvisor";
   unit.replace(unit.find(from), from.size(), SPOTVISOR_BINARY);
   testing::WriteFile(dir / "spotvisor@test.service", unit);
-  const std::string cmd = "systemd-analyze verify " + (dir / "spotvisor@test.service").string() + " > " +
-                          (dir / "out").string() + " 2>&1";
+  const std::string cmd =
+      "systemd-analyze verify " + (dir / "spotvisor@test.service").string() + " > " + (dir / "out").string() + " 2>&1";
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(WEXITSTATUS(rc), 0) << testing::ReadFile(dir / "out");
   EXPECT_EQ(testing::ReadFile(dir / "out"), "");

@@ -79,10 +79,11 @@ class MetricsRun : public ::testing::Test {
     WriteFile(dir_ / "token", std::string(kToken) + "\n");
     chmod((dir_ / "token").c_str(), 0600);
     WriteFile(dir_ / "job.yaml",
-              "job:\n  name: metrics\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) + "\", \"--mode=sleep\"]\n"
-              "  labels: {model: tiny-1, precision: fp32}\n"
-              "telemetry:\n  state_dir: ./state\n  metrics: {listen: \"127.0.0.1:0\", token_file: ./token}\n"
-              "cost:\n  node_hour: 1.5\n  disk_gb: 10\n  disk_gb_month: 0.1\n");
+              "job:\n  name: metrics\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) +
+                  "\", \"--mode=sleep\"]\n"
+                  "  labels: {model: tiny-1, precision: fp32}\n"
+                  "telemetry:\n  state_dir: ./state\n  metrics: {listen: \"127.0.0.1:0\", token_file: ./token}\n"
+                  "cost:\n  node_hour: 1.5\n  disk_gb: 10\n  disk_gb_month: 0.1\n");
     run_ = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir_ / "job.yaml").string()}, dir_ / "out.log");
     ASSERT_TRUE(WaitUntil([&] {
       const std::string log = ReadFile(dir_ / "out.log");
@@ -112,7 +113,8 @@ class MetricsRun : public ::testing::Test {
 };
 
 TEST_F(MetricsRun, WrongOrMissingTokenGets401WithNoDetail) {
-  for (const std::string& auth : std::vector<std::string>{"", "Bearer wrong", "Basic dG9rOnRvaw==", std::string("Bearer ") + kToken + "x"}) {
+  for (const std::string& auth :
+       std::vector<std::string>{"", "Bearer wrong", "Basic dG9rOnRvaw==", std::string("Bearer ") + kToken + "x"}) {
     const auto res = HttpGet(port_, "/metrics", auth);
     EXPECT_EQ(res.rfind("HTTP/1.1 401", 0), 0u) << res;
     EXPECT_NE(res.find("Content-Length: 0"), std::string::npos) << res;
@@ -128,11 +130,11 @@ TEST_F(MetricsRun, WrongOrMissingTokenGets401WithNoDetail) {
   for (const char* family :
        {"spotvisor_up", "spotvisor_job_info", "spotvisor_attempts_total", "spotvisor_restarts_total",
         "spotvisor_notices_total", "spotvisor_notice_to_signal_seconds", "spotvisor_grace_used_seconds",
-        "spotvisor_checkpoints_total", "spotvisor_checkpoint_newest_good_step", "spotvisor_checkpoint_newest_age_seconds",
-        "spotvisor_checkpoint_write_seconds_total", "spotvisor_checkpoint_overhead_ratio",
-        "spotvisor_trainer_uptime_seconds", "spotvisor_goodput_ratio", "spotvisor_steps_per_second",
-        "spotvisor_billed_seconds_total", "spotvisor_cost_estimate", "spotvisor_cost_unknown_components",
-        "spotvisor_gpu_telemetry_available"}) {
+        "spotvisor_checkpoints_total", "spotvisor_checkpoint_newest_good_step",
+        "spotvisor_checkpoint_newest_age_seconds", "spotvisor_checkpoint_write_seconds_total",
+        "spotvisor_checkpoint_overhead_ratio", "spotvisor_trainer_uptime_seconds", "spotvisor_goodput_ratio",
+        "spotvisor_steps_per_second", "spotvisor_billed_seconds_total", "spotvisor_cost_estimate",
+        "spotvisor_cost_unknown_components", "spotvisor_gpu_telemetry_available"}) {
     EXPECT_NE(ok.find(std::string("\n# TYPE ") + family + " "), std::string::npos) << family;
   }
   // Egress, support, ... have no price: the high end is unknown, +Inf, never 0 (issue 12.4).
@@ -154,31 +156,39 @@ TEST_F(MetricsRun, PromtoolAcceptsTheRealOutput) {
 }
 
 TEST_F(MetricsRun, APrometheusServerScrapesWithTheTokenAndIsRefusedWithout) {
-  if (!Have("prometheus") || !Have("promtool")) GTEST_SKIP() << "prometheus not installed (Debian package `prometheus`)";
+  if (!Have("prometheus") || !Have("promtool"))
+    GTEST_SKIP() << "prometheus not installed (Debian package `prometheus`)";
   const int web = FreePort();
   WriteFile(dir_ / "prometheus.yml",
             "global: {scrape_interval: 1s, scrape_timeout: 1s}\nscrape_configs:\n"
-            "  - job_name: with_token\n    authorization: {type: Bearer, credentials_file: " + (dir_ / "token").string() +
-            "}\n    static_configs: [{targets: [\"127.0.0.1:" + std::to_string(port_) + "\"]}]\n"
-            "  - job_name: no_token\n    static_configs: [{targets: [\"127.0.0.1:" + std::to_string(port_) + "\"]}]\n");
+            "  - job_name: with_token\n    authorization: {type: Bearer, credentials_file: " +
+                (dir_ / "token").string() + "}\n    static_configs: [{targets: [\"127.0.0.1:" + std::to_string(port_) +
+                "\"]}]\n"
+                "  - job_name: no_token\n    static_configs: [{targets: [\"127.0.0.1:" +
+                std::to_string(port_) + "\"]}]\n");
   std::string binary = Shell("command -v prometheus");
   binary = binary.substr(0, binary.find('\n'));
-  auto prom = Spawn({binary, "--config.file=" + (dir_ / "prometheus.yml").string(),
-                     "--storage.tsdb.path=" + (dir_ / "tsdb").string(),
-                     "--web.listen-address=127.0.0.1:" + std::to_string(web)},
-                    dir_ / "prometheus.log");
+  auto prom = Spawn(
+      {binary, "--config.file=" + (dir_ / "prometheus.yml").string(), "--storage.tsdb.path=" + (dir_ / "tsdb").string(),
+       "--web.listen-address=127.0.0.1:" + std::to_string(web)},
+      dir_ / "prometheus.log");
   const std::string url = "http://127.0.0.1:" + std::to_string(web);
   std::string up;
-  const bool scraped = WaitUntil([&] {
-    up = Shell("promtool query instant " + url + " 'up'");
-    return up.find("job=\"with_token\"} => 1") != std::string::npos && up.find("job=\"no_token\"} => 0") != std::string::npos;
-  }, 30s);
+  const bool scraped = WaitUntil(
+      [&] {
+        up = Shell("promtool query instant " + url + " 'up'");
+        return up.find("job=\"with_token\"} => 1") != std::string::npos &&
+               up.find("job=\"no_token\"} => 0") != std::string::npos;
+      },
+      30s);
   std::string value;
   if (scraped) {
-    WaitUntil([&] {
-      value = Shell("promtool query instant " + url + " 'spotvisor_attempts_total'");
-      return value.find("job=\"with_token\"} => 1") != std::string::npos;
-    }, 10s);
+    WaitUntil(
+        [&] {
+          value = Shell("promtool query instant " + url + " 'spotvisor_attempts_total'");
+          return value.find("job=\"with_token\"} => 1") != std::string::npos;
+        },
+        10s);
   }
   kill(prom.pid, SIGTERM);
   WaitExit(prom.pid);
@@ -213,15 +223,14 @@ TEST(MetricsGpu, NvmlSamplesBecomeMetricsAndThePeakReachesTheReport) {
     metrics = HttpGet(port, "/metrics", "");
     return metrics.find("spotvisor_gpu_temperature_celsius") != std::string::npos;
   })) << metrics;
-  for (const char* line :
-       {"spotvisor_gpu_telemetry_available 1",
-        "spotvisor_gpu_utilization_ratio{gpu=\"0\",model=\"NVIDIA H200 (fake NVML)\"} 0.37",
-        "spotvisor_gpu_memory_used_bytes{gpu=\"0\",model=\"NVIDIA H200 (fake NVML)\"} 42949672960",
-        "spotvisor_gpu_memory_capacity_bytes{gpu=\"1\",model=\"NVIDIA L4 (fake NVML)\"} 25769803776",
-        "spotvisor_gpu_temperature_celsius{gpu=\"0\",model=\"NVIDIA H200 (fake NVML)\"} 61",
-        "spotvisor_gpu_throttle{gpu=\"0\",reason=\"sw_power_cap\"} 1",
-        "spotvisor_gpu_throttle{gpu=\"1\",reason=\"gpu_idle\"} 1",
-        "spotvisor_gpu_throttle{gpu=\"0\",reason=\"gpu_idle\"} 0"}) {
+  for (const char* line : {"spotvisor_gpu_telemetry_available 1",
+                           "spotvisor_gpu_utilization_ratio{gpu=\"0\",model=\"NVIDIA H200 (fake NVML)\"} 0.37",
+                           "spotvisor_gpu_memory_used_bytes{gpu=\"0\",model=\"NVIDIA H200 (fake NVML)\"} 42949672960",
+                           "spotvisor_gpu_memory_capacity_bytes{gpu=\"1\",model=\"NVIDIA L4 (fake NVML)\"} 25769803776",
+                           "spotvisor_gpu_temperature_celsius{gpu=\"0\",model=\"NVIDIA H200 (fake NVML)\"} 61",
+                           "spotvisor_gpu_throttle{gpu=\"0\",reason=\"sw_power_cap\"} 1",
+                           "spotvisor_gpu_throttle{gpu=\"1\",reason=\"gpu_idle\"} 1",
+                           "spotvisor_gpu_throttle{gpu=\"0\",reason=\"gpu_idle\"} 0"}) {
     EXPECT_NE(metrics.find(line), std::string::npos) << line << "\n" << metrics;
   }
   EXPECT_EQ(ReadFile(dir / "out.log").find("event=gpu_unavailable"), std::string::npos);

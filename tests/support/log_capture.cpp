@@ -10,8 +10,7 @@
 namespace spotvisor::testing {
 
 struct LogCapture::Impl {
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink =
-      std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(4096);
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(4096);
   std::shared_ptr<spdlog::logger> previous;
 };
 

@@ -2,9 +2,9 @@
 #include "support/test_support.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -111,8 +111,7 @@ int WaitExit(pid_t pid, std::chrono::milliseconds timeout) {
   return -1;
 }
 
-int RunSpotvisor(const std::vector<std::string>& args, std::string* output,
-                 std::chrono::milliseconds timeout) {
+int RunSpotvisor(const std::vector<std::string>& args, std::string* output, std::chrono::milliseconds timeout) {
   TempDir dir;
   std::vector<std::string> argv{SPOTVISOR_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());

@@ -28,8 +28,7 @@ class TempDir {
 };
 
 // Polls `done` every few ms until it returns true or `timeout` passes; returns its last answer.
-bool WaitUntil(const std::function<bool()>& done,
-               std::chrono::milliseconds timeout = std::chrono::seconds(10));
+bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 // True while `pid` exists and is not a zombie.
 bool ProcessAlive(pid_t pid);

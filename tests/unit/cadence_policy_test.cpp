@@ -1,8 +1,9 @@
 // The cadence formulas against the published examples (REFERENCE.md, from Daly 2006) and
 // the policy's C/M bookkeeping: median cost, M updated by interruptions, clamping.
+#include "spotvisor/cadence/cadence_policy.hpp"
+
 #include <gtest/gtest.h>
 
-#include "spotvisor/cadence/cadence_policy.hpp"
 #include "spotvisor/cadence/daly.hpp"
 
 namespace spotvisor::cadence {

@@ -5,10 +5,10 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "checkpoint_test_files.hpp"
 #include "spotvisor/checkpoint/crc32.hpp"
 #include "spotvisor/checkpoint/hash_pool.hpp"
 #include "spotvisor/checkpoint/manifest.hpp"
-#include "checkpoint_test_files.hpp"
 #include "support/test_support.hpp"
 
 namespace spotvisor::checkpoint {
@@ -24,8 +24,11 @@ std::string Doc(const std::string& files, const std::string& algorithm = "xxh3-1
 const std::string kHash(32, 'a');
 
 TEST(CheckpointManifest, ParsesTheAgreedFormat) {
-  auto m = ParseManifest(Doc(R"({"path":"model.pt","size":123,"hash":")" + kHash + R"("},)"
-                             R"({"path":"sub/opt.pt","size":0,"hash":")" + kHash + R"("})"), "m.json");
+  auto m = ParseManifest(Doc(R"({"path":"model.pt","size":123,"hash":")" + kHash +
+                             R"("},)"
+                             R"({"path":"sub/opt.pt","size":0,"hash":")" +
+                             kHash + R"("})"),
+                         "m.json");
   ASSERT_TRUE(m) << m.error().message;
   EXPECT_EQ(m->algorithm, "xxh3-128");
   ASSERT_EQ(m->files.size(), 2u);
@@ -135,7 +138,8 @@ TEST_F(ManifestFiles, SingleFileSidecarAndCrc32Manifests) {
   const std::string content(100000, 'm');
   char crc[9];
   std::snprintf(crc, sizeof crc, "%08x", Crc32(0, content.data(), content.size()));
-  auto m = ParseManifest(Doc(R"({"path":"model.raw","size":100000,"hash":")" + std::string(crc) + R"("})", "crc32"), "m");
+  auto m =
+      ParseManifest(Doc(R"({"path":"model.raw","size":100000,"hash":")" + std::string(crc) + R"("})", "crc32"), "m");
   ASSERT_TRUE(m) << m.error().message;
   EXPECT_TRUE(VerifyManifest(*m, file, false, {true}, nullptr));
   m->files[0].hash = "00000000";

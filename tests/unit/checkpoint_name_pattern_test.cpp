@@ -13,8 +13,8 @@ TEST(NamePattern, MatchesTheWholeNameWithLeadingZeros) {
   EXPECT_EQ(p->Match("ckpt_step120"), 120u);
   EXPECT_EQ(p->Match("ckpt_step000120"), 120u);
   EXPECT_EQ(p->Match("ckpt_step0"), 0u);
-  EXPECT_EQ(p->Match("ckpt_step"), std::nullopt);        // {step} is one or more digits
-  EXPECT_EQ(p->Match("ckpt_step12a"), std::nullopt);     // the whole name must match
+  EXPECT_EQ(p->Match("ckpt_step"), std::nullopt);     // {step} is one or more digits
+  EXPECT_EQ(p->Match("ckpt_step12a"), std::nullopt);  // the whole name must match
   EXPECT_EQ(p->Match("xckpt_step12"), std::nullopt);
   EXPECT_EQ(p->Match("ckpt_step99999999999999999999999"), std::nullopt);  // no order for it
 
@@ -31,8 +31,8 @@ TEST(NamePattern, NeedsStepExactlyOnce) {
 
 TEST(NamePattern, TempNamesNeverCount) {
   for (const char* name : {"ckpt_step5.tmp", ".tmp-ckpt_step5", "tmp-ckpt_step5", "tmp.ckpt_step5",
-                           "ckpt_step5.orbax-checkpoint-tmp-1699999999", "ckpt_step5.partial",
-                           "ckpt_step5.incomplete", ".spotvisor-quarantine"}) {
+                           "ckpt_step5.orbax-checkpoint-tmp-1699999999", "ckpt_step5.partial", "ckpt_step5.incomplete",
+                           ".spotvisor-quarantine"}) {
     EXPECT_TRUE(IsTempName(name)) << name;
   }
   EXPECT_FALSE(IsTempName("ckpt_step5"));

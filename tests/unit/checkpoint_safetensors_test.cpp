@@ -44,19 +44,29 @@ TEST(CheckpointSafetensors, SizeRulesCatchTruncationAndTrailingBytes) {
 TEST(CheckpointSafetensors, EveryHeaderRuleHasItsReason) {
   const std::string data(16, 'x');
   auto why = [&](const std::string& h) { return Why(Safetensors(h, data)); };
-  EXPECT_NE(why(R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})")
-                .find("'a' appears twice"), std::string::npos);
-  EXPECT_NE(why(R"({"a":{"dtype":"Q7","shape":[4],"data_offsets":[0,16]}})").find("unknown dtype 'Q7'"), std::string::npos);
-  EXPECT_NE(why(R"({"a":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})").find("not a non-negative integer"), std::string::npos);
+  EXPECT_NE(
+      why(R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})")
+          .find("'a' appears twice"),
+      std::string::npos);
+  EXPECT_NE(why(R"({"a":{"dtype":"Q7","shape":[4],"data_offsets":[0,16]}})").find("unknown dtype 'Q7'"),
+            std::string::npos);
+  EXPECT_NE(why(R"({"a":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})").find("not a non-negative integer"),
+            std::string::npos);
   EXPECT_NE(why(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,16]}})").find("needs 12"), std::string::npos);
-  EXPECT_NE(why(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})")
-                .find("(overlap)"), std::string::npos);
+  EXPECT_NE(
+      why(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})")
+          .find("(overlap)"),
+      std::string::npos);
   EXPECT_NE(why(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})").find("(gap)"), std::string::npos);
-  EXPECT_NE(why(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,16]}})").find("overflows"), std::string::npos);
+  EXPECT_NE(why(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,16]}})").find("overflows"),
+            std::string::npos);
   EXPECT_NE(why(R"({"a":{"dtype":"F4","shape":[3],"data_offsets":[0,16]}})").find("misaligned"), std::string::npos);
-  EXPECT_NE(why(R"({"__metadata__":{"k":1},"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})").find("is not a string"), std::string::npos);
+  EXPECT_NE(
+      why(R"({"__metadata__":{"k":1},"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})").find("is not a string"),
+      std::string::npos);
   EXPECT_NE(why(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[16,0]}})").find("begin > end"), std::string::npos);
-  EXPECT_NE(why(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16],"x":1}})").find("unknown field 'x'"), std::string::npos);
+  EXPECT_NE(why(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16],"x":1}})").find("unknown field 'x'"),
+            std::string::npos);
   EXPECT_NE(why(R"([1,2])").find("does not start with '{'"), std::string::npos);
   EXPECT_NE(why("{\"a\xff\":1}").find("not valid UTF-8 JSON"), std::string::npos);
   EXPECT_NE(why(R"({"a":[[[[[[1]]]]]]})").find("nesting"), std::string::npos);

@@ -18,7 +18,8 @@ TEST(VerdictCache, RoundTripsAndRefusesWhatItCannotTrust) {
   {
     VerdictCache cache("/ckpt", file);
     cache.Put("step_1.pt", key, ValidateLevel::kFull, Verdict{true, "torch.save, 747 bytes", "torch.save"});
-    cache.Put("odd\tname\\with\nbreaks", key, ValidateLevel::kFormat, Verdict{false, "entry 'a\tb': CRC\n", "torch.save"});
+    cache.Put("odd\tname\\with\nbreaks", key, ValidateLevel::kFormat,
+              Verdict{false, "entry 'a\tb': CRC\n", "torch.save"});
     ASSERT_TRUE(cache.Save().ok());
   }
   VerdictCache loaded("/ckpt", file);

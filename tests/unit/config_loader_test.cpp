@@ -101,7 +101,7 @@ TEST(ConfigLoader, DefaultsWhenOnlyACommandIsGiven) {
   TempDir dir;
   auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\n");
   ASSERT_TRUE(job) << job.error().message;
-  EXPECT_EQ(job->job.name, "job");  // the file's stem
+  EXPECT_EQ(job->job.name, "job");                     // the file's stem
   EXPECT_EQ(job->provider.kind, ProviderKind::kAuto);  // DMI decides: a spot VM is watched by default
   EXPECT_EQ(job->signals.grace, std::chrono::seconds(90));
   EXPECT_EQ(job->restart.max_restarts, 50);
@@ -131,8 +131,8 @@ TEST(ConfigLoader, WrongTypeNamesWhatWasExpected) {
   TempDir dir;
   auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\nrestart:\n  max_restarts: many\n");
   ASSERT_FALSE(job);
-  EXPECT_NE(job.error().message.find("job.yaml:4: restart.max_restarts: 'many' is not an integer"),
-            std::string::npos) << job.error().message;
+  EXPECT_NE(job.error().message.find("job.yaml:4: restart.max_restarts: 'many' is not an integer"), std::string::npos)
+      << job.error().message;
 }
 
 TEST(ConfigLoader, CommandAsShellStringIsRefused) {
@@ -147,8 +147,8 @@ TEST(ConfigLoader, BadDurationNamesTheValue) {
   TempDir dir;
   auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\nsignals:\n  grace: 90 seconds\n");
   ASSERT_FALSE(job);
-  EXPECT_NE(job.error().message.find("job.yaml:4: signals.grace: '90 seconds' is not a duration"),
-            std::string::npos) << job.error().message;
+  EXPECT_NE(job.error().message.find("job.yaml:4: signals.grace: '90 seconds' is not a duration"), std::string::npos)
+      << job.error().message;
 }
 
 TEST(ConfigLoader, BadSignalName) {
@@ -156,7 +156,8 @@ TEST(ConfigLoader, BadSignalName) {
   auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\nsignals:\n  on_notice: SIGTREM\n");
   ASSERT_FALSE(job);
   EXPECT_NE(job.error().message.find("job.yaml:4: signals.on_notice: 'SIGTREM' is not a signal name"),
-            std::string::npos) << job.error().message;
+            std::string::npos)
+      << job.error().message;
 }
 
 // yaml-cpp recurses per nesting level: absurd nesting is refused before parsing.
@@ -182,7 +183,8 @@ TEST(ConfigLoader, BadProgressPatternIsRefusedAtLoad) {
   auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\nhealth:\n  progress_pattern: \"step=(\\\\d+\"\n");
   ASSERT_FALSE(job);
   EXPECT_NE(job.error().message.find("job.yaml:4: health.progress_pattern: not a valid regular expression"),
-            std::string::npos) << job.error().message;
+            std::string::npos)
+      << job.error().message;
 }
 
 TEST(ConfigLoader, UncatchableSignalIsRefused) {
@@ -190,7 +192,8 @@ TEST(ConfigLoader, UncatchableSignalIsRefused) {
   auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\nsignals:\n  checkpoint: SIGKILL\n");
   ASSERT_FALSE(job);
   EXPECT_NE(job.error().message.find("job.yaml:4: signals.checkpoint: SIGKILL and SIGSTOP cannot be caught"),
-            std::string::npos) << job.error().message;
+            std::string::npos)
+      << job.error().message;
 }
 
 TEST(ConfigLoader, MissingCommand) {
@@ -204,7 +207,8 @@ TEST(ConfigLoader, MissingCommand) {
 TEST(ConfigLoader, RelativePathsStartAtTheJobFilesDirectory) {
   TempDir dir;
   std::filesystem::create_directories(dir / "sub" / "work");
-  WriteFile(dir / "sub" / "job.yaml", "job:\n  command: [\"/bin/true\"]\n  workdir: work\ncheckpoints:\n  dir: ../ckpt\n");
+  WriteFile(dir / "sub" / "job.yaml",
+            "job:\n  command: [\"/bin/true\"]\n  workdir: work\ncheckpoints:\n  dir: ../ckpt\n");
   auto job = LoadJobFile(dir / "sub" / "job.yaml");
   ASSERT_TRUE(job) << job.error().message;
   ASSERT_TRUE(Finalize(*job));
@@ -217,7 +221,8 @@ TEST(ConfigLoader, WorkdirThatIsNotADirectory) {
   auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\n  workdir: ./nowhere\n");
   ASSERT_FALSE(job);
   EXPECT_NE(job.error().message.find("job.yaml:3: job.workdir: " + (dir / "nowhere").string() + " is not a directory"),
-            std::string::npos) << job.error().message;
+            std::string::npos)
+      << job.error().message;
 }
 
 TEST(ConfigLoader, CheckpointPlaceholderOnlyInResumeArgs) {
@@ -225,7 +230,8 @@ TEST(ConfigLoader, CheckpointPlaceholderOnlyInResumeArgs) {
   auto job = Load(dir, "job:\n  command: [\"/bin/true\", \"{checkpoint}\"]\ncheckpoints:\n  dir: ck\n");
   ASSERT_FALSE(job);
   EXPECT_NE(job.error().message.find("job.yaml:2: job.command: placeholder {checkpoint} cannot be used here"),
-            std::string::npos) << job.error().message;
+            std::string::npos)
+      << job.error().message;
 }
 
 TEST(ConfigLoader, UnknownPlaceholder) {
@@ -240,7 +246,8 @@ TEST(ConfigLoader, PatternWithoutStep) {
   auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\ncheckpoints:\n  pattern: ckpt\n");
   ASSERT_FALSE(job);
   EXPECT_NE(job.error().message.find("job.yaml:4: checkpoints.pattern: pattern 'ckpt' has no {step}"),
-            std::string::npos) << job.error().message;
+            std::string::npos)
+      << job.error().message;
 }
 
 TEST(ConfigLoader, BackoffBoundsMustRelate) {
@@ -248,7 +255,8 @@ TEST(ConfigLoader, BackoffBoundsMustRelate) {
   auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\nrestart:\n  backoff: {initial: 10m, max: 1m}\n");
   ASSERT_FALSE(job);
   EXPECT_NE(job.error().message.find("restart.backoff.initial: 10m is larger than restart.backoff.max (1m)"),
-            std::string::npos) << job.error().message;
+            std::string::npos)
+      << job.error().message;
 }
 
 TEST(ConfigLoader, InvalidYamlNamesTheLine) {
@@ -285,8 +293,8 @@ TEST(ConfigLoader, PrintedConfigRedactsSecretsAndReloads) {
 TEST(ConfigLoader, AKeyWithoutAValueIsAnErrorNotTheDefault) {
   TempDir dir;
   for (const char* value : {"", " ~", " null"}) {
-    auto job = Load(dir, std::string("job:\n  command: [\"/bin/true\"]\nsignals:\n  grace:") + value +
-                             "\n  on_notice: SIGTERM\n");
+    auto job = Load(
+        dir, std::string("job:\n  command: [\"/bin/true\"]\nsignals:\n  grace:") + value + "\n  on_notice: SIGTERM\n");
     ASSERT_FALSE(job) << "grace:" << value;
     EXPECT_NE(job.error().message.find("job.yaml:4: signals.grace: has no value (nothing, or ~, after the colon); "
                                        "expected a duration such as 90s, or remove the line to keep the default"),

@@ -1,10 +1,10 @@
 // The cost model: billed time x prices, unknowns listed and never zero, ranges summed,
 // cost per 1000 steps, the budget's "upper end counts".
+#include "spotvisor/cost/cost_model.hpp"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
-#include "spotvisor/cost/cost_model.hpp"
 
 namespace spotvisor::cost {
 namespace {
@@ -18,7 +18,7 @@ config::CostSection Priced() {
   c.gpu_hour = V(2.0);
   c.gpus = 4;
   c.disk_gb = V(730);
-  c.disk_gb_month = V(0.1);       // 730 GB x 0.1 / 730 h = 0.1 per hour
+  c.disk_gb_month = V(0.1);  // 730 GB x 0.1 / 730 h = 0.1 per hour
   c.snapshot_gb = V(0);
   c.snapshot_gb_month = V(0.05);
   c.egress_gb = R(0, 10);

@@ -1,9 +1,10 @@
 // The drill's "identical" on checkpoints: every archive of a DCP shard is compared (not
 // only the last), byte blocks are compared in place, and a difference names its payload.
+#include "spotvisor/drill/drill_compare.hpp"
+
 #include <gtest/gtest.h>
 
 #include "checkpoint_test_files.hpp"
-#include "spotvisor/drill/drill_compare.hpp"
 #include "support/test_support.hpp"
 
 namespace spotvisor::drill {

@@ -103,16 +103,19 @@ TEST(EtcdWire, LeaseAuthCompactionAndWatchBodies) {
   EXPECT_EQ(Json::parse(EncodeCompaction(8)), Json::parse(R"({"revision":"8"})"));
   EXPECT_EQ(Json::parse(EncodeAuthenticate("root", "p\"w")), Json::parse(R"({"name":"root","password":"p\"w"})"));
   const Json w = Json::parse(EncodeWatchCreate({"a", "b", 2, true, true}));
-  EXPECT_EQ(w, Json::parse(
-                   R"({"create_request":{"key":"YQ==","range_end":"Yg==","start_revision":"2","prev_kv":true,"progress_notify":true}})"));
+  EXPECT_EQ(
+      w,
+      Json::parse(
+          R"({"create_request":{"key":"YQ==","range_end":"Yg==","start_revision":"2","prev_kv":true,"progress_notify":true}})"));
 }
 
 constexpr const char* kHeader =
     R"("header":{"cluster_id":"15118495548433857066","member_id":"13668033151171901709","revision":"3","raft_term":"2"})";
 
 TEST(EtcdWire, ParsesPutWithPrevKvAndTheHeader) {
-  const auto r = ParsePutResponse(std::string("{") + kHeader +
-                                  R"(,"prev_kv":{"key":"Zm9v","create_revision":"2","mod_revision":"2","version":"1","value":"YmFy"}})");
+  const auto r = ParsePutResponse(
+      std::string("{") + kHeader +
+      R"(,"prev_kv":{"key":"Zm9v","create_revision":"2","mod_revision":"2","version":"1","value":"YmFy"}})");
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->header.cluster_id, 15118495548433857066ULL);
   EXPECT_EQ(r->header.revision, 3);
@@ -127,8 +130,9 @@ TEST(EtcdWire, ParsesPutWithPrevKvAndTheHeader) {
 }
 
 TEST(EtcdWire, ParsesRangeCountAndAnEmptyRange) {
-  const auto r = ParseRangeResponse(std::string("{") + kHeader +
-                                    R"(,"kvs":[{"key":"Zm9v","create_revision":"2","mod_revision":"3","version":"2","value":"YmFy","lease":"77"}],"count":"1"})");
+  const auto r = ParseRangeResponse(
+      std::string("{") + kHeader +
+      R"(,"kvs":[{"key":"Zm9v","create_revision":"2","mod_revision":"3","version":"2","value":"YmFy","lease":"77"}],"count":"1"})");
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_EQ(r->kvs.size(), 1U);
   EXPECT_EQ(r->kvs[0].version, 2);
@@ -147,8 +151,9 @@ TEST(EtcdWire, ParsesRangeCountAndAnEmptyRange) {
 }
 
 TEST(EtcdWire, AFailedTxnHasNoSucceededField) {
-  const auto r = ParseTxnResponse(std::string("{") + kHeader +
-                                  R"(,"responses":[{"response_range":{"header":{"revision":"3"},"kvs":[{"key":"Zm9v","create_revision":"2","mod_revision":"3","version":"2","value":"YmFy"}],"count":"1"}}]})");
+  const auto r = ParseTxnResponse(
+      std::string("{") + kHeader +
+      R"(,"responses":[{"response_range":{"header":{"revision":"3"},"kvs":[{"key":"Zm9v","create_revision":"2","mod_revision":"3","version":"2","value":"YmFy"}],"count":"1"}}]})");
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_FALSE(r->succeeded);
   ASSERT_EQ(r->responses.size(), 1U);
@@ -158,8 +163,9 @@ TEST(EtcdWire, AFailedTxnHasNoSucceededField) {
 }
 
 TEST(EtcdWire, ASucceededTxnWithDeleteAndPut) {
-  const auto r = ParseTxnResponse(std::string("{") + kHeader +
-                                  R"(,"succeeded":true,"responses":[{"response_delete_range":{"header":{"revision":"4"},"deleted":"1","prev_kvs":[{"key":"Zm9v","value":"YmFy"}]}},{"response_put":{"header":{"revision":"4"}}}]})");
+  const auto r = ParseTxnResponse(
+      std::string("{") + kHeader +
+      R"(,"succeeded":true,"responses":[{"response_delete_range":{"header":{"revision":"4"},"deleted":"1","prev_kvs":[{"key":"Zm9v","value":"YmFy"}]}},{"response_put":{"header":{"revision":"4"}}}]})");
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_TRUE(r->succeeded);
   ASSERT_EQ(r->responses.size(), 2U);
@@ -218,8 +224,8 @@ TEST(EtcdWire, WatchLines) {
   EXPECT_EQ(del->events.at(0).kv.mod_revision, 9);
   EXPECT_FALSE(del->events.at(0).prev_kv.has_value());
 
-  const auto compacted =
-      ParseWatchLine(R"({"result":{"header":{"cluster_id":"1","raft_term":"2"},"canceled":true,"compact_revision":"8"}})");
+  const auto compacted = ParseWatchLine(
+      R"({"result":{"header":{"cluster_id":"1","raft_term":"2"},"canceled":true,"compact_revision":"8"}})");
   ASSERT_TRUE(compacted);
   EXPECT_TRUE(compacted->canceled);
   EXPECT_EQ(compacted->compact_revision, 8);
@@ -251,7 +257,8 @@ TEST(EtcdWire, GatewayErrorsUnaryAndStreamed) {
 TEST(EtcdWire, BadBodiesAreErrorsNamingTheField) {
   EXPECT_EQ(ParseRangeResponse("<html>").error().message, "the answer is not JSON");
   EXPECT_EQ(ParseRangeResponse("[1]").error().message, "the answer is not a JSON object");
-  EXPECT_EQ(ParseRangeResponse(R"({"count":true})").error().message, "unexpected answer: field count is not an integer");
+  EXPECT_EQ(ParseRangeResponse(R"({"count":true})").error().message,
+            "unexpected answer: field count is not an integer");
   EXPECT_EQ(ParseRangeResponse(R"({"kvs":[{"key":"!!"}]})").error().message,
             "unexpected answer: field kvs[0].key is not base64 text");
   EXPECT_EQ(ParseRangeResponse(R"({"header":{"revision":"12x"}})").error().message,

@@ -63,10 +63,12 @@ TEST(HookRunner, SupervisorReapingDoesNotStealTheHookStatus) {
   // What the driver does on every SIGCHLD, and a mirror upload thread while it waits:
   // reap every child, here from another thread, while the hook runs and after it exited.
   std::thread reaper([&] {
-    testing::WaitUntil([&] {
-      table.Reap();
-      return table.watched() == 0;
-    }, 5s);
+    testing::WaitUntil(
+        [&] {
+          table.Reap();
+          return table.watched() == 0;
+        },
+        5s);
   });
   EXPECT_EQ(runner.running(), 1u);
   io.run();
@@ -80,7 +82,8 @@ TEST(HookRunner, ASecondRunOfTheSameHookIsSkippedWhileTheFirstRuns) {
   process::ChildTable table(io);
   HookRunner runner(io, table, "/", {});
   std::vector<std::string> outcomes;
-  runner.Run("on_checkpoint", {"/bin/sh", "-c", "sleep 0.2"}, 5s, {}, [&](const HookResult& r) { outcomes.push_back(r.outcome); });
+  runner.Run("on_checkpoint", {"/bin/sh", "-c", "sleep 0.2"}, 5s, {},
+             [&](const HookResult& r) { outcomes.push_back(r.outcome); });
   runner.Run("on_checkpoint", {"/bin/true"}, 5s, {}, [&](const HookResult& r) { outcomes.push_back(r.outcome); });
   io.run();
   EXPECT_EQ(outcomes, (std::vector<std::string>{"skipped", "ok"}));

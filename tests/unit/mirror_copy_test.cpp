@@ -7,9 +7,9 @@
 #include <boost/asio/io_context.hpp>
 
 #include "spotvisor/mirror/command_runner.hpp"
-#include "spotvisor/process/child_table.hpp"
 #include "spotvisor/mirror/rate_limiter.hpp"
 #include "spotvisor/mirror/tree_copy.hpp"
+#include "spotvisor/process/child_table.hpp"
 #include "support/test_support.hpp"
 
 namespace spotvisor::mirror {

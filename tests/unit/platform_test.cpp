@@ -69,9 +69,12 @@ TEST(PlatformConfig, ReadsTheKubernetesAndSlurmKeys) {
 
 TEST(PlatformConfig, RefusesStopCodesThatReadAsSomethingElse) {
   TempDir dir;
-  for (const auto& [code, words] : std::vector<std::pair<std::string, std::string>>{
-           {"137", "OOMKilled"}, {"1", "already means"}, {"3", "already means"}, {"78", "already means"},
-           {"0", "job.stop_exit_code"}, {"256", "job.stop_exit_code"}}) {
+  for (const auto& [code, words] : std::vector<std::pair<std::string, std::string>>{{"137", "OOMKilled"},
+                                                                                    {"1", "already means"},
+                                                                                    {"3", "already means"},
+                                                                                    {"78", "already means"},
+                                                                                    {"0", "job.stop_exit_code"},
+                                                                                    {"256", "job.stop_exit_code"}}) {
     auto job = Load(dir, "  stop_exit_code: " + code + "\n");
     ASSERT_FALSE(job) << code;
     EXPECT_NE(job.error().message.find(words), std::string::npos) << job.error().message;
@@ -92,15 +95,17 @@ TEST(PlatformConfig, RefusesStopSignalsThatCannotMeanStop) {
 }
 
 json SampleReport(const std::string& job_name) {
-  return json{{"job", job_name},
-              {"attempts", json::array({json{{"outcome", "preempted"}}, json{{"outcome", "stopped"}}})},
-              {"restarts", json{{"preempted", 1}}},
-              {"checkpoints", json{{"newest_good_step", 300}}},
-              {"cost", json{{"currency", "USD"}, {"total_low", 1.5}, {"total_high", 2.25}, {"total_text", "1.50-2.25 USD"}}}};
+  return json{
+      {"job", job_name},
+      {"attempts", json::array({json{{"outcome", "preempted"}}, json{{"outcome", "stopped"}}})},
+      {"restarts", json{{"preempted", 1}}},
+      {"checkpoints", json{{"newest_good_step", 300}}},
+      {"cost", json{{"currency", "USD"}, {"total_low", 1.5}, {"total_high", 2.25}, {"total_text", "1.50-2.25 USD"}}}};
 }
 
 TEST(TerminationMessage, OneJsonLineWithWhyCodeAttemptsCheckpointAndCost) {
-  const std::string line = telemetry::TerminationMessage(143, "stopped on request", SampleReport("llama"), "ckpt_step300");
+  const std::string line =
+      telemetry::TerminationMessage(143, "stopped on request", SampleReport("llama"), "ckpt_step300");
   ASSERT_FALSE(line.empty());
   EXPECT_EQ(line.back(), '\n');
   EXPECT_EQ(line.find('\n'), line.size() - 1);
@@ -129,7 +134,7 @@ TEST(TerminationMessage, NeverExceedsFourKibEvenWithHugeFields) {
            {huge, huge, huge}, {controls, "j", "c"}, {utf8, utf8, utf8}, {"short", huge, ""}}) {
     const std::string line = telemetry::TerminationMessage(200, why, SampleReport(name), ckpt);
     EXPECT_LE(line.size(), telemetry::kTerminationMessageLimit);
-    EXPECT_GT(line.size(), 1000u);  // shortened, not emptied
+    EXPECT_GT(line.size(), 1000u);     // shortened, not emptied
     const json m = json::parse(line);  // still valid JSON (and valid UTF-8)
     EXPECT_EQ(m["exit_code"], 200);
     EXPECT_TRUE(m.contains("why"));

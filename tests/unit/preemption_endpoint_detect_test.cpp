@@ -18,8 +18,7 @@ using config::ProviderKind;
 // user of the metadata watchers has always read.
 TEST(MetadataEndpointTest, MessagesNameProviderEndpoint) {
   EXPECT_TRUE(ParseMetadataEndpoint("http://127.0.0.1:1338").ok());
-  EXPECT_NE(ParseMetadataEndpoint("https://x").error().message.find("provider.endpoint"),
-            std::string::npos);
+  EXPECT_NE(ParseMetadataEndpoint("https://x").error().message.find("provider.endpoint"), std::string::npos);
   EXPECT_EQ(ParseMetadataEndpoint("https://x").error().message,
             "provider.endpoint 'https://x': metadata services speak plain http, not https");
   EXPECT_EQ(ParseMetadataEndpoint("http://host/latest").error().message,
@@ -106,8 +105,7 @@ TEST(MakeWatcherTest, KindsAndErrors) {
   p.poll_interval = std::chrono::seconds(1);
   p.kind = ProviderKind::kFile;
   EXPECT_FALSE(MakeWatcher(io, p).ok());  // provider.file is required
-  for (const auto kind :
-       {ProviderKind::kAws, ProviderKind::kGcp, ProviderKind::kAzure, ProviderKind::kAlibaba}) {
+  for (const auto kind : {ProviderKind::kAws, ProviderKind::kGcp, ProviderKind::kAzure, ProviderKind::kAlibaba}) {
     p.kind = kind;
     auto w = MakeWatcher(io, p);
     ASSERT_TRUE(w.ok());

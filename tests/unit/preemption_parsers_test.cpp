@@ -17,15 +17,11 @@ TEST(AwsParserTest, InstanceAction) {
   EXPECT_EQ(a->action, "terminate");
   ASSERT_TRUE(a->time);
   EXPECT_EQ(Unix(*a->time), 1505722920);
-  EXPECT_TRUE(
-      ParseAwsInstanceAction("{\n\t\"action\": \"stop\",\n\t\"time\": \"2020-04-24T17:11:44Z\"\n}")
-          .ok());
-  EXPECT_TRUE(
-      ParseAwsInstanceAction(R"({"action":"hibernate","time":"2020-04-24T17:11:44Z","x":1})").ok());
+  EXPECT_TRUE(ParseAwsInstanceAction("{\n\t\"action\": \"stop\",\n\t\"time\": \"2020-04-24T17:11:44Z\"\n}").ok());
+  EXPECT_TRUE(ParseAwsInstanceAction(R"({"action":"hibernate","time":"2020-04-24T17:11:44Z","x":1})").ok());
   for (const char* bad :
        {"", "<html>404 - Not Found</html>", "null", "[]", R"({"time": "2017-09-18T08:22:00Z"})",
-        R"({"action": "reboot", "time": "2017-09-18T08:22:00Z"})",
-        R"({"action": 1, "time": "2017-09-18T08:22:00Z"})",
+        R"({"action": "reboot", "time": "2017-09-18T08:22:00Z"})", R"({"action": 1, "time": "2017-09-18T08:22:00Z"})",
         R"({"action": "terminate", "time": "2017-09-18T08:22:00Z")",
         R"({"action": "terminate", "time": "2017-09-18T08:22:00Z"} trailing)"}) {
     EXPECT_FALSE(ParseAwsInstanceAction(bad).ok()) << bad;
@@ -77,8 +73,7 @@ TEST(AzureParserTest, EmptyStartedAndOddFields) {
   ASSERT_TRUE(started.ok());
   EXPECT_FALSE(started->events[0].not_before.has_value());
   EXPECT_EQ(started->events[0].resources.size(), 2u);
-  auto iso = ParseAzureScheduledEvents(
-      R"({"Events":[{"EventId":"x","NotBefore":"2021-03-16T00:58:46Z"}]})");
+  auto iso = ParseAzureScheduledEvents(R"({"Events":[{"EventId":"x","NotBefore":"2021-03-16T00:58:46Z"}]})");
   ASSERT_TRUE(iso.ok());  // an unparsable NotBefore is kept as text, without a time
   EXPECT_FALSE(iso->events[0].not_before.has_value());
   EXPECT_EQ(iso->events[0].not_before_text, "2021-03-16T00:58:46Z");
@@ -86,9 +81,8 @@ TEST(AzureParserTest, EmptyStartedAndOddFields) {
 
 TEST(AzureParserTest, Refuses) {
   for (const char* bad :
-       {"", "{}", R"({"Events": {}})", R"({"Events": [1]})",
-        R"({"Events": [{"EventType": "Preempt"}]})", R"({"Events": [{"EventId": ""}]})",
-        R"({"DocumentIncarnation": 1, "Events": [)", "<html></html>"}) {
+       {"", "{}", R"({"Events": {}})", R"({"Events": [1]})", R"({"Events": [{"EventType": "Preempt"}]})",
+        R"({"Events": [{"EventId": ""}]})", R"({"DocumentIncarnation": 1, "Events": [)", "<html></html>"}) {
     EXPECT_FALSE(ParseAzureScheduledEvents(bad).ok()) << bad;
   }
 }
@@ -102,8 +96,7 @@ TEST(AlibabaParserTest, TerminationTime) {
 }
 
 TEST(FileNoticeParserTest, Content) {
-  auto c = ParseFileNotice(
-      R"({"deadline": "2030-01-01T00:00:00Z", "kind": "slurm", "action": "checkpoint"})");
+  auto c = ParseFileNotice(R"({"deadline": "2030-01-01T00:00:00Z", "kind": "slurm", "action": "checkpoint"})");
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_EQ(Unix(*c->deadline), 1893456000);
   EXPECT_EQ(c->kind, "slurm");
@@ -112,9 +105,8 @@ TEST(FileNoticeParserTest, Content) {
   ASSERT_TRUE(unix_time.ok());
   EXPECT_EQ(Unix(*unix_time->deadline), 1893456000);
   EXPECT_TRUE(ParseFileNotice("{}").ok());
-  for (const char* bad :
-       {"preempt now", R"({"deadline": true})", R"({"deadline": 5})", R"({"deadline": 1e300})",
-        R"({"action": "panic"})", R"({"deadline": "x"})"}) {
+  for (const char* bad : {"preempt now", R"({"deadline": true})", R"({"deadline": 5})", R"({"deadline": 1e300})",
+                          R"({"action": "panic"})", R"({"deadline": "x"})"}) {
     EXPECT_FALSE(ParseFileNotice(bad).ok()) << bad;
   }
 }

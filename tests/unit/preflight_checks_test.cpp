@@ -58,7 +58,8 @@ TEST(PreflightWrite, ASlowDiskDoesNotFitTheAwsWindow) {
   auto marginal = EvaluateWriteSpeed(200.0 * (1 << 20), size, "aws", job, "measured");
   EXPECT_EQ(marginal.status, CheckStatus::kWarn) << marginal.text;  // ≈ 61 s of 90 s
   // GCP gives 30 s: the same fast disk no longer fits a much bigger checkpoint.
-  EXPECT_EQ(EvaluateWriteSpeed(850.0 * (1 << 20), SizeEstimate{40 * kGiB, "x"}, "gcp", job, "m").status, CheckStatus::kFail);
+  EXPECT_EQ(EvaluateWriteSpeed(850.0 * (1 << 20), SizeEstimate{40 * kGiB, "x"}, "gcp", job, "m").status,
+            CheckStatus::kFail);
   EXPECT_EQ(EvaluateWriteSpeed(1e9, std::nullopt, "aws", job, "m").status, CheckStatus::kWarn);
 }
 

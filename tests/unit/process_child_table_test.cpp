@@ -153,13 +153,13 @@ TEST(ChildTable, AGroupWatchEndsOnlyOnceEveryMemberIsGoneAndReaped) {
   Subreaper subreaper;
   IoThread loop;
   pid_t leader = 0;
-  auto exited = Start(loop.table, "trap '' TERM; sleep 30 & echo $! > a; sleep 30 & echo $! > b; exit 0", &leader,
-                      dir.path());
+  auto exited =
+      Start(loop.table, "trap '' TERM; sleep 30 & echo $! > a; sleep 30 & echo $! > b; exit 0", &leader, dir.path());
   ASSERT_EQ(exited.wait_for(10s), std::future_status::ready);
   const pid_t a = ReadPid(dir / "a"), b = ReadPid(dir / "b");
   ASSERT_GT(a, 0);
   ASSERT_GT(b, 0);
-  EXPECT_TRUE(GroupExists(leader));  // the leader is gone, its group lives on
+  EXPECT_TRUE(GroupExists(leader));      // the leader is gone, its group lives on
   std::promise<std::vector<bool>> seen;  // gone, group exists, a in /proc, b in /proc: when `done` ran
   loop.OnIo([&] {
     loop.table.WatchGroup(leader, 10s, [&](bool gone) {

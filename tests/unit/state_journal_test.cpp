@@ -2,7 +2,6 @@
 // line behind, a torn last line from a power cut stays alone, and attempt records that
 // could not be written are appended, in order, once the state dir takes writes again.
 #include <gtest/gtest.h>
-
 #include <sys/resource.h>
 #include <unistd.h>
 

@@ -9,8 +9,8 @@
 #include <csignal>
 #include <map>
 #include <memory>
-#include <thread>
 #include <optional>
+#include <thread>
 
 #include "spotvisor/config/loader.hpp"
 #include "spotvisor/process/child_table.hpp"
@@ -100,8 +100,8 @@ class FakeHost final : public Host {
     if (script.notice_after) {
       After(*script.notice_after, [this] {
         if (watcher_ && watcher_->on_notice_) {
-          watcher_->on_notice_(preemption::Notice{"file", "file", preemption::NoticeAction::kStop,
-                                                  std::nullopt, "n1", "test notice"});
+          watcher_->on_notice_(
+              preemption::Notice{"file", "file", preemption::NoticeAction::kStop, std::nullopt, "n1", "test notice"});
         }
       });
     }
@@ -114,8 +114,7 @@ class FakeHost final : public Host {
     if (signo == SIGKILL && live_ && live_->pid_ == pgid) live_->killed_ = true;
     return true;
   }
-  Result<std::unique_ptr<preemption::Watcher>> MakeWatcher(asio::io_context&,
-                                                           const config::ProviderSection&) override {
+  Result<std::unique_ptr<preemption::Watcher>> MakeWatcher(asio::io_context&, const config::ProviderSection&) override {
     auto watcher = std::make_unique<FakeWatcher>();
     watcher_ = watcher.get();
     return std::unique_ptr<preemption::Watcher>(std::move(watcher));
@@ -140,11 +139,11 @@ class FakeHost final : public Host {
   std::vector<Script> scripts_;
   std::vector<process::SpawnSpec> spawns_;
   std::vector<std::pair<int, config::SignalTarget>> signals_;  // what Send got
-  std::vector<std::pair<pid_t, int>> group_signals_;            // what SignalGroup got
+  std::vector<std::pair<pid_t, int>> group_signals_;           // what SignalGroup got
   int group_kills_ = 0;
   asio::io_context* io_ = nullptr;
   std::optional<process::ChildTable> children_;  // from Attach
-  FakeTrainer* live_ = nullptr;  // the newest trainer
+  FakeTrainer* live_ = nullptr;                  // the newest trainer
   ExitHandler on_exit_;
   FakeWatcher* watcher_ = nullptr;
   bool detached_ = false;

@@ -10,7 +10,8 @@ namespace {
 
 TEST(ConfigExamples, EveryExampleJobLoadsAndFinalizes) {
   int count = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(SPOTVISOR_SOURCE_DIR) / "config")) {
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::filesystem::path(SPOTVISOR_SOURCE_DIR) / "config")) {
     if (entry.path().extension() != ".yaml") continue;
     ++count;
     auto job = LoadJobFile(entry.path());
@@ -29,8 +30,9 @@ TEST(ConfigExamples, EveryExampleJobLoadsAndFinalizes) {
 Result<JobConfig> Load(const std::string& yaml) { return LoadJobText(yaml, "job.yaml", "/tmp"); }
 
 TEST(ConfigCost, ValuesRangesAndUnknowns) {
-  auto job = Load("cost:\n  gpu_hour: 2.5\n  gpus: 8\n  egress_gb: [1, 3]\n  support_month: unknown\n  budget: 9\n"
-                  "  other_hour: {nat: 0.05}\n  unknown: [snapshots]\n  billing_from: boot\n");
+  auto job = Load(
+      "cost:\n  gpu_hour: 2.5\n  gpus: 8\n  egress_gb: [1, 3]\n  support_month: unknown\n  budget: 9\n"
+      "  other_hour: {nat: 0.05}\n  unknown: [snapshots]\n  billing_from: boot\n");
   ASSERT_TRUE(job) << job.error().message;
   EXPECT_TRUE(job->cost.gpu_hour.known);
   EXPECT_EQ(job->cost.gpu_hour.low, 2.5);
@@ -50,7 +52,8 @@ TEST(ConfigCost, MistakesNameFileLineAndKey) {
   auto typo = Load("cost:\n  gpu_hours: 1\n");
   ASSERT_FALSE(typo);
   EXPECT_NE(typo.error().message.find("job.yaml:2: unknown key 'cost.gpu_hours' (did you mean 'gpu_hour'?)"),
-            std::string::npos) << typo.error().message;
+            std::string::npos)
+      << typo.error().message;
   auto range = Load("cost:\n  egress_gb: [5, 1]\n");
   ASSERT_FALSE(range);
   EXPECT_NE(range.error().message.find("low > high"), std::string::npos);
@@ -59,8 +62,9 @@ TEST(ConfigCost, MistakesNameFileLineAndKey) {
 }
 
 TEST(ConfigHooks, ArgvTimeoutsAndTemplates) {
-  auto job = Load("hooks:\n  on_finish: {command: [\"/bin/echo\", \"{exit_code}\", \"{report}\"], timeout: 2m}\n"
-                  "job:\n  labels: {model: m1, precision: bf16}\n");
+  auto job = Load(
+      "hooks:\n  on_finish: {command: [\"/bin/echo\", \"{exit_code}\", \"{report}\"], timeout: 2m}\n"
+      "job:\n  labels: {model: m1, precision: bf16}\n");
   ASSERT_TRUE(job) << job.error().message;
   EXPECT_EQ(job->hooks.on_finish.command.size(), 3u);
   EXPECT_EQ(job->hooks.on_finish.timeout, std::chrono::minutes(2));

@@ -94,17 +94,17 @@ TEST(Report, NumbersOfAScriptedRun) {
   EXPECT_DOUBLE_EQ(w["steps_per_second"].get<double>(), 0.1667);  // 200 steps in 1200 s
   EXPECT_EQ(w["lost_seconds"], 600.0);                            // 30 min end - 20 min checkpoint
   EXPECT_DOUBLE_EQ(w["steps_lost_estimated"].get<double>(), 100.0);
-  EXPECT_EQ(w["trainer_seconds"], 3360.0);                        // 30 + 26 minutes
-  EXPECT_DOUBLE_EQ(w["goodput"].get<double>(), 0.76);             // (3360 - 600 - 24) / 3600
+  EXPECT_EQ(w["trainer_seconds"], 3360.0);             // 30 + 26 minutes
+  EXPECT_DOUBLE_EQ(w["goodput"].get<double>(), 0.76);  // (3360 - 600 - 24) / 3600
   const auto& c = (*r)["checkpoints"];
   EXPECT_EQ(c["count"], 4);
   EXPECT_EQ(c["bytes_total"], 4000);
-  EXPECT_DOUBLE_EQ(c["overhead_percent"].get<double>(), 0.71);    // 24 / 3360
+  EXPECT_DOUBLE_EQ(c["overhead_percent"].get<double>(), 0.71);  // 24 / 3360
   const auto& k = (*r)["cost"];
-  EXPECT_DOUBLE_EQ(k["total_low"].get<double>(), 3.7);             // 3.6 compute + 0.1 disk
+  EXPECT_DOUBLE_EQ(k["total_low"].get<double>(), 3.7);  // 3.6 compute + 0.1 disk
   // support has no price: the upper bound is unknown, never a number (issue 12.4).
   EXPECT_TRUE(k["total_high"].is_null()) << k.dump();
-  EXPECT_DOUBLE_EQ(k["known_high"].get<double>(), 5.7);            // + up to 2 egress
+  EXPECT_DOUBLE_EQ(k["known_high"].get<double>(), 5.7);  // + up to 2 egress
   EXPECT_EQ(k["unknown"], nlohmann::json::array({"support"}));
   EXPECT_DOUBLE_EQ(k["per_1000_steps"]["low"].get<double>(), 9.25);
   EXPECT_TRUE(k["per_1000_steps"]["high"].is_null());

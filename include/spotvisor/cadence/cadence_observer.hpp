@@ -25,7 +25,8 @@ class CadenceObserver final : public supervisor::RunObserver {
  public:
   // `watcher` may be null (no checkpoints.dir: requests are sent but not measured).
   // `provider` names the prior M ("aws", ...; see MtbiPriorFor).
-  CadenceObserver(const config::JobConfig& job, checkpoint_watch::CheckpointWatcher* watcher, const std::string& provider);
+  CadenceObserver(const config::JobConfig& job, checkpoint_watch::CheckpointWatcher* watcher,
+                  const std::string& provider);
   ~CadenceObserver() override;  // waits for journal appends in flight
 
   void OnStart(supervisor::RunControl& control) override;
@@ -41,10 +42,10 @@ class CadenceObserver final : public supervisor::RunObserver {
  private:
   using SteadyTime = std::chrono::steady_clock::time_point;
   struct Pending {
-    std::string reason;                                  // cadence | adaptive | notice ...
-    SteadyTime at;                                       // when we asked
-    std::chrono::system_clock::time_point wall;          // the same, on the wall clock
-    bool delivered = false;                              // signals.checkpoint reached a process
+    std::string reason;                          // cadence | adaptive | notice ...
+    SteadyTime at;                               // when we asked
+    std::chrono::system_clock::time_point wall;  // the same, on the wall clock
+    bool delivered = false;                      // signals.checkpoint reached a process
   };
 
   void ArmAt(SteadyTime at);
@@ -55,18 +56,18 @@ class CadenceObserver final : public supervisor::RunObserver {
   void NoteIntervalChange(const std::string& why);
   Duration RunTimeSoFar() const;
 
-  const config::JobConfig& job_;                     // not owned
-  checkpoint_watch::CheckpointWatcher* watcher_;     // not owned; may be null
-  CadencePolicy policy_;                             // interval, C, M
-  supervisor::RunControl* control_ = nullptr;        // set in OnStart
-  std::optional<boost::asio::steady_timer> timer_;   // the next request
+  const config::JobConfig& job_;                    // not owned
+  checkpoint_watch::CheckpointWatcher* watcher_;    // not owned; may be null
+  CadencePolicy policy_;                            // interval, C, M
+  supervisor::RunControl* control_ = nullptr;       // set in OnStart
+  std::optional<boost::asio::steady_timer> timer_;  // the next request
   supervisor::Phase phase_ = supervisor::Phase::kIdle;
-  int attempt_ = 0;                                  // the running attempt, 0 = none
-  SteadyTime attempt_started_{};                     // when it started
-  std::optional<Pending> pending_;                   // a request not yet answered
-  Duration interval_{0};                             // the interval last logged
-  bool stopped_ = false;                             // OnExit came
-  boost::asio::thread_pool writer_{1};               // journal appends (fdatasync off the io thread)
+  int attempt_ = 0;                     // the running attempt, 0 = none
+  SteadyTime attempt_started_{};        // when it started
+  std::optional<Pending> pending_;      // a request not yet answered
+  Duration interval_{0};                // the interval last logged
+  bool stopped_ = false;                // OnExit came
+  boost::asio::thread_pool writer_{1};  // journal appends (fdatasync off the io thread)
 };
 
 }  // namespace spotvisor::cadence

@@ -35,8 +35,7 @@ struct ByteRange {
 
 // CRC-32 of each range, in order. Ranges are cut into chunks of at most 8 MiB that run on
 // `pool` (null: the caller) and are joined with Crc32Combine. The first failure wins.
-Result<std::vector<std::uint32_t>> Crc32OfRanges(const ByteSource& source,
-                                                 std::span<const ByteRange> ranges,
+Result<std::vector<std::uint32_t>> Crc32OfRanges(const ByteSource& source, std::span<const ByteRange> ranges,
                                                  HashPool* pool);
 
 class MemorySource final : public ByteSource {
@@ -68,12 +67,11 @@ class FileSource final : public ByteSource {
   int fd() const { return fd_; }
 
  private:
-  FileSource(int fd, std::uint64_t size, std::string name)
-      : fd_(fd), size_(size), name_(std::move(name)) {}
+  FileSource(int fd, std::uint64_t size, std::string name) : fd_(fd), size_(size), name_(std::move(name)) {}
 
-  int fd_ = -1;              // owned
-  std::uint64_t size_ = 0;   // at open time
-  std::string name_;         // the path, for messages
+  int fd_ = -1;             // owned
+  std::uint64_t size_ = 0;  // at open time
+  std::string name_;        // the path, for messages
 };
 
 }  // namespace spotvisor::checkpoint

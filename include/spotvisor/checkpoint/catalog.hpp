@@ -23,24 +23,24 @@ inline constexpr std::string_view kQuarantineDir = ".spotvisor-quarantine";
 inline constexpr std::string_view kCacheFileName = "checkpoint-cache.tsv";
 
 struct CatalogEntry {
-  std::string name;                 // entry in checkpoints.dir
-  std::filesystem::path path;       // checkpoints.dir / name
+  std::string name;            // entry in checkpoints.dir
+  std::filesystem::path path;  // checkpoints.dir / name
   std::uint64_t step = 0;
   bool is_directory = false;
-  CacheKey key;                     // size (all files), newest mtime, inode
-  std::optional<Verdict> verdict;   // after Judge
-  bool from_cache = false;          // verdict came from the cache
-  std::string scan_error;           // cannot stat / walk: bad without validating
+  CacheKey key;                    // size (all files), newest mtime, inode
+  std::optional<Verdict> verdict;  // after Judge
+  bool from_cache = false;         // verdict came from the cache
+  std::string scan_error;          // cannot stat / walk: bad without validating
 };
 
 struct CatalogOptions {
-  std::filesystem::path dir;        // absolute, no trailing slash
+  std::filesystem::path dir;  // absolute, no trailing slash
   std::string pattern;
-  ValidatorOptions validator;       // level, format, marker, root = dir
-  std::filesystem::path cache_file; // empty: no cache
+  ValidatorOptions validator;        // level, format, marker, root = dir
+  std::filesystem::path cache_file;  // empty: no cache
   bool quarantine = true;
-  int keep = 0;                     // 0 = keep all
-  std::string latest_link;          // empty = none
+  int keep = 0;             // 0 = keep all
+  std::string latest_link;  // empty = none
   bool rewrite_hints = false;
 };
 
@@ -94,9 +94,9 @@ class Catalog {
   Result<std::filesystem::path> Quarantine(const CatalogEntry& entry) const;
   Status AfterChoice(const CatalogEntry& chosen, bool fell_back);
 
-  CatalogOptions options_;   // as given; dir absolute
-  NamePattern pattern_;      // parsed options_.pattern
-  VerdictCache cache_;       // loaded at creation
+  CatalogOptions options_;  // as given; dir absolute
+  NamePattern pattern_;     // parsed options_.pattern
+  VerdictCache cache_;      // loaded at creation
 };
 
 }  // namespace spotvisor::checkpoint

@@ -18,8 +18,8 @@ std::uint32_t Crc32Combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64
 
 // The same with a named kernel ("table", "pclmulqdq", "vpclmulqdq"); nullopt when this CPU
 // lacks it. For tests and benchmarks.
-std::optional<std::uint32_t> Crc32WithKernel(std::string_view kernel, std::uint32_t crc,
-                                             const void* data, std::size_t size);
+std::optional<std::uint32_t> Crc32WithKernel(std::string_view kernel, std::uint32_t crc, const void* data,
+                                             std::size_t size);
 
 // "vpclmulqdq", "pclmulqdq" or "table": the kernel Crc32 uses on this CPU.
 std::string_view Crc32Kernel();

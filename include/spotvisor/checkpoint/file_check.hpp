@@ -16,13 +16,13 @@ namespace spotvisor::checkpoint {
 class HashPool;
 
 enum class FileFormat {
-  kUnknown,       // no format we know: must only be readable
-  kTorchZip,      // torch.save (PyTorch >= 1.6) or any stored ZIP
-  kTorchLegacy,   // pre-1.6 torch.save pickle stream: no index, no checksum
+  kUnknown,      // no format we know: must only be readable
+  kTorchZip,     // torch.save (PyTorch >= 1.6) or any stored ZIP
+  kTorchLegacy,  // pre-1.6 torch.save pickle stream: no index, no checksum
   kSafetensors,
-  kDcpShard,      // __<rank>_<n>.distcp
-  kJson,          // trainer_state.json, config.json, index files, ...
-  kPickle,        // DCP .metadata
+  kDcpShard,  // __<rank>_<n>.distcp
+  kJson,      // trainer_state.json, config.json, index files, ...
+  kPickle,    // DCP .metadata
 };
 
 std::string_view FormatName(FileFormat format);
@@ -32,16 +32,16 @@ bool IsPayloadFormat(FileFormat format);
 
 struct FileCheckOptions {
   config::ValidateLevel level = config::ValidateLevel::kFull;
-  bool verify_bytes = true;         // full level: CRCs / read every byte (off when a
-                                    // manifest's hashes already cover the bytes)
-  std::string forced_format;        // "torch" | "safetensors" | "" (detect)
-  HashPool* pool = nullptr;         // for CRCs of big files; may be null
+  bool verify_bytes = true;   // full level: CRCs / read every byte (off when a
+                              // manifest's hashes already cover the bytes)
+  std::string forced_format;  // "torch" | "safetensors" | "" (detect)
+  HashPool* pool = nullptr;   // for CRCs of big files; may be null
 };
 
 struct FileCheck {
   FileFormat format = FileFormat::kUnknown;
-  Status status = Ok{};             // the failure names the file, entry and offset
-  std::string note;                 // e.g. "legacy pickle: structure only"
+  Status status = Ok{};  // the failure names the file, entry and offset
+  std::string note;      // e.g. "legacy pickle: structure only"
 };
 
 FileCheck CheckFile(const std::filesystem::path& file, const FileCheckOptions& options);

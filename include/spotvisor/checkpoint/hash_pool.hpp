@@ -34,17 +34,17 @@ class HashPool {
   // Runs tasks of the current batch until none is left; `lock` is held on entry and exit.
   void Drain(std::unique_lock<std::mutex>& lock);
 
-  std::mutex mutex_;                    // guards everything below
-  std::condition_variable wake_;        // a batch arrived, or stopping
-  std::condition_variable done_;        // the batch's last task finished
-  std::mutex batch_mutex_;              // one ParallelFor at a time
+  std::mutex mutex_;                                        // guards everything below
+  std::condition_variable wake_;                            // a batch arrived, or stopping
+  std::condition_variable done_;                            // the batch's last task finished
+  std::mutex batch_mutex_;                                  // one ParallelFor at a time
   const std::function<void(std::size_t)>* task_ = nullptr;  // the running batch
-  std::size_t next_ = 0;                // next index to hand out
-  std::size_t count_ = 0;               // tasks in the batch
-  std::size_t unfinished_ = 0;          // tasks handed out or pending, not yet returned
-  std::size_t generation_ = 0;          // bumps per batch, so workers wake once per batch
+  std::size_t next_ = 0;                                    // next index to hand out
+  std::size_t count_ = 0;                                   // tasks in the batch
+  std::size_t unfinished_ = 0;                              // tasks handed out or pending, not yet returned
+  std::size_t generation_ = 0;                              // bumps per batch, so workers wake once per batch
   bool stopping_ = false;
-  std::vector<std::thread> workers_;    // joined in the destructor
+  std::vector<std::thread> workers_;  // joined in the destructor
 };
 
 }  // namespace spotvisor::checkpoint

@@ -14,9 +14,9 @@
 namespace spotvisor::checkpoint {
 
 struct Hint {
-  std::filesystem::path file;      // the pointer file
-  std::string value;               // what it says, trimmed ("global_step100", "100")
-  bool parses = true;              // false: empty or garbage (Megatron would refuse to start)
+  std::filesystem::path file;  // the pointer file
+  std::string value;           // what it says, trimmed ("global_step100", "100")
+  bool parses = true;          // false: empty or garbage (Megatron would refuse to start)
 };
 
 // The pointer files present in `dir`.
@@ -25,7 +25,6 @@ std::vector<Hint> ReadHints(const std::filesystem::path& dir);
 // Rewrites each present pointer file to name `chosen_name` / `chosen_step`. Returns what
 // was rewritten.
 Result<std::vector<std::filesystem::path>> RewriteHints(const std::filesystem::path& dir,
-                                                        const std::string& chosen_name,
-                                                        std::uint64_t chosen_step);
+                                                        const std::string& chosen_name, std::uint64_t chosen_step);
 
 }  // namespace spotvisor::checkpoint

@@ -22,9 +22,9 @@ inline constexpr std::uint64_t kMaxManifestBytes = 64ull << 20;
 inline constexpr std::size_t kMaxManifestFiles = 1'000'000;
 
 struct ManifestFile {
-  std::string path;        // relative, '/'-separated, no '..'
+  std::string path;  // relative, '/'-separated, no '..'
   std::uint64_t size = 0;
-  std::string hash;        // lowercase hex: 32 digits (xxh3-128) or 8 (crc32)
+  std::string hash;  // lowercase hex: 32 digits (xxh3-128) or 8 (crc32)
 };
 
 struct Manifest {
@@ -46,14 +46,14 @@ std::filesystem::path ManifestPathFor(const std::filesystem::path& checkpoint, b
 Result<std::string> HashFile(const std::filesystem::path& file, std::string_view algorithm);
 
 struct ManifestCheck {
-  bool hashes = true;      // false: sizes and presence only
+  bool hashes = true;           // false: sizes and presence only
   bool allow_unlisted = false;  // a directory may hold files the manifest does not list (re-sealing)
 };
 
 // Checks `checkpoint` against `manifest`: every listed file present with its size (and
 // hash), and, for a directory, no file that is not listed. Files hash in parallel.
-Status VerifyManifest(const Manifest& manifest, const std::filesystem::path& checkpoint,
-                      bool is_directory, const ManifestCheck& check, HashPool* pool);
+Status VerifyManifest(const Manifest& manifest, const std::filesystem::path& checkpoint, bool is_directory,
+                      const ManifestCheck& check, HashPool* pool);
 
 // Writes the manifest of `checkpoint` (every regular file, XXH3-128) atomically. Returns
 // the manifest's path. Symlinks inside are refused (a manifest lists real bytes).

@@ -23,22 +23,31 @@ class PickleTree {
   static constexpr Ref kNoRef = 0xffffffffu;
 
   enum class Kind : std::uint8_t {
-    kNone, kBool, kInt, kFloat, kText, kBytes, kTuple, kList, kDict, kSet,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kText,
+    kBytes,
+    kTuple,
+    kList,
+    kDict,
+    kSet,
     kGlobal,      // text = "module.name"
     kCall,        // callable(args), then state (BUILD) and items set on it (an OrderedDict)
     kPersistent,  // a persistent id (torch: a storage); items[0] is the id
   };
   struct Node {
     Kind kind = Kind::kNone;
-    bool big = false;            // kInt that does not fit in 64 bits (number is 0)
-    std::int64_t number = 0;     // kBool, kInt
-    double real = 0;             // kFloat
-    std::string text;            // kText, kBytes, kGlobal
-    std::vector<Ref> items;      // kTuple, kList, kSet elements; kPersistent: the id
-    std::vector<Ref> entries;    // kDict and kCall: key, value, key, value, ...
-    Ref callable = kNoRef;       // kCall
-    Ref args = kNoRef;           // kCall: a kTuple
-    Ref state = kNoRef;          // kCall after BUILD
+    bool big = false;          // kInt that does not fit in 64 bits (number is 0)
+    std::int64_t number = 0;   // kBool, kInt
+    double real = 0;           // kFloat
+    std::string text;          // kText, kBytes, kGlobal
+    std::vector<Ref> items;    // kTuple, kList, kSet elements; kPersistent: the id
+    std::vector<Ref> entries;  // kDict and kCall: key, value, key, value, ...
+    Ref callable = kNoRef;     // kCall
+    Ref args = kNoRef;         // kCall: a kTuple
+    Ref state = kNoRef;        // kCall after BUILD
   };
 
   const Node& at(Ref r) const { return nodes_.at(r); }

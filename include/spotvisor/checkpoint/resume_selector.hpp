@@ -24,19 +24,19 @@ struct ResumePoint {
 
 // A newer checkpoint that was passed over, and why.
 struct Rejection {
-  std::filesystem::path path;                    // where it was found
-  std::string reason;                            // what failed, naming entry/offset
-  std::optional<std::filesystem::path> moved_to; // its place in the quarantine, if moved
+  std::filesystem::path path;                     // where it was found
+  std::string reason;                             // what failed, naming entry/offset
+  std::optional<std::filesystem::path> moved_to;  // its place in the quarantine, if moved
 };
 
 struct Selection {
-  std::optional<ResumePoint> chosen;   // none: start fresh
+  std::optional<ResumePoint> chosen;  // none: start fresh
   // Every checkpoint known good, newest first (peers intersect them): `chosen` first,
   // validated now; then the older ones whose verdict the cache holds as good for their
   // unchanged size/mtime/inode (one never judged is left out: validating it would read
   // every byte before every start). Retention's deletions are not in it.
   std::vector<ResumePoint> good;
-  std::vector<Rejection> rejected;     // newest first
+  std::vector<Rejection> rejected;  // newest first
   // Temp-named entries in checkpoints.dir (half-written saves a killed trainer left):
   // never used, never deleted by spotvisor, reported because they take space. Filled
   // only by a selection that acts (before a start).

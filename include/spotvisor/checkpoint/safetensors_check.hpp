@@ -16,8 +16,8 @@ namespace spotvisor::checkpoint {
 inline constexpr std::uint64_t kMaxSafetensorsHeader = 100'000'000;
 
 struct SafetensorsSummary {
-  std::uint64_t tensors = 0;       // entries besides __metadata__
-  std::uint64_t data_bytes = 0;    // size of the byte buffer
+  std::uint64_t tensors = 0;     // entries besides __metadata__
+  std::uint64_t data_bytes = 0;  // size of the byte buffer
 };
 
 // Validates the header of the file in `source` against its size.

@@ -16,14 +16,14 @@ class HashPool;
 
 struct Verdict {
   bool good = false;
-  std::string reason;     // bad: the first failure (file, entry, offset); good: a summary
-  std::string format;     // "torch.save", "safetensors", "dcp", "hf", "orbax", "files", ...
+  std::string reason;  // bad: the first failure (file, entry, offset); good: a summary
+  std::string format;  // "torch.save", "safetensors", "dcp", "hf", "orbax", "files", ...
 };
 
 struct ValidatorOptions {
   config::ValidateLevel level = config::ValidateLevel::kFull;
-  std::string format = "auto";   // checkpoints.format
-  std::string marker;            // checkpoints.marker; empty = none
+  std::string format = "auto";  // checkpoints.format
+  std::string marker;           // checkpoints.marker; empty = none
   // Symlinks must resolve inside this directory (checkpoints.dir); empty = no check.
   std::filesystem::path root;
   HashPool* pool = nullptr;

@@ -46,9 +46,9 @@ class VerdictCache {
     config::ValidateLevel level;
     Verdict verdict;
   };
-  std::filesystem::path dir_;            // the checkpoints dir the names live in
-  std::filesystem::path file_;           // where the cache is stored
-  std::map<std::string, Entry> entries_; // by checkpoint name
+  std::filesystem::path dir_;             // the checkpoints dir the names live in
+  std::filesystem::path file_;            // where the cache is stored
+  std::map<std::string, Entry> entries_;  // by checkpoint name
 };
 
 }  // namespace spotvisor::checkpoint

@@ -26,11 +26,11 @@ struct ZipEntry {
 };
 
 struct ZipArchive {
-  std::uint64_t start = 0;          // absolute offset of the archive's first byte
-  std::uint64_t end = 0;            // one past its last byte
-  std::uint64_t cd_offset = 0;      // absolute offset of the central directory
-  bool zip64 = false;               // ZIP64 end records present
-  std::vector<ZipEntry> entries;    // in central-directory order
+  std::uint64_t start = 0;        // absolute offset of the archive's first byte
+  std::uint64_t end = 0;          // one past its last byte
+  std::uint64_t cd_offset = 0;    // absolute offset of the central directory
+  bool zip64 = false;             // ZIP64 end records present
+  std::vector<ZipEntry> entries;  // in central-directory order
 };
 
 // Limits on what a hostile file can make us allocate.

@@ -11,9 +11,9 @@ namespace spotvisor::checkpoint_watch {
 
 // Size, newest mtime and the oldest birth time of a checkpoint file or directory.
 struct CheckpointShape {
-  std::uint64_t bytes = 0;              // every regular file
-  std::int64_t mtime_ms = 0;            // newest modification, Unix ms
-  std::optional<std::int64_t> birth_ms; // oldest birth, Unix ms; nullopt when a file lacks one
+  std::uint64_t bytes = 0;               // every regular file
+  std::int64_t mtime_ms = 0;             // newest modification, Unix ms
+  std::optional<std::int64_t> birth_ms;  // oldest birth, Unix ms; nullopt when a file lacks one
   bool operator==(const CheckpointShape& o) const { return bytes == o.bytes && mtime_ms == o.mtime_ms; }
 };
 

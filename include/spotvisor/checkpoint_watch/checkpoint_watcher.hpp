@@ -28,19 +28,19 @@ namespace spotvisor::checkpoint_watch {
 
 // A new (or changed) checkpoint and the watcher's verdict on it.
 struct CheckpointVerdict {
-  std::filesystem::path path;                           // checkpoints.dir / name
-  std::string name;                                     // the entry's name
-  std::uint64_t step = 0;                               // from the name
-  CheckpointShape shape;                                // size, newest mtime, oldest birth
+  std::filesystem::path path;  // checkpoints.dir / name
+  std::string name;            // the entry's name
+  std::uint64_t step = 0;      // from the name
+  CheckpointShape shape;       // size, newest mtime, oldest birth
   bool good = false;
-  std::string reason;                                   // the validator's words
-  std::chrono::system_clock::time_point written_at;     // newest mtime (ns), a marker beside it included
-  std::chrono::system_clock::time_point detected_at;    // when the verdict was reached
+  std::string reason;                                 // the validator's words
+  std::chrono::system_clock::time_point written_at;   // newest mtime (ns), a marker beside it included
+  std::chrono::system_clock::time_point detected_at;  // when the verdict was reached
 };
 
 struct WatchTiming {
-  Duration slow = std::chrono::seconds(2);              // poll period while nothing is awaited
-  Duration fast = std::chrono::milliseconds(100);       // while a requested checkpoint is awaited
+  Duration slow = std::chrono::seconds(2);         // poll period while nothing is awaited
+  Duration fast = std::chrono::milliseconds(100);  // while a requested checkpoint is awaited
 };
 
 class CheckpointWatcher final : public supervisor::RunObserver {
@@ -60,18 +60,18 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   const std::shared_ptr<DirKeeper>& keeper() const { return keeper_; }
 
   void OnStart(supervisor::RunControl& control) override;
-  void OnSelection(const checkpoint::Selection& selection) override;       // scans at once
-  void OnAttemptEnded(const state::AttemptRecord& record) override;        // scans at once
+  void OnSelection(const checkpoint::Selection& selection) override;  // scans at once
+  void OnAttemptEnded(const state::AttemptRecord& record) override;   // scans at once
   void OnExit(int code, const std::string& message) override;
 
  private:
   // Per name: the key it had when last seen, and what became of it.
   struct Seen {
     checkpoint::CacheKey key;
-    std::chrono::steady_clock::time_point since;        // first seen with this key
-    bool judged = false;                                // validated at this key
-    bool told = false;                                  // handed to the subscribers
-    std::optional<CheckpointVerdict> verdict;           // once judged
+    std::chrono::steady_clock::time_point since;  // first seen with this key
+    bool judged = false;                          // validated at this key
+    bool told = false;                            // handed to the subscribers
+    std::optional<CheckpointVerdict> verdict;     // once judged
   };
 
   void Arm();
@@ -80,18 +80,18 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   std::vector<CheckpointVerdict> Scan();
   CheckpointVerdict JudgeOne(checkpoint::CatalogEntry& entry);
 
-  std::shared_ptr<DirKeeper> keeper_;                  // the directory's one owner
-  WatchTiming timing_;                                 // poll periods
-  std::vector<Subscriber> subscribers_;                // io thread
-  std::optional<boost::asio::steady_timer> timer_;     // the poll clock (io thread)
-  boost::asio::io_context* io_ = nullptr;              // the driver's loop
-  bool hurry_ = false;                                 // io thread: fast polling
-  bool scanning_ = false;                              // io thread: a scan is on the keeper
-  bool again_ = false;                                 // io thread: scan once more when it returns
-  bool stopped_ = false;                               // io thread: OnExit came
+  std::shared_ptr<DirKeeper> keeper_;               // the directory's one owner
+  WatchTiming timing_;                              // poll periods
+  std::vector<Subscriber> subscribers_;             // io thread
+  std::optional<boost::asio::steady_timer> timer_;  // the poll clock (io thread)
+  boost::asio::io_context* io_ = nullptr;           // the driver's loop
+  bool hurry_ = false;                              // io thread: fast polling
+  bool scanning_ = false;                           // io thread: a scan is on the keeper
+  bool again_ = false;                              // io thread: scan once more when it returns
+  bool stopped_ = false;                            // io thread: OnExit came
   // Keeper-thread state.
-  bool baseline_done_ = false;                         // the first scan only records
-  std::map<std::string, Seen> seen_;                   // by name
+  bool baseline_done_ = false;        // the first scan only records
+  std::map<std::string, Seen> seen_;  // by name
 };
 
 }  // namespace spotvisor::checkpoint_watch

@@ -64,12 +64,12 @@ class DirKeeper {
   void NoteRestored(const std::filesystem::path& path);
 
  private:
-  const config::JobConfig& job_;                 // not owned
-  std::optional<checkpoint::Catalog> catalog_;   // keeper thread; remade at each selection
-  bool catalog_failed_ = false;                  // said once
-  checkpoint::VerdictCache validated_;           // keeper thread: verdicts this process validated
-  checkpoint::VerdictCache for_selection_;       // keeper thread: validated since the last selection, for it
-  boost::asio::thread_pool thread_{1};           // the one thread (declared last: joined first)
+  const config::JobConfig& job_;                // not owned
+  std::optional<checkpoint::Catalog> catalog_;  // keeper thread; remade at each selection
+  bool catalog_failed_ = false;                 // said once
+  checkpoint::VerdictCache validated_;          // keeper thread: verdicts this process validated
+  checkpoint::VerdictCache for_selection_;      // keeper thread: validated since the last selection, for it
+  boost::asio::thread_pool thread_{1};          // the one thread (declared last: joined first)
 };
 
 // The resume selector of `spotvisor run` with a checkpoints.dir: selections on the keeper.

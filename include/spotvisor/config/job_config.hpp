@@ -16,15 +16,15 @@
 namespace spotvisor::config {
 
 struct JobSection {
-  std::string name;                              // default: the job file's stem, else "job"
-  std::vector<std::string> command;              // argv; templates allowed; never a shell
-  std::vector<std::string> resume_args;          // appended when a good checkpoint exists
-  std::filesystem::path workdir;                 // default: the job file's directory
-  std::map<std::string, std::string> env;        // added to the inherited environment
-  std::vector<int> success_exit_codes{0};        // exit codes that mean "the job is done"
-  int stop_exit_code = 75;                       // spotvisor's own exit code for "stopped, resumable"
+  std::string name;                                  // default: the job file's stem, else "job"
+  std::vector<std::string> command;                  // argv; templates allowed; never a shell
+  std::vector<std::string> resume_args;              // appended when a good checkpoint exists
+  std::filesystem::path workdir;                     // default: the job file's directory
+  std::map<std::string, std::string> env;            // added to the inherited environment
+  std::vector<int> success_exit_codes{0};            // exit codes that mean "the job is done"
+  int stop_exit_code = 75;                           // spotvisor's own exit code for "stopped, resumable"
   std::optional<std::filesystem::path> result_file;  // what the trainer writes at the end
-  std::map<std::string, std::string> labels;     // free-form (model version, precision, ...): report + info metric
+  std::map<std::string, std::string> labels;         // free-form (model version, precision, ...): report + info metric
 };
 
 enum class ProviderKind { kAuto, kAws, kGcp, kAzure, kAlibaba, kFile, kNone };
@@ -33,18 +33,18 @@ const char* ToString(ProviderKind kind);
 enum class RebalanceAction { kIgnore, kCheckpoint, kStop };
 
 struct ProviderSection {
-  ProviderKind kind = ProviderKind::kAuto;      // auto: from DMI, no network probe
-  std::string auto_found;                        // what auto found here, "aws (sys_vendor=...)" (set on load)
-  std::string endpoint;                          // scheme://host:port; empty = provider's own
+  ProviderKind kind = ProviderKind::kAuto;  // auto: from DMI, no network probe
+  std::string auto_found;                   // what auto found here, "aws (sys_vendor=...)" (set on load)
+  std::string endpoint;                     // scheme://host:port; empty = provider's own
   Duration poll_interval = std::chrono::seconds(1);
-  Duration request_timeout = std::chrono::seconds(2);   // deadline of one metadata request
-  Duration safety_margin = std::chrono::seconds(5);     // kept free before the deadline
-  Duration default_window = std::chrono::seconds(30);   // when the notice gives no deadline
-  Duration min_grace = std::chrono::seconds(5);         // the least a notice leaves the trainer
+  Duration request_timeout = std::chrono::seconds(2);        // deadline of one metadata request
+  Duration safety_margin = std::chrono::seconds(5);          // kept free before the deadline
+  Duration default_window = std::chrono::seconds(30);        // when the notice gives no deadline
+  Duration min_grace = std::chrono::seconds(5);              // the least a notice leaves the trainer
   RebalanceAction rebalance = RebalanceAction::kCheckpoint;  // aws rebalance recommendation
-  Duration token_ttl = std::chrono::hours(6);           // aws / alibaba token lifetime
-  bool imdsv1_fallback = false;                         // aws: plain GETs when no token
-  std::string azure_vm_name;                            // empty = from instance metadata
+  Duration token_ttl = std::chrono::hours(6);                // aws / alibaba token lifetime
+  bool imdsv1_fallback = false;                              // aws: plain GETs when no token
+  std::string azure_vm_name;                                 // empty = from instance metadata
   std::vector<std::string> azure_event_types{"Preempt", "Terminate"};
   bool azure_acknowledge = false;                       // StartRequests once drained
   std::filesystem::path file;                           // kind: file — its appearance is a notice
@@ -61,8 +61,8 @@ enum class SignalTarget { kAuto, kGroup, kMain, kWorkers };
 const char* ToString(SignalTarget target);
 
 struct SignalsSection {
-  int on_notice = SIGTERM;     // sent on a notice and on SIGTERM/SIGINT to spotvisor
-  int checkpoint = SIGUSR1;    // "checkpoint now and continue"
+  int on_notice = SIGTERM;   // sent on a notice and on SIGTERM/SIGINT to spotvisor
+  int checkpoint = SIGUSR1;  // "checkpoint now and continue"
   // Signals to spotvisor that mean "stop" (SLURM: add SIGUSR1/SIGUSR2). SIGUSR1 not listed
   // here means "checkpoint now"; any other signal not listed keeps its default action.
   std::vector<int> stop_on{SIGTERM, SIGINT, SIGHUP};
@@ -71,34 +71,34 @@ struct SignalsSection {
   std::string target_why;                           // why, in words (Finalize)
   // The recipients in effect: never kAuto.
   SignalTarget Recipients() const { return target == SignalTarget::kAuto ? auto_choice : target; }
-  Duration grace = std::chrono::seconds(90);   // capped by the provider's deadline
+  Duration grace = std::chrono::seconds(90);         // capped by the provider's deadline
   Duration kill_timeout = std::chrono::seconds(10);  // after SIGKILL, how long the group may linger
 };
 
 enum class ValidateLevel { kStructure, kFormat, kFull };
 
 struct MirrorSection {
-  std::optional<std::filesystem::path> path;      // copy validated checkpoints here
-  std::vector<std::string> command;               // or run this (argv, templates)
-  int keep = 0;                                   // 0 = same as checkpoints.keep
-  std::vector<std::string> restore_command;       // command form: fetch the mirror into {restore_dir}
-  std::vector<std::string> prune_command;         // command form: delete {name} from the mirror (retention)
-  std::uint64_t bandwidth = 0;                    // path form: bytes per second; 0 = unlimited
-  int concurrency = 1;                            // uploads (copies or commands) at once
-  Duration timeout = std::chrono::hours(1);       // command form: one command's time limit
-  bool restore = true;                            // restore from the mirror on start when newer
+  std::optional<std::filesystem::path> path;  // copy validated checkpoints here
+  std::vector<std::string> command;           // or run this (argv, templates)
+  int keep = 0;                               // 0 = same as checkpoints.keep
+  std::vector<std::string> restore_command;   // command form: fetch the mirror into {restore_dir}
+  std::vector<std::string> prune_command;     // command form: delete {name} from the mirror (retention)
+  std::uint64_t bandwidth = 0;                // path form: bytes per second; 0 = unlimited
+  int concurrency = 1;                        // uploads (copies or commands) at once
+  Duration timeout = std::chrono::hours(1);   // command form: one command's time limit
+  bool restore = true;                        // restore from the mirror on start when newer
 };
 
 struct CheckpointsSection {
-  std::optional<std::filesystem::path> dir;       // unset: nothing to resume from
-  std::string pattern = "checkpoint-{step}";      // {step} = digits; whole name must match
+  std::optional<std::filesystem::path> dir;   // unset: nothing to resume from
+  std::string pattern = "checkpoint-{step}";  // {step} = digits; whole name must match
   ValidateLevel validate = ValidateLevel::kFull;
-  std::string format = "auto";                    // auto | torch | safetensors | dcp | hf | orbax | any
-  std::string marker;                             // commit marker file name; empty = none
-  int keep = 0;                                   // keep this many good ones; 0 = keep all
-  bool quarantine = true;                         // move bad ones into .spotvisor-quarantine/
-  std::string latest_link;                        // name of a symlink to the newest good one
-  bool rewrite_hints = false;                     // rewrite DeepSpeed/Megatron pointer files
+  std::string format = "auto";                      // auto | torch | safetensors | dcp | hf | orbax | any
+  std::string marker;                               // commit marker file name; empty = none
+  int keep = 0;                                     // keep this many good ones; 0 = keep all
+  bool quarantine = true;                           // move bad ones into .spotvisor-quarantine/
+  std::string latest_link;                          // name of a symlink to the newest good one
+  bool rewrite_hints = false;                       // rewrite DeepSpeed/Megatron pointer files
   Duration select_timeout = std::chrono::hours(2);  // one selection (restore + validation); 0 = none
   MirrorSection mirror;
 };
@@ -106,20 +106,20 @@ struct CheckpointsSection {
 struct BackoffSection {
   Duration initial = std::chrono::seconds(1);
   Duration max = std::chrono::minutes(5);
-  double multiplier = 2.0;                        // >= 1
-  double jitter = 0.2;                            // 0..1, fraction of the delay
+  double multiplier = 2.0;                          // >= 1
+  double jitter = 0.2;                              // 0..1, fraction of the delay
   Duration reset_after = std::chrono::minutes(10);  // a run this long resets the backoff
 };
 
 struct CrashLoopSection {
-  int failures = 5;                               // this many failures ...
-  Duration window = std::chrono::minutes(10);     // ... within this window: give up
+  int failures = 5;                            // this many failures ...
+  Duration window = std::chrono::minutes(10);  // ... within this window: give up
 };
 
 struct RestartSection {
-  int max_restarts = 50;                          // failure budget; preemptions never count
-  int max_hangs = 10;                             // hang budget
-  int no_progress_limit = 5;                      // restarts in a row without progress; 0 = off
+  int max_restarts = 50;      // failure budget; preemptions never count
+  int max_hangs = 10;         // hang budget
+  int no_progress_limit = 5;  // restarts in a row without progress; 0 = off
   BackoffSection backoff;
   CrashLoopSection crash_loop;
 };
@@ -128,32 +128,32 @@ enum class CadenceMode { kOff, kFixed, kAdaptive };
 
 struct CadenceSection {
   CadenceMode mode = CadenceMode::kOff;
-  Duration every = std::chrono::minutes(10);      // the fixed period
-  Duration min = std::chrono::minutes(2);         // adaptive bounds
+  Duration every = std::chrono::minutes(10);  // the fixed period
+  Duration min = std::chrono::minutes(2);     // adaptive bounds
   Duration max = std::chrono::hours(2);
-  Duration mtbi_prior = std::chrono::hours(3);    // adaptive: mean time between interruptions
-  std::map<std::string, Duration> mtbi_priors;    // per provider (aws, gcp, ...); missing = mtbi_prior
+  Duration mtbi_prior = std::chrono::hours(3);  // adaptive: mean time between interruptions
+  std::map<std::string, Duration> mtbi_priors;  // per provider (aws, gcp, ...); missing = mtbi_prior
 };
 
 struct HealthSection {
   std::optional<std::filesystem::path> heartbeat_file;  // its mtime is the trainer's pulse
-  std::string progress_pattern;                   // regex on output lines; a group = step
+  std::string progress_pattern;                         // regex on output lines; a group = step
   Duration hang_timeout = std::chrono::minutes(10);
 };
 
 enum class LogFormat { kText, kJson };
 
 struct MetricsSection {
-  std::string listen;                             // host:port; empty = metrics off
+  std::string listen;  // host:port; empty = metrics off
   std::optional<std::filesystem::path> token_file;
 };
 
 struct TelemetrySection {
-  std::filesystem::path state_dir;                // default: <base>/.spotvisor/<job name>
+  std::filesystem::path state_dir;  // default: <base>/.spotvisor/<job name>
   MetricsSection metrics;
   LogFormat log_format = LogFormat::kText;
   std::string log_level = "info";
-  std::optional<std::filesystem::path> report_path;  // default: <state_dir>/report.{md,json}
+  std::optional<std::filesystem::path> report_path;      // default: <state_dir>/report.{md,json}
   std::vector<std::filesystem::path> fingerprint_files;  // lock file, image digest file: hashed into the report
   Duration gpu_interval = std::chrono::seconds(10);      // NVML sampling period; 0 = no GPU telemetry
   std::optional<std::filesystem::path> termination_log;  // one JSON line <= 4 KiB at exit (/dev/termination-log)
@@ -164,7 +164,7 @@ struct TelemetrySection {
 inline constexpr int kRequeueOnNotice = 0;
 struct SlurmSection {
   std::vector<int> requeue_on{kRequeueOnNotice, SIGUSR1, SIGUSR2};  // empty = never requeue
-  std::string scontrol = "scontrol";              // the command (a name on PATH or a path)
+  std::string scontrol = "scontrol";                                // the command (a name on PATH or a path)
 };
 
 // One price or quantity of the cost model. Never a silent zero: a component nobody priced
@@ -176,41 +176,41 @@ struct CostValue {
 };
 
 struct CostSection {
-  bool configured = false;                        // a cost section was given
-  std::string currency = "USD";                   // a label only
-  CostValue gpu_hour;                             // price of one GPU-hour (accelerator pricing) ...
-  int gpus = 1;                                   // ... times this many GPUs
-  CostValue node_hour;                            // or price of one node-hour (whole VM); not both
-  Duration billing_minimum = Duration::zero();    // each machine session is billed at least this
-  bool bill_from_boot = false;                    // billing starts at machine boot, not at spotvisor's start
-  CostValue disk_gb, disk_gb_month;               // persistent/boot disks: size x price per GB-month
-  CostValue snapshot_gb, snapshot_gb_month;       // snapshots kept for the run
-  CostValue egress_gb, egress_per_gb;             // data sent out over the whole run x price per GB
-  CostValue public_ip_hour;                       // public IPv4 address
-  CostValue support_month;                        // support plan, prorated per hour
-  std::map<std::string, CostValue> other_hour;    // more per-hour items by name
-  std::vector<std::string> unknown;               // components that exist but have no price yet
-  double budget = 0;                              // stop (exit 3) when the estimate's upper end reaches it; 0 = none
-  double warn_fraction = 0.8;                     // warn when the upper end reaches this fraction of budget
+  bool configured = false;                      // a cost section was given
+  std::string currency = "USD";                 // a label only
+  CostValue gpu_hour;                           // price of one GPU-hour (accelerator pricing) ...
+  int gpus = 1;                                 // ... times this many GPUs
+  CostValue node_hour;                          // or price of one node-hour (whole VM); not both
+  Duration billing_minimum = Duration::zero();  // each machine session is billed at least this
+  bool bill_from_boot = false;                  // billing starts at machine boot, not at spotvisor's start
+  CostValue disk_gb, disk_gb_month;             // persistent/boot disks: size x price per GB-month
+  CostValue snapshot_gb, snapshot_gb_month;     // snapshots kept for the run
+  CostValue egress_gb, egress_per_gb;           // data sent out over the whole run x price per GB
+  CostValue public_ip_hour;                     // public IPv4 address
+  CostValue support_month;                      // support plan, prorated per hour
+  std::map<std::string, CostValue> other_hour;  // more per-hour items by name
+  std::vector<std::string> unknown;             // components that exist but have no price yet
+  double budget = 0;                            // stop (exit 3) when the estimate's upper end reaches it; 0 = none
+  double warn_fraction = 0.8;                   // warn when the upper end reaches this fraction of budget
   Duration check_interval = std::chrono::seconds(30);  // how often the estimate is recomputed
 };
 
 // One hook: argv (templates allowed, never a shell) and how long it may run.
 struct HookSpec {
-  std::vector<std::string> command;               // empty = no hook
-  Duration timeout = std::chrono::minutes(5);     // then its process group gets SIGKILL
+  std::vector<std::string> command;            // empty = no hook
+  Duration timeout = std::chrono::minutes(5);  // then its process group gets SIGKILL
 };
 
 struct HooksSection {
-  HookSpec before_start;    // before the first trainer start (e.g. restore data)
-  HookSpec on_checkpoint;   // after a new checkpoint passed validation
-  HookSpec on_notice;       // a preemption notice arrived
-  HookSpec on_finish;       // job done, given up or budget exhausted (upload, power off)
+  HookSpec before_start;   // before the first trainer start (e.g. restore data)
+  HookSpec on_checkpoint;  // after a new checkpoint passed validation
+  HookSpec on_notice;      // a preemption notice arrived
+  HookSpec on_finish;      // job done, given up or budget exhausted (upload, power off)
 };
 
 struct JobConfig {
   std::optional<std::filesystem::path> source_file;  // the job file, when there is one
-  std::filesystem::path base_dir;                 // where relative paths start
+  std::filesystem::path base_dir;                    // where relative paths start
   JobSection job;
   ProviderSection provider;
   SignalsSection signals;
@@ -222,7 +222,7 @@ struct JobConfig {
   CostSection cost;
   HooksSection hooks;
   SlurmSection slurm;
-  std::map<std::string, int> key_lines;           // "restart.backoff.max" -> line in source_file
+  std::map<std::string, int> key_lines;  // "restart.backoff.max" -> line in source_file
 };
 
 }  // namespace spotvisor::config

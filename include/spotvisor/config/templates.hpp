@@ -16,9 +16,9 @@ using TemplateVars = std::map<std::string, std::string>;
 
 // The placeholders a hook's argv may use (hooks/hook_runner.hpp says what each holds): the
 // loader refuses others, and a hook gets every one, empty where it has no value.
-inline const std::set<std::string> kHookTemplates{"job",   "attempt", "checkpoint_dir", "result_file",
-                                                  "checkpoint", "step", "state_dir", "report",
-                                                  "exit_code", "hook", "provider", "notice_kind"};
+inline const std::set<std::string> kHookTemplates{"job",        "attempt", "checkpoint_dir", "result_file",
+                                                  "checkpoint", "step",    "state_dir",      "report",
+                                                  "exit_code",  "hook",    "provider",       "notice_kind"};
 
 // Every `{name}` in `text` must be in `vars`; the error names the placeholder.
 Result<std::string> ExpandTemplate(const std::string& text, const TemplateVars& vars);
@@ -27,7 +27,6 @@ Result<std::string> ExpandTemplate(const std::string& text, const TemplateVars& 
 Result<std::set<std::string>> TemplateNames(const std::string& text);
 
 // Expands each argument of `argv`.
-Result<std::vector<std::string>> ExpandArgv(const std::vector<std::string>& argv,
-                                            const TemplateVars& vars);
+Result<std::vector<std::string>> ExpandArgv(const std::vector<std::string>& argv, const TemplateVars& vars);
 
 }  // namespace spotvisor::config

@@ -22,21 +22,21 @@ struct Usage {
 };
 
 struct Component {
-  std::string name;    // "compute", "disk", "egress", ... or a user's name
-  bool known = false;  // false: unknown, never counted as zero
+  std::string name;      // "compute", "disk", "egress", ... or a user's name
+  bool known = false;    // false: unknown, never counted as zero
   bool bounded = false;  // true when known; an unknown has no upper bound
   double low = 0;
   double high = 0;
-  std::string basis;   // how it was computed, for people ("8 GPU x 2.5 h x 0.90/GPU-h")
+  std::string basis;  // how it was computed, for people ("8 GPU x 2.5 h x 0.90/GPU-h")
 };
 
 struct Estimate {
-  bool configured = false;             // a cost section was given
+  bool configured = false;  // a cost section was given
   std::string currency = "USD";
-  std::vector<Component> components;   // every configured or expected component
-  double low = 0;                      // sum of the known components' low ends
-  double high = 0;                     // sum of the known components' high ends (not an upper bound: see Upper)
-  std::vector<std::string> unknown;    // names of the components with no number
+  std::vector<Component> components;  // every configured or expected component
+  double low = 0;                     // sum of the known components' low ends
+  double high = 0;                    // sum of the known components' high ends (not an upper bound: see Upper)
+  std::vector<std::string> unknown;   // names of the components with no number
   bool exact() const { return unknown.empty() && low == high; }
   // The upper bound of the whole cost: unknown (nullopt) while any component is unknown or
   // no cost section was given. Never 0 for "we do not know".

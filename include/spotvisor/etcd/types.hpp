@@ -20,8 +20,8 @@ struct ResponseHeader {
 };
 
 struct KeyValue {
-  std::string key;                  // raw bytes
-  std::string value;                // raw bytes
+  std::string key;                   // raw bytes
+  std::string value;                 // raw bytes
   std::int64_t create_revision = 0;  // revision of the key's creation (0: no such key)
   std::int64_t mod_revision = 0;     // revision of the last modification
   std::int64_t version = 0;          // number of modifications since creation
@@ -33,19 +33,19 @@ struct KeyValue {
 std::string PrefixEnd(const std::string& prefix);
 
 struct PutRequest {
-  std::string key;        // raw bytes
-  std::string value;      // raw bytes
+  std::string key;         // raw bytes
+  std::string value;       // raw bytes
   std::int64_t lease = 0;  // attach to this lease (0: none)
   bool prev_kv = false;    // return the previous key-value pair
 };
 
 struct RangeRequest {
-  std::string key;             // the key, or the start of the range
-  std::string range_end;       // empty: `key` alone; PrefixEnd(key): the prefix
-  std::int64_t revision = 0;   // read at this revision (0: the newest)
-  std::int64_t limit = 0;      // at most this many keys (0: no limit)
-  bool count_only = false;     // only the count, no key-value pairs
-  bool keys_only = false;      // key-value pairs without their values
+  std::string key;            // the key, or the start of the range
+  std::string range_end;      // empty: `key` alone; PrefixEnd(key): the prefix
+  std::int64_t revision = 0;  // read at this revision (0: the newest)
+  std::int64_t limit = 0;     // at most this many keys (0: no limit)
+  bool count_only = false;    // only the count, no key-value pairs
+  bool keys_only = false;     // key-value pairs without their values
 };
 
 struct DeleteRangeRequest {
@@ -58,11 +58,11 @@ struct DeleteRangeRequest {
 struct Compare {
   enum class Target { kVersion, kCreateRevision, kModRevision, kValue, kLease };
   enum class Result { kEqual, kGreater, kLess, kNotEqual };
-  std::string key;                  // raw bytes
+  std::string key;                   // raw bytes
   Target target = Target::kVersion;  // which field
   Result result = Result::kEqual;    // how
-  std::int64_t number = 0;          // for every target but kValue
-  std::string value;                // for kValue (raw bytes)
+  std::int64_t number = 0;           // for every target but kValue
+  std::string value;                 // for kValue (raw bytes)
 
   // The usual comparisons, by name.
   static Compare CreateRevision(std::string key, Result result, std::int64_t revision);
@@ -104,7 +104,7 @@ using TxnOpResponse = std::variant<PutResponse, RangeResponse, DeleteRangeRespon
 
 struct TxnResponse {
   ResponseHeader header;
-  bool succeeded = false;               // absent on the wire when false
+  bool succeeded = false;                // absent on the wire when false
   std::vector<TxnOpResponse> responses;  // one per operation that ran, in order
 };
 
@@ -128,9 +128,9 @@ struct LeaseRevokeResponse {
 // ttl == -1: the lease has expired or never existed.
 struct LeaseTimeToLiveResponse {
   ResponseHeader header;
-  std::int64_t id = 0;              // the lease
-  std::int64_t ttl = 0;             // seconds left
-  std::int64_t granted_ttl = 0;     // seconds granted
+  std::int64_t id = 0;            // the lease
+  std::int64_t ttl = 0;           // seconds left
+  std::int64_t granted_ttl = 0;   // seconds granted
   std::vector<std::string> keys;  // keys attached, when asked for
 };
 
@@ -154,12 +154,12 @@ struct Event {
 struct WatchResponse {
   ResponseHeader header;
   std::int64_t watch_id = 0;
-  bool created = false;                 // the answer to the create request
-  bool canceled = false;                // the server ended the watch
-  std::int64_t compact_revision = 0;    // canceled because the start revision was compacted
-  std::string cancel_reason;            // why, when the server says
-  bool fragment = false;                // more of the same revision follows
-  std::vector<Event> events;            // in revision order
+  bool created = false;               // the answer to the create request
+  bool canceled = false;              // the server ended the watch
+  std::int64_t compact_revision = 0;  // canceled because the start revision was compacted
+  std::string cancel_reason;          // why, when the server says
+  bool fragment = false;              // more of the same revision follows
+  std::vector<Event> events;          // in revision order
   // A progress notification: nothing happened up to header.revision.
   bool IsProgressNotify() const { return !created && !canceled && events.empty(); }
 };

@@ -18,8 +18,8 @@
 namespace spotvisor::etcd {
 
 struct WatchOptions {
-  std::string key;                 // the key, or the prefix
-  bool prefix = false;             // every key that starts with `key`
+  std::string key;                  // the key, or the prefix
+  bool prefix = false;              // every key that starts with `key`
   std::int64_t start_revision = 0;  // first revision to report (0: from when the stream opens)
   bool prev_kv = false;             // events carry the pair before them
 };
@@ -57,8 +57,8 @@ class Watch {
 // R + 1; when the watch reports a compaction it does both again (a fresh snapshot). Errors
 // of the read are reported and the read is retried after `retry_delay`.
 struct SnapshotWatchHandlers {
-  std::function<void(const RangeResponse& snapshot)> snapshot;         // at the start and after a compaction
-  std::function<void(const std::vector<Event>& events)> events;         // after the snapshot's revision
+  std::function<void(const RangeResponse& snapshot)> snapshot;             // at the start and after a compaction
+  std::function<void(const std::vector<Event>& events)> events;            // after the snapshot's revision
   std::function<void(bool connected, const std::string& why)> connection;  // as WatchHandlers::connection
 };
 

@@ -19,19 +19,19 @@ std::string Base64Encode(std::string_view bytes);
 std::optional<std::string> Base64Decode(std::string_view text);
 
 // Request bodies (JSON objects) for the gateway's POST endpoints.
-std::string EncodePut(const PutRequest& request);                 // /v3/kv/put
-std::string EncodeRange(const RangeRequest& request);             // /v3/kv/range
-std::string EncodeDeleteRange(const DeleteRangeRequest& request);  // /v3/kv/deleterange
-std::string EncodeTxn(const TxnRequest& request);                 // /v3/kv/txn
-std::string EncodeCompaction(std::int64_t revision);              // /v3/kv/compaction
-std::string EncodeLeaseGrant(std::int64_t ttl_seconds);           // /v3/lease/grant
-std::string EncodeLeaseId(std::int64_t id);                       // keepalive, revoke
-std::string EncodeLeaseTimeToLive(std::int64_t id, bool keys);    // /v3/lease/timetolive
+std::string EncodePut(const PutRequest& request);                                  // /v3/kv/put
+std::string EncodeRange(const RangeRequest& request);                              // /v3/kv/range
+std::string EncodeDeleteRange(const DeleteRangeRequest& request);                  // /v3/kv/deleterange
+std::string EncodeTxn(const TxnRequest& request);                                  // /v3/kv/txn
+std::string EncodeCompaction(std::int64_t revision);                               // /v3/kv/compaction
+std::string EncodeLeaseGrant(std::int64_t ttl_seconds);                            // /v3/lease/grant
+std::string EncodeLeaseId(std::int64_t id);                                        // keepalive, revoke
+std::string EncodeLeaseTimeToLive(std::int64_t id, bool keys);                     // /v3/lease/timetolive
 std::string EncodeAuthenticate(std::string_view name, std::string_view password);  // /v3/auth/authenticate
 
 struct WatchCreate {
-  std::string key;                 // the key, or the start of the range
-  std::string range_end;           // empty: the key alone; PrefixEnd(key): the prefix
+  std::string key;                  // the key, or the start of the range
+  std::string range_end;            // empty: the key alone; PrefixEnd(key): the prefix
   std::int64_t start_revision = 0;  // first revision to report (0: from now on)
   bool prev_kv = false;             // events carry the previous pair
   bool progress_notify = true;      // the server reports progress while nothing happens

@@ -13,9 +13,9 @@ namespace spotvisor::health {
 using WallTime = std::chrono::system_clock::time_point;
 
 struct PulseVerdict {
-  bool hung = false;        // no pulse for at least the timeout
-  Duration silent{0};       // since the last pulse (or the start)
-  Duration check_in{0};     // when not hung: look again after this long
+  bool hung = false;     // no pulse for at least the timeout
+  Duration silent{0};    // since the last pulse (or the start)
+  Duration check_in{0};  // when not hung: look again after this long
 };
 
 // `heartbeat`: the file's mtime, nullopt when it does not exist (yet).

@@ -30,12 +30,12 @@ class ChildTable;
 namespace spotvisor::hooks {
 
 struct HookResult {
-  std::string hook;                 // before_start, on_checkpoint, on_notice, on_finish
-  std::string outcome;              // ok | failed | timeout | spawn-failed
-  std::optional<int> exit_code;     // when it exited
-  std::optional<int> signal;        // when a signal ended it
+  std::string hook;              // before_start, on_checkpoint, on_notice, on_finish
+  std::string outcome;           // ok | failed | timeout | spawn-failed
+  std::optional<int> exit_code;  // when it exited
+  std::optional<int> signal;     // when a signal ended it
   Duration duration{0};
-  std::string message;              // for people: "exit code 2", "killed after 5s timeout"
+  std::string message;  // for people: "exit code 2", "killed after 5s timeout"
 };
 
 class HookRunner {

@@ -33,16 +33,16 @@ class CommandMirror final : public MirrorStore {
     std::string name;
     std::uint64_t step = 0;
   };
-  std::vector<Uploaded> Load() const;         // mirror.json; empty when absent or unreadable
+  std::vector<Uploaded> Load() const;  // mirror.json; empty when absent or unreadable
   Status Save(const std::vector<Uploaded>& uploaded) const;
   Status Run(const std::vector<std::string>& argv_template, const config::TemplateVars& vars,
              const CopyControl& control, const std::string& what) const;
   config::TemplateVars Vars(const MirrorItem* item) const;
 
-  const config::JobConfig& job_;  // not owned
-  process::ChildTable& children_; // not owned
-  std::filesystem::path record_;  // <state_dir>/mirror.json
-  mutable std::mutex mutex_;      // guards mirror.json
+  const config::JobConfig& job_;   // not owned
+  process::ChildTable& children_;  // not owned
+  std::filesystem::path record_;   // <state_dir>/mirror.json
+  mutable std::mutex mutex_;       // guards mirror.json
 };
 
 }  // namespace spotvisor::mirror

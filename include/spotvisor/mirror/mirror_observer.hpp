@@ -41,27 +41,27 @@ class MirrorObserver final : public supervisor::RunObserver {
   bool WaitIdle(Duration timeout);
 
  private:
-  void Restore();               // keeper thread
+  void Restore();  // keeper thread
   void Enqueue(MirrorItem item);
-  void Work();                  // upload thread: the newest queued item
+  void Work();  // upload thread: the newest queued item
   void Upload(const MirrorItem& item);
   CopyControl Control();
   int Keep() const;
 
-  const config::JobConfig& job_;              // not owned
+  const config::JobConfig& job_;                         // not owned
   std::shared_ptr<checkpoint_watch::DirKeeper> keeper_;  // owns checkpoints.dir
-  std::unique_ptr<MirrorStore> store_;        // path or command; from OnStart on
-  RateLimiter limiter_;                       // mirror.bandwidth, shared by uploads
-  std::mutex mutex_;                          // guards the members below
-  std::condition_variable changed_;           // pause lifted, or work finished
-  std::deque<MirrorItem> queue_;              // waiting, oldest first
-  std::set<std::string> active_;              // names queued or uploading
-  int busy_ = 0;                              // tasks posted and not finished
-  bool paused_ = false;                       // a stop is in progress
-  bool restore_done_ = false;                 // restore runs before the first selection only
-  bool warned_prune_ = false;                 // said once that prune_command is missing
-  std::atomic<bool> cancelled_{false};        // give up uploads (destructor, after the drain)
-  boost::asio::thread_pool pool_;             // upload threads (declared last: joined first)
+  std::unique_ptr<MirrorStore> store_;                   // path or command; from OnStart on
+  RateLimiter limiter_;                                  // mirror.bandwidth, shared by uploads
+  std::mutex mutex_;                                     // guards the members below
+  std::condition_variable changed_;                      // pause lifted, or work finished
+  std::deque<MirrorItem> queue_;                         // waiting, oldest first
+  std::set<std::string> active_;                         // names queued or uploading
+  int busy_ = 0;                                         // tasks posted and not finished
+  bool paused_ = false;                                  // a stop is in progress
+  bool restore_done_ = false;                            // restore runs before the first selection only
+  bool warned_prune_ = false;                            // said once that prune_command is missing
+  std::atomic<bool> cancelled_{false};                   // give up uploads (destructor, after the drain)
+  boost::asio::thread_pool pool_;                        // upload threads (declared last: joined first)
 };
 
 }  // namespace spotvisor::mirror

@@ -58,8 +58,8 @@ std::unique_ptr<MirrorStore> MakeMirrorStore(const config::JobConfig& job, proce
 // Moves or copies candidates (newest step first, only those newer than `local_step`) from
 // `source_dir` into checkpoints.dir and validates each copy there; the first good one
 // wins, bad copies are removed. `transfer(entry_path, name)` does the move or copy.
-Result<RestoreResult> RestoreNewestFrom(const config::JobConfig& job, const std::filesystem::path& source_dir,
-                                        std::optional<std::uint64_t> local_step,
-                                        const std::function<Status(const std::filesystem::path&, const std::string&)>& transfer);
+Result<RestoreResult> RestoreNewestFrom(
+    const config::JobConfig& job, const std::filesystem::path& source_dir, std::optional<std::uint64_t> local_step,
+    const std::function<Status(const std::filesystem::path&, const std::string&)>& transfer);
 
 }  // namespace spotvisor::mirror

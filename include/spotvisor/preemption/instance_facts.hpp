@@ -28,8 +28,7 @@ class InstanceFactsQuery {
   using Done = std::function<void(InstanceFacts)>;
   // nullptr for providers without a metadata service (`none`, `file`, `auto` finding none)
   // or an endpoint that does not parse (the watcher reports that one).
-  static std::unique_ptr<InstanceFactsQuery> Make(boost::asio::io_context& io,
-                                                  const config::ProviderSection& provider);
+  static std::unique_ptr<InstanceFactsQuery> Make(boost::asio::io_context& io, const config::ProviderSection& provider);
   virtual ~InstanceFactsQuery() = default;  // cancels; `done` never runs afterwards
   // Starts the questions; `done` runs once on the io thread with whatever was answered.
   virtual void Start(Done done) = 0;

@@ -19,9 +19,9 @@ namespace spotvisor::preemption {
 // The action decides: a notice whose time is missing or unreadable is still a notice (its
 // deadline unknown, `time_error` says why), never dropped as garbage.
 struct AwsInstanceAction {
-  std::string action;               // one of the three documented actions
-  std::optional<TimePoint> time;    // approximate, cloud clock
-  std::string time_error;           // why `time` is unset
+  std::string action;             // one of the three documented actions
+  std::optional<TimePoint> time;  // approximate, cloud clock
+  std::string time_error;         // why `time` is unset
 };
 Result<AwsInstanceAction> ParseAwsInstanceAction(std::string_view body);
 

@@ -25,12 +25,12 @@ enum class NoticeAction {
 };
 
 struct Notice {
-  std::string provider;       // "aws", "gcp", "azure", "alibaba", "file"
-  std::string kind;           // "terminate", "stop", "hibernate", "preempt", "maintenance", "rebalance", "file"
+  std::string provider;  // "aws", "gcp", "azure", "alibaba", "file"
+  std::string kind;      // "terminate", "stop", "hibernate", "preempt", "maintenance", "rebalance", "file"
   NoticeAction action = NoticeAction::kStop;
   std::optional<std::chrono::system_clock::time_point> deadline;  // cloud clock; may be absent
-  std::string id;             // de-duplication key (Azure EventId, or content)
-  std::string detail;         // the raw payload, trimmed, for logs and the notice file
+  std::string id;                                                 // de-duplication key (Azure EventId, or content)
+  std::string detail;  // the raw payload, trimmed, for logs and the notice file
 };
 
 class Watcher {
@@ -67,10 +67,8 @@ struct WatcherTuning {
 
 // The watcher for `provider.kind` (auto resolved from DMI files); nullptr for `none`.
 // An Error when the configuration cannot work (e.g. a malformed endpoint).
-Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io,
-                                             const config::ProviderSection& provider);
-Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io,
-                                             const config::ProviderSection& provider,
+Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io, const config::ProviderSection& provider);
+Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io, const config::ProviderSection& provider,
                                              const WatcherTuning& tuning);
 
 }  // namespace spotvisor::preemption

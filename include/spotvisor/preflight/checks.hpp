@@ -15,9 +15,9 @@ namespace spotvisor::preflight {
 enum class CheckStatus { kOk, kWarn, kFail };
 
 struct CheckLine {
-  std::string name;                      // disk, write, endpoint, gpu
+  std::string name;  // disk, write, endpoint, gpu
   CheckStatus status = CheckStatus::kOk;
-  std::string text;                      // what was found, in words
+  std::string text;  // what was found, in words
 };
 
 // "ok    disk      ..." / "WARN  ..." / "FAIL  ...": one line, status first.

@@ -13,10 +13,10 @@
 namespace spotvisor::preflight {
 
 struct PreflightOptions {
-  std::uint64_t write_size = 256ull << 20;           // bytes of the write test
-  std::optional<std::uint64_t> checkpoint_size;      // expected size; else the last one seen
-  std::optional<double> assumed_rate;                // bytes/s instead of measuring (what-if, tests)
-  bool probe_endpoint = true;                        // false: skip the network check
+  std::uint64_t write_size = 256ull << 20;       // bytes of the write test
+  std::optional<std::uint64_t> checkpoint_size;  // expected size; else the last one seen
+  std::optional<double> assumed_rate;            // bytes/s instead of measuring (what-if, tests)
+  bool probe_endpoint = true;                    // false: skip the network check
 };
 
 std::vector<CheckLine> RunPreflight(const config::JobConfig& job, const PreflightOptions& options);

@@ -66,10 +66,10 @@ class ChildTable {
   struct GroupWatch;
   void PollGroup(const std::shared_ptr<GroupWatch>& watch);
 
-  boost::asio::io_context& io_;                       // group watch timers
-  mutable std::mutex mutex_;                          // guards watches_; held across waitpid and fork
-  std::map<pid_t, ExitCallback> watches_;             // started and not yet reaped
-  std::vector<std::shared_ptr<GroupWatch>> groups_;   // io thread only
+  boost::asio::io_context& io_;                      // group watch timers
+  mutable std::mutex mutex_;                         // guards watches_; held across waitpid and fork
+  std::map<pid_t, ExitCallback> watches_;            // started and not yet reaped
+  std::vector<std::shared_ptr<GroupWatch>> groups_;  // io thread only
 };
 
 }  // namespace spotvisor::process

@@ -14,9 +14,9 @@ namespace spotvisor::process {
 
 // Who a started child was, so that a later supervisor can recognise it (pids get reused).
 struct ChildIdentity {
-  pid_t pid = 0;                 // also the process group id
-  std::uint64_t start_ticks = 0; // /proc/<pid>/stat field 22
-  std::string boot_id;           // /proc/sys/kernel/random/boot_id
+  pid_t pid = 0;                  // also the process group id
+  std::uint64_t start_ticks = 0;  // /proc/<pid>/stat field 22
+  std::string boot_id;            // /proc/sys/kernel/random/boot_id
 };
 
 // The fields of /proc/<pid>/stat spotvisor reads.

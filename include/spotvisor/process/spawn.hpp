@@ -16,13 +16,13 @@
 namespace spotvisor::process {
 
 struct SpawnSpec {
-  std::vector<std::string> argv;                 // argv[0] is a path or a name looked up in PATH
-  std::filesystem::path workdir;                 // must exist
-  std::map<std::string, std::string> env;        // added to (and overriding) our environment
-  bool pipe_output = false;                      // stdout/stderr into pipes (else ours, inherited)
-  bool merge_output = false;                     // with pipe_output: stderr into the stdout pipe too
-  bool null_stdin = false;                       // stdin from /dev/null (else ours, inherited)
-  bool die_with_parent = true;                   // PDEATHSIG SIGKILL: gone with a SIGKILLed spotvisor
+  std::vector<std::string> argv;           // argv[0] is a path or a name looked up in PATH
+  std::filesystem::path workdir;           // must exist
+  std::map<std::string, std::string> env;  // added to (and overriding) our environment
+  bool pipe_output = false;                // stdout/stderr into pipes (else ours, inherited)
+  bool merge_output = false;               // with pipe_output: stderr into the stdout pipe too
+  bool null_stdin = false;                 // stdin from /dev/null (else ours, inherited)
+  bool die_with_parent = true;             // PDEATHSIG SIGKILL: gone with a SIGKILLed spotvisor
 };
 
 struct SpawnedChild {
@@ -36,7 +36,6 @@ struct SpawnedChild {
 Result<SpawnedChild> Spawn(const SpawnSpec& spec);
 
 // argv[0] resolved through PATH the way execvp would; an Error names what was tried.
-Result<std::filesystem::path> ResolveExecutable(const std::string& name,
-                                                const std::filesystem::path& workdir);
+Result<std::filesystem::path> ResolveExecutable(const std::string& name, const std::filesystem::path& workdir);
 
 }  // namespace spotvisor::process

@@ -1,7 +1,7 @@
 // The job's memory on disk, in telemetry.state_dir: `state.json` (counters and the current
 // child, replaced atomically at every change, fsynced at exit) and `attempts.jsonl` (one
-// line per finished attempt, appended and fsynced: the durable record). A restarted supervisor — after a reboot, a VM stop/start
-// or a SIGKILL — continues the attempt count and the budgets from here. io thread only.
+// line per finished attempt, appended and fsynced: the durable record). A restarted supervisor — after a reboot, a VM
+// stop/start or a SIGKILL — continues the attempt count and the budgets from here. io thread only.
 #pragma once
 
 #include <sys/types.h>
@@ -28,23 +28,23 @@ struct PersistedState {
   int consecutive_failures = 0;
   int no_progress_streak = 0;
   std::optional<std::uint64_t> last_resume_step;
-  std::vector<std::int64_t> recent_failures_ms;   // unix ms, within the crash-loop window
-  std::optional<process::ChildIdentity> child;     // the running child, if any
-  std::string phase;                               // last known phase, for people
-  std::string last_exit_message;                   // why the last supervisor exited
+  std::vector<std::int64_t> recent_failures_ms;  // unix ms, within the crash-loop window
+  std::optional<process::ChildIdentity> child;   // the running child, if any
+  std::string phase;                             // last known phase, for people
+  std::string last_exit_message;                 // why the last supervisor exited
 };
 
 struct AttemptRecord {
   int attempt = 0;
-  std::int64_t started_ms = 0;   // unix ms
+  std::int64_t started_ms = 0;  // unix ms
   std::int64_t ended_ms = 0;
   pid_t pid = 0;
   std::optional<std::string> resume_from;
   std::optional<std::uint64_t> resume_step;
   std::optional<int> exit_code;
   std::optional<int> signal;
-  std::string outcome;  // done | failed | stopped | preempted | hang | budget | spawn-failed
-  std::string next;     // what the supervisor did about it
+  std::string outcome;                     // done | failed | stopped | preempted | hang | budget | spawn-failed
+  std::string next;                        // what the supervisor did about it
   std::optional<int> slurm_restart_count;  // SLURM_RESTART_COUNT under SLURM (0 before a requeue)
 };
 
@@ -69,8 +69,8 @@ class Journal {
 
  private:
   explicit Journal(std::filesystem::path dir) : dir_(std::move(dir)) {}
-  std::filesystem::path dir_;  // the state dir
-  PersistedState state_;       // as last saved or loaded
+  std::filesystem::path dir_;           // the state dir
+  PersistedState state_;                // as last saved or loaded
   std::vector<std::string> unwritten_;  // attempt lines not yet on disk, oldest first
 };
 

@@ -18,8 +18,7 @@ class Driver {
  public:
   // `job` must be finalized and outlive the Driver. A null selector means the catalog's; a
   // null host means the real one (posix_host.hpp). Tests pass fakes of both.
-  explicit Driver(const config::JobConfig& job,
-                  std::unique_ptr<checkpoint::ResumeSelector> selector = nullptr,
+  explicit Driver(const config::JobConfig& job, std::unique_ptr<checkpoint::ResumeSelector> selector = nullptr,
                   std::unique_ptr<Host> host = nullptr);
   ~Driver();
   Driver(const Driver&) = delete;

@@ -25,11 +25,11 @@ std::optional<Outcome> ParseOutcome(std::string_view text);
 // Exit codes of `spotvisor run`; the other subcommands use 0 = yes, 1 = no, 64, 78.
 enum class ExitCode : int {
   kDone = 0,
-  kFailed = 1,      // also "the answer is no"
+  kFailed = 1,  // also "the answer is no"
   kBudget = 3,
   kUsage = 64,
   kLocked = 73,
-  kStopped = 75,    // resumable
+  kStopped = 75,  // resumable
   kConfig = 78,
 };
 

@@ -20,10 +20,10 @@ namespace spotvisor::telemetry {
 
 // A checked listen address and the token (empty = none).
 struct MetricsEndpoint {
-  std::string host;       // an IP literal
+  std::string host;  // an IP literal
   unsigned short port = 0;
   bool loopback = true;
-  std::string token;      // the secret; never logged
+  std::string token;  // the secret; never logged
 };
 
 // Parses telemetry.metrics and reads the token file. Refuses a non-loopback address

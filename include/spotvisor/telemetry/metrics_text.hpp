@@ -25,8 +25,8 @@ class MetricsText {
   static std::string FormatValue(double value);
 
  private:
-  std::string out_;      // the exposition so far
-  std::string family_;   // name of the current family
+  std::string out_;     // the exposition so far
+  std::string family_;  // name of the current family
 };
 
 }  // namespace spotvisor::telemetry

@@ -39,10 +39,10 @@ class Nvml {
  private:
   struct Api;
   Nvml(void* handle, std::unique_ptr<Api> api);
-  void* handle_;                 // dlopen handle
-  std::unique_ptr<Api> api_;     // resolved entry points
-  unsigned count_ = 0;           // devices
-  std::string driver_version_;   // "550.54.15"
+  void* handle_;                // dlopen handle
+  std::unique_ptr<Api> api_;    // resolved entry points
+  unsigned count_ = 0;          // devices
+  std::string driver_version_;  // "550.54.15"
 };
 
 // Names of the set bits of an NVML throttle-reason mask ("hw_thermal_slowdown", ...).

@@ -32,9 +32,9 @@ struct SessionRecord {            // one supervisor process on one machine boot
 
 struct NoticeRecord {
   std::int64_t received_ms = 0;
-  std::string provider, kind, action;      // action: stop | checkpoint
-  std::optional<std::int64_t> deadline_ms; // the provider's, when it gave one
-  std::optional<std::int64_t> signal_ms;   // when the trainer was signalled for it
+  std::string provider, kind, action;       // action: stop | checkpoint
+  std::optional<std::int64_t> deadline_ms;  // the provider's, when it gave one
+  std::optional<std::int64_t> signal_ms;    // when the trainer was signalled for it
   int attempt = 0;
 };
 
@@ -42,18 +42,18 @@ struct CheckpointRecord {
   std::string name;
   std::uint64_t step = 0;
   std::uint64_t bytes = 0;
-  std::int64_t mtime_ms = 0;               // newest file
-  std::optional<std::int64_t> write_ms;    // birth of the first file to mtime of the last (statx)
+  std::int64_t mtime_ms = 0;             // newest file
+  std::optional<std::int64_t> write_ms;  // birth of the first file to mtime of the last (statx)
   bool good = false;
-  std::string reason;                      // the validator's verdict
-  int attempt = 0;                         // attempt running when it appeared (0: before this run)
+  std::string reason;  // the validator's verdict
+  int attempt = 0;     // attempt running when it appeared (0: before this run)
   std::int64_t seen_ms = 0;
 };
 
-struct CheckpointTotals {                  // all checkpoints ever seen, beyond the capped list
+struct CheckpointTotals {  // all checkpoints ever seen, beyond the capped list
   int good = 0, corrupt = 0;
-  std::uint64_t bytes = 0;                 // sum over good ones
-  std::int64_t write_ms = 0;               // sum over those with a measured write time
+  std::uint64_t bytes = 0;    // sum over good ones
+  std::int64_t write_ms = 0;  // sum over those with a measured write time
   int write_measured = 0;
 };
 
@@ -64,21 +64,21 @@ struct HookRecord {
 
 struct GpuInfo {
   bool available = false;
-  std::string reason;                      // why not, when not
+  std::string reason;  // why not, when not
   std::string driver;
-  std::vector<std::string> models;         // one per device
-  std::uint64_t memory_total_bytes = 0;    // per device, the largest
-  std::uint64_t peak_vram_bytes = 0;       // the largest used on any device
+  std::vector<std::string> models;       // one per device
+  std::uint64_t memory_total_bytes = 0;  // per device, the largest
+  std::uint64_t peak_vram_bytes = 0;     // the largest used on any device
 };
 
 struct HostInfo {
   std::string hostname, provider, instance_type, zone, region;
-  std::string source;                      // where provider/instance type came from
+  std::string source;  // where provider/instance type came from
 };
 
 struct Fingerprint {
   std::string path;
-  std::string hash;                        // "xxh3-128:<hex>"; empty with error
+  std::string hash;  // "xxh3-128:<hex>"; empty with error
   std::uint64_t bytes = 0;
   std::string error;
 };
@@ -87,17 +87,17 @@ struct RunLedger {
   std::string job;
   std::map<std::string, std::string> labels;
   std::string version;
-  std::string config_hash;                 // of the effective config (secrets redacted)
+  std::string config_hash;  // of the effective config (secrets redacted)
   std::vector<Fingerprint> fingerprints;
   HostInfo host;
   GpuInfo gpu;
-  config::CostSection cost;                // prices in force (the latest session's)
+  config::CostSection cost;  // prices in force (the latest session's)
   std::vector<SessionRecord> sessions;
   std::vector<NoticeRecord> notices;
   std::vector<CheckpointRecord> checkpoints;  // the newest kMaxCheckpointRecords
   CheckpointTotals checkpoint_totals;
-  std::vector<HookRecord> hooks;              // the newest kMaxHookRecords
-  std::map<std::string, int> hook_failures;   // by hook name
+  std::vector<HookRecord> hooks;             // the newest kMaxHookRecords
+  std::map<std::string, int> hook_failures;  // by hook name
   std::optional<std::int64_t> budget_warned_ms, budget_exhausted_ms;
 
   // A missing file is an empty ledger; a corrupt one is an Error naming it.

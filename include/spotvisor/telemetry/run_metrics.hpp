@@ -17,11 +17,11 @@ namespace spotvisor::telemetry {
 struct LiveView {
   const RunLedger* ledger = nullptr;
   const RunSummary* summary = nullptr;
-  std::string phase;                               // idle, selecting, running, ...
-  std::optional<double> trainer_uptime_seconds;    // the current trainer, when one runs
+  std::string phase;                             // idle, selecting, running, ...
+  std::optional<double> trainer_uptime_seconds;  // the current trainer, when one runs
   std::optional<double> last_notice_to_signal_seconds;
-  std::optional<double> last_grace_used_seconds;   // stop signal to the trainer's end
-  bool gpu_sampled = false;                        // NVML answered at least once
+  std::optional<double> last_grace_used_seconds;  // stop signal to the trainer's end
+  bool gpu_sampled = false;                       // NVML answered at least once
   std::vector<GpuSample> gpus;
   std::map<std::pair<std::string, std::string>, int> hook_runs;  // (hook, outcome) -> count
   std::int64_t now_ms = 0;

@@ -16,33 +16,33 @@
 namespace spotvisor::telemetry {
 
 struct AttemptSummary {
-  state::AttemptRecord record;               // as journaled (ended_ms = now while running)
+  state::AttemptRecord record;  // as journaled (ended_ms = now while running)
   bool running = false;
-  std::optional<std::uint64_t> reached_step; // newest good checkpoint written during it
-  double trainer_seconds = 0;                // its duration
-  double lost_seconds = 0;                   // from its last checkpoint (or start) to its end; 0 when done
-  std::uint64_t steps_lost_measured = 0;     // reached but not resumed from (a corrupt newest one)
+  std::optional<std::uint64_t> reached_step;   // newest good checkpoint written during it
+  double trainer_seconds = 0;                  // its duration
+  double lost_seconds = 0;                     // from its last checkpoint (or start) to its end; 0 when done
+  std::uint64_t steps_lost_measured = 0;       // reached but not resumed from (a corrupt newest one)
   std::optional<double> steps_lost_estimated;  // lost_seconds x throughput
 };
 
 struct RunSummary {
   std::int64_t first_start_ms = 0, last_end_ms = 0;
-  double billed_hours = 0;                   // machine time billed (sessions; boot when configured)
-  double calendar_hours = 0;                 // first start to last end
-  double trainer_seconds = 0;                // sum of attempt durations
-  int attempt_count = 0;                     // folded + listed
-  std::vector<AttemptSummary> attempts;      // the attempts not folded, oldest first
-  std::map<std::string, int> restarts;       // by the outcome that led to the restart
-  std::uint64_t initial_step = 0;            // where this run started (0 = fresh)
-  std::optional<std::uint64_t> final_step;   // newest good checkpoint
-  std::uint64_t steps_done = 0;              // final - initial: durable work of this run
-  std::optional<double> steps_per_second;    // between checkpoints of one attempt
+  double billed_hours = 0;                  // machine time billed (sessions; boot when configured)
+  double calendar_hours = 0;                // first start to last end
+  double trainer_seconds = 0;               // sum of attempt durations
+  int attempt_count = 0;                    // folded + listed
+  std::vector<AttemptSummary> attempts;     // the attempts not folded, oldest first
+  std::map<std::string, int> restarts;      // by the outcome that led to the restart
+  std::uint64_t initial_step = 0;           // where this run started (0 = fresh)
+  std::optional<std::uint64_t> final_step;  // newest good checkpoint
+  std::uint64_t steps_done = 0;             // final - initial: durable work of this run
+  std::optional<double> steps_per_second;   // between checkpoints of one attempt
   double lost_seconds = 0;
   std::uint64_t steps_lost_measured = 0;
   std::optional<double> steps_lost_estimated;
   std::optional<double> checkpoint_write_seconds;  // sum of measured write times
   std::optional<double> checkpoint_overhead;       // write time / trainer time (0..1)
-  std::optional<double> goodput;             // useful trainer time / billed time (0..1)
+  std::optional<double> goodput;                   // useful trainer time / billed time (0..1)
   cost::Estimate cost;
   std::optional<std::pair<double, double>> cost_per_1000_steps;
 };
@@ -57,7 +57,7 @@ struct FoldedAttempts {
   double trainer_seconds = 0;
   double lost_seconds = 0;
   std::uint64_t steps_lost_measured = 0;
-  std::map<std::string, int> restarts;             // every folded attempt was followed by one
+  std::map<std::string, int> restarts;  // every folded attempt was followed by one
 };
 
 // Folds the oldest of `attempts` into `folded` until `keep` (at least 1) remain. Checkpoints
@@ -67,8 +67,8 @@ void FoldOldest(const RunLedger& ledger, std::vector<state::AttemptRecord>& atte
 
 // `now_ms` ends the open session and a running attempt (`running`, if any). `attempts`
 // follow the ones in `folded`.
-RunSummary Summarize(const RunLedger& ledger, const std::vector<state::AttemptRecord>& attempts,
-                     std::int64_t now_ms, const std::optional<state::AttemptRecord>& running = std::nullopt,
+RunSummary Summarize(const RunLedger& ledger, const std::vector<state::AttemptRecord>& attempts, std::int64_t now_ms,
+                     const std::optional<state::AttemptRecord>& running = std::nullopt,
                      const FoldedAttempts& folded = {});
 
 }  // namespace spotvisor::telemetry

@@ -31,8 +31,8 @@ class SdNotifier {
   const std::string& socket() const { return socket_; }
 
  private:
-  std::string socket_;                        // as in NOTIFY_SOCKET
-  std::optional<Duration> watchdog_interval_; // pet this often
+  std::string socket_;                         // as in NOTIFY_SOCKET
+  std::optional<Duration> watchdog_interval_;  // pet this often
 };
 
 }  // namespace spotvisor::telemetry
