@@ -38,7 +38,6 @@ Driver::Impl::Impl(const config::JobConfig& job, std::unique_ptr<checkpoint::Res
       selector_(selector ? std::move(selector) : checkpoint::MakeResumeSelector(job)),
       host_(host ? std::move(host) : MakePosixHost()),
       signals_(io_),
-      group_poll_(io_),
       workers_poll_(io_),
       resume_timer_(io_) {
   for (int signo : job_.signals.stop_on) signals_.add(signo);  // signals.stop_on: "stop"
@@ -202,7 +201,6 @@ void Driver::Impl::Shutdown(int code, const std::string& message) {
   const LogLevel level = code == 0 || code == job_.job.stop_exit_code ? LogLevel::kInfo : LogLevel::kError;
   Log(level, "event=exit code=" + std::to_string(code) + " message=" + Quote(message));
   for (auto& [kind, timer] : timers_) timer.cancel();
-  group_poll_.cancel();
   workers_poll_.cancel();
   resume_timer_.cancel();
   if (watcher_) watcher_->Stop();

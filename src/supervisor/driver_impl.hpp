@@ -66,7 +66,6 @@ class Driver::Impl final : public RunControl {
   void Perform(const WatchWorkersAction&);
   void Perform(const KillGroupAction&);
   void OnTrainerExited(ExitStatus status);
-  void PollGroup();
   void TrainerGone();
 
   // driver_notices.cpp
@@ -85,7 +84,6 @@ class Driver::Impl final : public RunControl {
   boost::asio::thread_pool pool_{1};                       // checkpoint selection
   boost::asio::signal_set signals_;                        // stop / checkpoint requests
   std::map<TimerKind, boost::asio::steady_timer> timers_;  // armed by the Fsm
-  boost::asio::steady_timer group_poll_;                   // waiting for the group to empty
   boost::asio::steady_timer workers_poll_;                 // waiting for a launcher's workers to stop
   boost::asio::steady_timer resume_timer_;                 // a cleared notice, confirmed
   std::unique_ptr<preemption::Watcher> watcher_;           // null for provider none
@@ -101,7 +99,6 @@ class Driver::Impl final : public RunControl {
   std::unique_ptr<Trainer> trainer_;         // the running trainer's group, if any
   TimePoint trainer_started_{};              // for uptime
   std::optional<ExitStatus> main_status_;    // main process gone, group maybe not
-  TimePoint group_deadline_{};               // give up waiting for the group then
   bool journal_trouble_ = false;             // state dir not writable
   bool finished_ = false;                    // Exit performed
   bool selection_abandoned_ = false;         // its deadline passed: pool_ never joined

@@ -18,7 +18,6 @@ using telemetry::Log;
 using telemetry::LogLevel;
 using telemetry::Quote;
 
-constexpr auto kGroupPoll = std::chrono::milliseconds(5);
 constexpr auto kWorkersPoll = std::chrono::milliseconds(100);  // a launcher's workers, while they stop
 
 }  // namespace
@@ -135,29 +134,18 @@ void Driver::Impl::OnTrainerExited(ExitStatus status) {
           " uptime_ms=" +
           std::to_string(
               std::chrono::duration_cast<std::chrono::milliseconds>(host_->Now() - trainer_started_).count()));
-  group_deadline_ = host_->Now() + job_.signals.kill_timeout;
   if (!trainer_->GroupGone()) {
     Log(LogLevel::kWarning, "event=group_leftovers pgid=" + std::to_string(trainer_->pid()) +
                                 " detail=\"processes of the trainer's group outlived it: SIGKILL\"");
-    host_->SignalGroup(trainer_->pid(), SIGKILL);
   }
-  PollGroup();
-}
-
-void Driver::Impl::PollGroup() {
-  if (trainer_->GroupGone()) {
+  trainer_->AwaitGroupGone(job_.signals.kill_timeout, [this](bool gone) {
+    if (finished_ || !trainer_) return;
+    if (!gone) {
+      Shutdown(Code(ExitCode::kFailed), "processes of the trainer's group " + std::to_string(trainer_->pid()) +
+                                            " survive SIGKILL; refusing to start a second trainer");
+      return;
+    }
     TrainerGone();
-    return;
-  }
-  if (host_->Now() > group_deadline_) {
-    Shutdown(Code(ExitCode::kFailed), "processes of the trainer's group " + std::to_string(trainer_->pid()) +
-                                          " survive SIGKILL; refusing to start a second trainer");
-    return;
-  }
-  host_->SignalGroup(trainer_->pid(), SIGKILL);
-  group_poll_.expires_after(kGroupPoll);
-  group_poll_.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec) PollGroup();
   });
 }
 

@@ -42,6 +42,7 @@ class PosixTrainer final : public Trainer {
   std::size_t ReleaseLaunchers(int signo) override { return signals_.ReleaseLaunchers(signo); }
   bool WorkersGone() const override { return signals_.WorkersGone(); }
   bool GroupGone() override;
+  void AwaitGroupGone(std::chrono::milliseconds within, std::function<void(bool gone)> done) override;
   std::string LastPids() const override { return signals_.LastPids(); }
   std::size_t LastSkipped() const override { return signals_.LastSkipped(); }
   std::string KilledStates() const override { return signals_.KilledStates(); }
@@ -69,6 +70,7 @@ class PosixHost final : public Host {
   void Detach() override {
     detached_ = true;
     if (children_) children_->cancel();
+    if (table_) table_->StopGroupWatches();
     exits_.clear();
   }
 
@@ -127,6 +129,10 @@ class PosixHost final : public Host {
 bool PosixTrainer::GroupGone() {
   host_.Reap();  // a group member that exited is a zombie (ours, as subreaper) until reaped
   return !process::GroupExists(identity_.pid);
+}
+
+void PosixTrainer::AwaitGroupGone(std::chrono::milliseconds within, std::function<void(bool gone)> done) {
+  host_.children().WatchGroup(identity_.pid, within, std::move(done));
 }
 
 }  // namespace

@@ -50,11 +50,13 @@ class FakeTrainer final : public Trainer {
   std::size_t ReleaseLaunchers(int) override { return 0; }
   bool WorkersGone() const override { return main_exited_; }
   bool GroupGone() override;
+  void AwaitGroupGone(milliseconds within, std::function<void(bool gone)> done) override;
   std::string LastPids() const override { return std::to_string(pid_); }
   std::size_t LastSkipped() const override { return 0; }
   std::string KilledStates() const override { return std::to_string(pid_) + " fake S"; }
 
   void ExitMain(ExitStatus status);
+  void PollGroup(std::chrono::steady_clock::time_point deadline, std::function<void(bool gone)> done);
 
   FakeHost& host_;
   pid_t pid_;
@@ -169,6 +171,23 @@ std::size_t FakeTrainer::KillGroup() {
 
 bool FakeTrainer::GroupGone() {
   return main_exited_ && (killed_ || std::chrono::steady_clock::now() - exited_at_ >= script_.group_lingers);
+}
+
+// As the child table does: SIGKILL (through the host, so the test sees it) until gone.
+void FakeTrainer::AwaitGroupGone(milliseconds within, std::function<void(bool gone)> done) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  asio::post(*host_.io_, [this, deadline, done = std::move(done)]() mutable { PollGroup(deadline, std::move(done)); });
+}
+
+void FakeTrainer::PollGroup(std::chrono::steady_clock::time_point deadline, std::function<void(bool gone)> done) {
+  if (host_.detached_) return;
+  if (GroupGone() || std::chrono::steady_clock::now() > deadline) {
+    done(GroupGone());  // may end this trainer: nothing after it
+    return;
+  }
+  host_.SignalGroup(pid_, SIGKILL);
+  host_.After(milliseconds(5),
+              [this, deadline, done = std::move(done)]() mutable { PollGroup(deadline, std::move(done)); });
 }
 
 // A resume point that appears once the first attempt has run: the trainer "saved step 20".

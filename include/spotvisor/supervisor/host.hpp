@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -50,6 +51,10 @@ class Trainer {
   virtual bool WorkersGone() const = 0;
   // True when no process of the group is left (zombies reaped first).
   virtual bool GroupGone() = 0;
+  // Until no process of the group is left, SIGKILL to whatever remains every few ms; then
+  // `done(true)` on the loop, or `done(false)` once `within` has passed (something stuck in
+  // the kernel). Not called back after Host::Detach.
+  virtual void AwaitGroupGone(std::chrono::milliseconds within, std::function<void(bool gone)> done) = 0;
   // For the log: the pids the last Send reached ("123,124"), the workers it skipped, and
   // what each process was doing when KillGroup found it ("1234 python S futex_wait").
   virtual std::string LastPids() const = 0;
