@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "../preemption/timer.hpp"
+#include "spotvisor/util/timer.hpp"
 
 namespace spotvisor::etcd {
 namespace {
@@ -28,7 +28,7 @@ struct LeaseKeeper::Impl : std::enable_shared_from_this<Impl> {
   std::int64_t id;                  // the lease
   Duration ttl;                     // as granted or last renewed
   std::function<void(Error)> lost;  // the owner's
-  preemption::Timer timer;          // the next keepalive
+  Timer timer;                      // the next keepalive
   Clock::time_point expiry;         // when the lease lapses without a renewal
   std::uint64_t renewals = 0;       // keepalives answered with a TTL
   bool stopped = false;             // destroyed or lost

@@ -6,9 +6,9 @@
 
 #include <algorithm>
 
-#include "../preemption/timer.hpp"
 #include "line_stream.hpp"
 #include "spotvisor/etcd/wire.hpp"
+#include "spotvisor/util/timer.hpp"
 
 namespace spotvisor::etcd {
 namespace {
@@ -34,7 +34,7 @@ struct Watch::Impl : std::enable_shared_from_this<Impl> {
   Client& client;                      // the owner's; outlives the watch
   WatchOptions options;                // what to watch
   WatchHandlers handlers;              // the owner's
-  preemption::Timer retry;             // the pause before reopening
+  Timer retry;                         // the pause before reopening
   std::unique_ptr<LineStream> stream;  // the open stream, if any
   std::int64_t next_revision = 0;      // where the next stream starts (0: now)
   std::size_t member = 0;              // index of the member of the current stream
@@ -155,7 +155,7 @@ struct SnapshotWatch::Impl : std::enable_shared_from_this<Impl> {
   std::string prefix;              // what to follow
   SnapshotWatchHandlers handlers;  // the owner's
   Duration retry_delay;            // after a failed read
-  preemption::Timer retry;         // schedules reads
+  Timer retry;                     // schedules reads
   std::unique_ptr<Watch> watch;    // from the snapshot's revision + 1
   bool stopped = false;            // destroyed
 

@@ -13,7 +13,7 @@
 
 #include "spotvisor/http/http_client.hpp"
 #include "spotvisor/preemption/notice_parsers.hpp"
-#include "timer.hpp"
+#include "spotvisor/util/timer.hpp"
 #include "watcher_support.hpp"
 
 namespace spotvisor::preemption {

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "timer.hpp"
+#include "spotvisor/util/timer.hpp"
 #include "watcher_support.hpp"
 
 namespace spotvisor::preemption {

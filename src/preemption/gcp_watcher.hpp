@@ -10,7 +10,7 @@
 #include <string>
 
 #include "spotvisor/http/http_client.hpp"
-#include "timer.hpp"
+#include "spotvisor/util/timer.hpp"
 #include "watcher_support.hpp"
 
 namespace spotvisor::preemption {

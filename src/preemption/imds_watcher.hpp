@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "spotvisor/http/http_client.hpp"
-#include "timer.hpp"
+#include "spotvisor/util/timer.hpp"
 #include "watcher_support.hpp"
 
 namespace spotvisor::preemption {

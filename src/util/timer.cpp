@@ -1,11 +1,11 @@
 // steady_timer behind Timer. A generation counter makes a cancelled wait whose handler is
 // already queued a no-op.
-#include "timer.hpp"
+#include "spotvisor/util/timer.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-namespace spotvisor::preemption {
+namespace spotvisor {
 
 struct Timer::Impl {
   explicit Impl(boost::asio::io_context& io) : timer(io) {}
@@ -38,4 +38,4 @@ void Timer::Cancel() {
 
 bool Timer::Pending() const { return static_cast<bool>(impl_->fn); }
 
-}  // namespace spotvisor::preemption
+}  // namespace spotvisor

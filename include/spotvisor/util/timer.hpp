@@ -1,4 +1,4 @@
-// A one-shot timer for the watchers that keeps Asio out of their translation units. Runs
+// A one-shot timer that keeps Asio out of its users' translation units (the watchers, etcd). Runs
 // on the io_context thread that created it. Cancel() or destruction drops the pending
 // callback: it never runs afterwards.
 #pragma once
@@ -12,7 +12,7 @@ namespace boost::asio {
 class io_context;
 }  // namespace boost::asio
 
-namespace spotvisor::preemption {
+namespace spotvisor {
 
 class Timer {
  public:
@@ -31,4 +31,4 @@ class Timer {
   std::shared_ptr<Impl> impl_;  // shared with the pending wait's handler
 };
 
-}  // namespace spotvisor::preemption
+}  // namespace spotvisor
