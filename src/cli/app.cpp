@@ -24,6 +24,7 @@ int Main(int argc, char** argv) {
   AddSealCommand(app, exit_code);
   AddReportCommand(app, exit_code);
   AddPreflightCommand(app, exit_code);
+  AddStatusCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -16,5 +16,6 @@ void AddSealCommand(CLI::App& app, int& exit_code);
 void AddMockMetadataCommand(CLI::App& app, int& exit_code);
 void AddReportCommand(CLI::App& app, int& exit_code);
 void AddPreflightCommand(CLI::App& app, int& exit_code);
+void AddStatusCommand(CLI::App& app, int& exit_code);
 
 }  // namespace spotvisor::cli

@@ -11,6 +11,7 @@
 #include "run_observers.hpp"
 #include "spotvisor/cli/app.hpp"
 #include "spotvisor/config/loader.hpp"
+#include "spotvisor/coordination/etcd_coordinator.hpp"
 #include "spotvisor/platform/slurm.hpp"
 #include "spotvisor/supervisor/driver.hpp"
 #include "spotvisor/telemetry/log.hpp"
@@ -60,6 +61,15 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       return;
     }
     supervisor::Driver driver(*job, std::move(parts->selector));
+    if (job->coordination.enabled()) {
+      const Status group = driver.UseCoordinator(
+          [&job](boost::asio::io_context& io) { return coordination::MakeEtcdCoordinator(io, *job); });
+      if (!group) {
+        std::fprintf(stderr, "spotvisor: configuration error: %s\n", group.error().message.c_str());
+        exit_code = exit_code::kConfig;
+        return;
+      }
+    }
     for (auto& observer : parts->observers) driver.AddObserver(std::move(observer));
     // After the telemetry observers (run.json is saved first); scontrol requeue comes last.
     if (auto t = telemetry::MakeTerminationLogObserver(*job)) driver.AddObserver(std::move(t));

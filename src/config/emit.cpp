@@ -288,6 +288,23 @@ std::string ToYaml(const JobConfig& c) {
   y << YAML::Key << "requeue_on" << YAML::Value << YAML::Flow << requeue_on;
   y << YAML::Key << "scontrol" << YAML::Value << c.slurm.scontrol;
   y << YAML::EndMap;
+  const auto& g = c.coordination;
+  y << YAML::Key << "coordination" << YAML::Value << YAML::BeginMap;
+  y << YAML::Key << "etcd" << YAML::Value << YAML::Flow << g.etcd;
+  y << YAML::Key << "nodes" << YAML::Value << g.nodes;
+  y << YAML::Key << "node_rank" << YAML::Value;
+  if (g.node_rank == kAutoRank) {
+    y << "auto";
+  } else {
+    y << g.node_rank;
+  }
+  y << YAML::Key << "prefix" << YAML::Value << g.prefix;
+  y << YAML::Key << "lease_ttl" << YAML::Value << FormatDuration(g.lease_ttl);
+  y << YAML::Key << "join_timeout" << YAML::Value << FormatDuration(g.join_timeout);
+  y << YAML::Key << "advertise" << YAML::Value << g.advertise;
+  y << YAML::Key << "master_port" << YAML::Value << g.master_port;
+  Optional(y, "credentials", "coordination.credentials", OptPath(g.credentials));
+  y << YAML::EndMap;
   y << YAML::EndMap;
   return std::string(y.c_str()) + "\n";
 }

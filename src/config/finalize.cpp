@@ -1,6 +1,9 @@
 // Whole-config checks that no single key can make: a command exists, templates appear
 // only where they can be filled, bounds relate, paths resolve. Messages name the file,
 // the line (when the key came from the file) and the key.
+#include <unistd.h>
+
+#include <array>
 #include <csignal>
 #include <set>
 
@@ -83,6 +86,44 @@ Status CheckStopContract(const JobConfig& job) {
   return Ok{};
 }
 
+// coordination: the etcd members, the group's size and this node's place in it.
+Status CheckCoordination(JobConfig& job) {
+  auto& c = job.coordination;
+  if (!c.enabled()) {
+    if (c.nodes > 1) {
+      return Error{Where(job, "coordination.nodes") +
+                   "a group of several nodes needs coordination.etcd (the etcd members the nodes agree through)"};
+    }
+    return Ok{};
+  }
+  for (const auto& url : c.etcd) {
+    if (url.rfind("https://", 0) == 0) {
+      return Error{Where(job, "coordination.etcd") + url +
+                   ": client TLS is not supported yet; use http:// on a private network"};
+    }
+    if (url.rfind("http://", 0) != 0 || url.size() <= 7) {
+      return Error{Where(job, "coordination.etcd") + "'" + url + "' is not an etcd URL such as http://10.0.0.5:2379"};
+    }
+  }
+  if (c.node_rank != kAutoRank && c.node_rank >= c.nodes) {
+    return Error{Where(job, "coordination.node_rank") + std::to_string(c.node_rank) +
+                 " is not below coordination.nodes (" + std::to_string(c.nodes) + "); ranks are 0.." +
+                 std::to_string(c.nodes - 1) + " or auto"};
+  }
+  if (c.lease_ttl < std::chrono::seconds(2) || c.lease_ttl % std::chrono::seconds(1) != Duration::zero()) {
+    return Error{Where(job, "coordination.lease_ttl") +
+                 "must be whole seconds, at least 2s (etcd leases count seconds)"};
+  }
+  if (c.join_timeout <= Duration::zero())
+    return Error{Where(job, "coordination.join_timeout") + "must be longer than 0"};
+  if (c.advertise.empty()) {
+    std::array<char, 256> host{};
+    if (gethostname(host.data(), host.size() - 1) == 0) c.advertise = host.data();
+    if (c.advertise.empty()) c.advertise = "127.0.0.1";
+  }
+  return Ok{};
+}
+
 }  // namespace
 
 Status Finalize(JobConfig& job, bool need_command) {
@@ -108,7 +149,9 @@ Status Finalize(JobConfig& job, bool need_command) {
     }
   }
 
-  std::set<std::string> anywhere{"attempt", "job"};
+  if (Status s = CheckCoordination(job); !s) return s;
+  // The group's place: one node alone is rank 0 of 1, its own master.
+  std::set<std::string> anywhere{"attempt", "job", "node_rank", "nnodes", "master_addr", "master_port", "epoch"};
   if (job.checkpoints.dir) anywhere.insert("checkpoint_dir");
   if (job.job.result_file) anywhere.insert("result_file");
   std::set<std::string> resume = anywhere;

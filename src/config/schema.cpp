@@ -34,6 +34,7 @@ class Reader : public NodeReader {
         {"cost", [&](const YAML::Node& n, const std::string& p) { ReadCost(n, p); }},
         {"hooks", [&](const YAML::Node& n, const std::string& p) { ReadHooks(n, p); }},
         {"slurm", [&](const YAML::Node& n, const std::string& p) { ReadSlurm(n, p); }},
+        {"coordination", [&](const YAML::Node& n, const std::string& p) { ReadCoordination(n, p); }},
     });
   }
 
@@ -269,6 +270,30 @@ class Reader : public NodeReader {
            }
          }},
         {"scontrol", [&](const YAML::Node& n, const std::string& k) { v.scontrol = String(n, k); }},
+    });
+  }
+
+  void ReadCoordination(const YAML::Node& node, const std::string& p) {
+    auto& v = job_.coordination;
+    Map(node, p, {
+        {"etcd", [&](const YAML::Node& n, const std::string& k) {
+           if (!n.IsSequence()) Fail(n, k, "expected a list of etcd member URLs, e.g. [\"http://10.0.0.5:2379\"]");
+           v.etcd = StringList(n, k);
+         }},
+        {"nodes", [&](const YAML::Node& n, const std::string& k) { v.nodes = Int(n, k, 1, 4096); }},
+        {"node_rank", [&](const YAML::Node& n, const std::string& k) {
+           v.node_rank = n.IsScalar() && n.Scalar() == "auto" ? kAutoRank : Int(n, k, 0, 4095);
+         }},
+        {"prefix", [&](const YAML::Node& n, const std::string& k) {
+           v.prefix = String(n, k);
+           if (v.prefix.empty() || v.prefix.front() != '/') Fail(n, k, "must start with '/', e.g. /spotvisor");
+           while (v.prefix.size() > 1 && v.prefix.back() == '/') v.prefix.pop_back();
+         }},
+        {"lease_ttl", [&](const YAML::Node& n, const std::string& k) { v.lease_ttl = Dur(n, k); }},
+        {"join_timeout", [&](const YAML::Node& n, const std::string& k) { v.join_timeout = Dur(n, k); }},
+        {"advertise", [&](const YAML::Node& n, const std::string& k) { v.advertise = String(n, k); }},
+        {"master_port", [&](const YAML::Node& n, const std::string& k) { v.master_port = Int(n, k, 1, 65535); }},
+        {"credentials", [&](const YAML::Node& n, const std::string& k) { v.credentials = Path(n, k); }},
     });
   }
 

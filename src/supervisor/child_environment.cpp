@@ -7,6 +7,11 @@ config::TemplateVars AttemptVars(const config::JobConfig& job, const SpawnAction
   config::TemplateVars vars{{"attempt", std::to_string(attempt.attempt)}, {"job", job.job.name}};
   if (job.checkpoints.dir) vars["checkpoint_dir"] = job.checkpoints.dir->string();
   if (job.job.result_file) vars["result_file"] = job.job.result_file->string();
+  vars["node_rank"] = std::to_string(attempt.place.rank);
+  vars["nnodes"] = std::to_string(attempt.place.world);
+  vars["master_addr"] = attempt.place.master_addr;
+  vars["master_port"] = std::to_string(attempt.place.master_port);
+  vars["epoch"] = std::to_string(attempt.place.epoch);
   if (attempt.resume) {
     vars["checkpoint"] = attempt.resume->path.string();
     vars["step"] = std::to_string(attempt.resume->step);
@@ -40,6 +45,8 @@ Result<process::SpawnSpec> BuildSpawnSpec(const config::JobConfig& job, const Sp
   spec.env["SPOTVISOR_NODE_RANK"] = std::to_string(attempt.place.rank);
   spec.env["SPOTVISOR_NNODES"] = std::to_string(attempt.place.world);
   spec.env["SPOTVISOR_EPOCH"] = std::to_string(attempt.place.epoch);
+  spec.env["SPOTVISOR_MASTER_ADDR"] = attempt.place.master_addr;
+  spec.env["SPOTVISOR_MASTER_PORT"] = std::to_string(attempt.place.master_port);
   return spec;
 }
 

@@ -39,7 +39,8 @@ Driver::Impl::Impl(const config::JobConfig& job, std::unique_ptr<checkpoint::Res
       host_(host ? std::move(host) : MakePosixHost()),
       signals_(io_),
       workers_poll_(io_),
-      resume_timer_(io_) {
+      resume_timer_(io_),
+      coordinator_(std::make_unique<LocalCoordinator>(job.coordination.master_port)) {
   for (int signo : job_.signals.stop_on) signals_.add(signo);  // signals.stop_on: "stop"
   if (!StopsOn(SIGUSR1)) signals_.add(SIGUSR1);                // else "checkpoint now"
   for (auto kind : kTimerKinds) timers_.emplace(kind, asio::steady_timer(io_));
@@ -78,6 +79,8 @@ int Driver::Impl::Run() {
   }
   for (auto& o : observers_) o->OnStart(*this);
   WaitSignals();
+  coordinator_->Start(
+      [this](StopRequestedEvent stop) { asio::post(io_, [this, stop = std::move(stop)] { Dispatch(stop); }); });
   Dispatch(StartEvent{});
   io_.run();
   // Past checkpoints.select_timeout the selection thread is stuck (a hung mount): joining
@@ -204,6 +207,7 @@ void Driver::Impl::Shutdown(int code, const std::string& message) {
   workers_poll_.cancel();
   resume_timer_.cancel();
   if (watcher_) watcher_->Stop();
+  coordinator_->Leave(code == Code(ExitCode::kDone));
   signals_.cancel();
   host_->Detach();
   for (auto& relay : relays_) relay->Drain(kOutputDrain);  // the group is gone: EOF is near
@@ -250,6 +254,12 @@ Driver::~Driver() {
   if (impl_ && impl_->abandoned()) abandoned->push_back(std::move(impl_));
 }
 void Driver::AddObserver(std::unique_ptr<RunObserver> observer) { impl_->AddObserver(std::move(observer)); }
+Status Driver::UseCoordinator(const CoordinatorFactory& make) {
+  auto coordinator = make(impl_->io());
+  if (!coordinator) return coordinator.error();
+  impl_->SetCoordinator(std::move(*coordinator));
+  return Ok{};
+}
 int Driver::Run() { return impl_->Run(); }
 
 }  // namespace spotvisor::supervisor

@@ -34,6 +34,7 @@ class Driver::Impl final : public RunControl {
   int Run();
   bool abandoned() const { return selection_abandoned_; }  // Run left a stuck selection behind
   void AddObserver(std::unique_ptr<RunObserver> observer) { observers_.push_back(std::move(observer)); }
+  void SetCoordinator(std::unique_ptr<Coordinator> coordinator) { coordinator_ = std::move(coordinator); }
 
   // ---- RunControl ----
   boost::asio::io_context& io() override { return io_; }
@@ -72,37 +73,38 @@ class Driver::Impl final : public RunControl {
   void Perform(const SelectResumeAction&);
   void OnSelected(Result<checkpoint::Selection> selection);
   void Perform(const ProposeResumeAction& a);
+  void Perform(const PublishStopAction& a);
   void OnNotice(const preemption::Notice& n);
   void OnNoticeCleared();
   void ValidateAfterDrain();
   void WriteNoticeFile(const preemption::Notice& n);
 
-  const config::JobConfig& job_;                           // not owned
-  boost::asio::io_context io_;                             // the one event loop; outlives the host
-  std::unique_ptr<checkpoint::ResumeSelector> selector_;   // used on pool_ only
-  std::unique_ptr<Host> host_;                             // every effect on the world
-  boost::asio::thread_pool pool_{1};                       // checkpoint selection
-  boost::asio::signal_set signals_;                        // stop / checkpoint requests
-  std::map<TimerKind, boost::asio::steady_timer> timers_;  // armed by the Fsm
-  boost::asio::steady_timer workers_poll_;                 // waiting for a launcher's workers to stop
-  boost::asio::steady_timer resume_timer_;                 // a cleared notice, confirmed
-  std::unique_ptr<preemption::Watcher> watcher_;           // null for provider none
-  std::unique_ptr<Coordinator> coordinator_ = std::make_unique<LocalCoordinator>();  // agrees on each start
-  std::optional<preemption::Notice> notice_;                                         // the stop notice being handled
-  std::vector<std::unique_ptr<RunObserver>> observers_;                              // see run_observer.hpp
-  std::vector<std::unique_ptr<process::OutputRelay>> relays_;                        // trainers' output, until EOF
-  std::optional<state::JobLock> lock_;                                               // held for our whole life
-  std::optional<state::Journal> journal_;                                            // the job's memory
-  std::optional<Fsm> fsm_;                                                           // the policy
-  state::PersistedState persisted_;                                                  // driver-owned parts of the state
-  state::AttemptRecord current_;                                                     // the attempt in progress
-  std::unique_ptr<Trainer> trainer_;         // the running trainer's group, if any
-  TimePoint trainer_started_{};              // for uptime
-  std::optional<ExitStatus> main_status_;    // main process gone, group maybe not
-  bool journal_trouble_ = false;             // state dir not writable
-  bool finished_ = false;                    // Exit performed
-  bool selection_abandoned_ = false;         // its deadline passed: pool_ never joined
-  int exit_code_ = Code(ExitCode::kFailed);  // what Run returns
+  const config::JobConfig& job_;                               // not owned
+  boost::asio::io_context io_;                                 // the one event loop; outlives the host
+  std::unique_ptr<checkpoint::ResumeSelector> selector_;       // used on pool_ only
+  std::unique_ptr<Host> host_;                                 // every effect on the world
+  boost::asio::thread_pool pool_{1};                           // checkpoint selection
+  boost::asio::signal_set signals_;                            // stop / checkpoint requests
+  std::map<TimerKind, boost::asio::steady_timer> timers_;      // armed by the Fsm
+  boost::asio::steady_timer workers_poll_;                     // waiting for a launcher's workers to stop
+  boost::asio::steady_timer resume_timer_;                     // a cleared notice, confirmed
+  std::unique_ptr<preemption::Watcher> watcher_;               // null for provider none
+  std::unique_ptr<Coordinator> coordinator_;                   // agrees on each start, hears the group's stops
+  std::optional<preemption::Notice> notice_;                   // the stop notice being handled
+  std::vector<std::unique_ptr<RunObserver>> observers_;        // see run_observer.hpp
+  std::vector<std::unique_ptr<process::OutputRelay>> relays_;  // trainers' output, until EOF
+  std::optional<state::JobLock> lock_;                         // held for our whole life
+  std::optional<state::Journal> journal_;                      // the job's memory
+  std::optional<Fsm> fsm_;                                     // the policy
+  state::PersistedState persisted_;                            // driver-owned parts of the state
+  state::AttemptRecord current_;                               // the attempt in progress
+  std::unique_ptr<Trainer> trainer_;                           // the running trainer's group, if any
+  TimePoint trainer_started_{};                                // for uptime
+  std::optional<ExitStatus> main_status_;                      // main process gone, group maybe not
+  bool journal_trouble_ = false;                               // state dir not writable
+  bool finished_ = false;                                      // Exit performed
+  bool selection_abandoned_ = false;                           // its deadline passed: pool_ never joined
+  int exit_code_ = Code(ExitCode::kFailed);                    // what Run returns
 };
 
 }  // namespace spotvisor::supervisor

@@ -61,6 +61,8 @@ void Driver::Impl::Perform(const ProposeResumeAction& a) {
   });
 }
 
+void Driver::Impl::Perform(const PublishStopAction& a) { coordinator_->PublishStop(a); }
+
 void Driver::Impl::OnNotice(const preemption::Notice& n) {
   const auto now = std::chrono::system_clock::now();
   std::optional<std::chrono::milliseconds> until_deadline;

@@ -105,7 +105,7 @@ std::vector<Action> Fsm::OnResumeSelected(const ResumeSelectedEvent& e, TimePoin
   // Every start is agreed with the group, a single node's included (one code path).
   phase_ = Phase::kJoining;
   actions.push_back(ProposeResumeAction{e.good, counters_.attempts + 1});
-  actions.push_back(ArmTimerAction{TimerKind::kJoin, now + kJoinTimeout});
+  actions.push_back(ArmTimerAction{TimerKind::kJoin, now + job_.coordination.join_timeout});
   return actions;
 }
 
@@ -137,7 +137,8 @@ std::vector<Action> Fsm::OnGroupAgreed(const GroupAgreedEvent& e, TimePoint now)
 
 std::vector<Action> Fsm::OnSpawnFailed(const SpawnFailedEvent& e, TimePoint now) {
   if (phase_ != Phase::kRunning) return {};
-  std::vector<Action> actions{Note(LogLevel::kError, "event=spawn_failed error=\"" + e.message + "\"")};
+  std::vector<Action> actions{Note(LogLevel::kError, "event=spawn_failed error=\"" + e.message + "\""),
+                              PublishStopAction{"trainer could not start: " + e.message, std::nullopt}};
   auto more = Fail(ExitStatus{127, 0}, Outcome::kSpawnFailed, now);
   actions.insert(actions.end(), more.begin(), more.end());
   return actions;
@@ -187,7 +188,13 @@ std::vector<Action> Fsm::OnChildExited(const ChildExitedEvent& e, TimePoint now)
       actions.insert(actions.end(), more.begin(), more.end());
       return actions;
     }
+    case StopReason::kPeer:
+      // Not this node's doing: nothing is counted, and the next start is the group's.
+      actions.push_back(AttemptEndedAction{st, Outcome::kPeerStopped, "rejoin the group"});
+      return Select(now, std::move(actions));
   }
+  // On its own and not a success: the group stops too (its collectives would hang).
+  actions.push_back(PublishStopAction{"trainer failed: " + Describe(st), std::nullopt});
   auto more = Fail(st, Outcome::kFailed, now);
   actions.insert(actions.end(), more.begin(), more.end());
   return actions;

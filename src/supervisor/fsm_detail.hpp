@@ -21,6 +21,8 @@ inline const char* ReasonName(StopReason r) {
       return "hang";
     case StopReason::kBudget:
       return "budget";
+    case StopReason::kPeer:
+      return "peer";
     case StopReason::kNone:
       break;
   }
@@ -39,6 +41,7 @@ inline int Precedence(StopReason r) {
       return 2;
     case StopReason::kHang:
       return 1;
+    case StopReason::kPeer:  // never pending: a peer's stop only stops a running trainer
     case StopReason::kNone:
       break;
   }

@@ -16,6 +16,9 @@ using std::chrono::milliseconds;
 
 std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint now) {
   const bool by_signal = e.reason == StopReason::kSignal;
+  // A peer's stop ends a running trainer's epoch; with no trainer there is nothing to stop
+  // (the next start is agreed with the group anyway).
+  if (e.reason == StopReason::kPeer && phase_ != Phase::kRunning) return {};
   switch (phase_) {
     case Phase::kIdle:
     case Phase::kSelecting:
@@ -43,8 +46,12 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
         return Finish(ExitCode::kStopped, "stopped on request after a preemption notice; the job is resumable");
       return {};
     case Phase::kJoining: {
-      // No trainer yet and nothing of ours in flight: a stop acts at once.
+      // No trainer yet and nothing of ours in flight: a stop acts at once. The group hears
+      // of it (its coordinator takes back this node's join) unless nothing changes here.
       std::vector<Action> actions{CancelTimerAction{TimerKind::kJoin}};
+      if (by_signal || e.reason == StopReason::kBudget || e.reason == StopReason::kNotice) {
+        actions.push_back(PublishStopAction{std::string(ReasonName(e.reason)) + ": " + e.detail, e.grace_cap});
+      }
       if (by_signal) {
         return Finish(ExitCode::kStopped, "stopped on request before the trainer started; the job is resumable",
                       std::move(actions));
@@ -99,10 +106,15 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
   std::chrono::milliseconds grace = job_.signals.grace;
   if (e.grace_cap) grace = std::max(std::chrono::milliseconds(0), std::min(grace, *e.grace_cap));
   const auto to = job_.signals.Recipients();
-  std::vector<Action> actions{
+  std::vector<Action> actions;
+  // The group first: every other node's trainer stops too, with this notice's deadline.
+  if (e.reason != StopReason::kPeer) {
+    actions.push_back(PublishStopAction{std::string(ReasonName(e.reason)) + ": " + e.detail, e.grace_cap});
+  }
+  actions.push_back(
       Note(LogLevel::kWarning, std::string("event=stopping reason=") + ReasonName(e.reason) + " detail=\"" + e.detail +
                                    "\" signal=" + config::SignalName(job_.signals.on_notice) +
-                                   " target=" + config::ToString(to) + " grace=" + FormatDuration(grace))};
+                                   " target=" + config::ToString(to) + " grace=" + FormatDuration(grace)));
   // A launcher is held before its workers hear of the stop, so that none of them can exit
   // into a launcher that restarts it or starts its own kill timer.
   launchers_held_ = to == config::SignalTarget::kWorkers;
@@ -164,8 +176,8 @@ std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
       return OnSelectTimeout();
     case TimerKind::kJoin:
       if (phase_ != Phase::kJoining) return {};
-      return Finish(ExitCode::kStopped, "the group did not agree on a start within " + FormatDuration(kJoinTimeout) +
-                                            "; the job is resumable");
+      return Finish(ExitCode::kStopped, "the group did not agree on a start within " +
+                                            FormatDuration(job_.coordination.join_timeout) + "; the job is resumable");
     case TimerKind::kLauncher: {
       // Its workers saved and stopped, and it got SIGTERM, yet it is still here: torch
       // 1.13's agent, caught by our SIGTERM inside its own shutdown, waits on its
@@ -211,6 +223,7 @@ std::vector<Action> Fsm::OnSelectTimeout() {
       return Finish(ExitCode::kStopped,
                     "stopped for a preemption notice before the trainer started (" + waited + "); the job is resumable",
                     std::move(actions));
+    case StopReason::kPeer:  // never pending
     case StopReason::kHang:
     case StopReason::kNone:
       break;

@@ -7,7 +7,7 @@
 namespace spotvisor::supervisor {
 namespace {
 
-constexpr std::array<std::pair<Outcome, std::string_view>, 7> kWords{{
+constexpr std::array<std::pair<Outcome, std::string_view>, 8> kWords{{
     {Outcome::kDone, "done"},
     {Outcome::kFailed, "failed"},
     {Outcome::kStopped, "stopped"},
@@ -15,6 +15,7 @@ constexpr std::array<std::pair<Outcome, std::string_view>, 7> kWords{{
     {Outcome::kHang, "hang"},
     {Outcome::kBudget, "budget"},
     {Outcome::kSpawnFailed, "spawn-failed"},
+    {Outcome::kPeerStopped, "peer-stopped"},
 }};
 
 }  // namespace

@@ -39,7 +39,7 @@ std::string RenderRunMetrics(const LiveView& v) {
   m.Family("spotvisor_attempts_total", "counter", "trainer starts of this job, across supervisor restarts");
   m.Sample(static_cast<double>(s.attempt_count));
   m.Family("spotvisor_restarts_total", "counter", "restarts by the outcome of the attempt before them");
-  for (const char* reason : {"failed", "hang", "preempted", "stopped", "spawn-failed"}) {
+  for (const char* reason : {"failed", "hang", "preempted", "stopped", "spawn-failed", "peer-stopped"}) {
     const auto it = s.restarts.find(reason);
     m.Sample(it == s.restarts.end() ? 0 : it->second, {{"reason", reason}});
   }

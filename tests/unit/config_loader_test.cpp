@@ -259,6 +259,58 @@ TEST(ConfigLoader, BackoffBoundsMustRelate) {
       << job.error().message;
 }
 
+// coordination: a multi-node job (issue 14); its templates work anywhere in the command.
+TEST(ConfigLoader, CoordinationReadsItsKeysAndFillsTheAdvertisedAddress) {
+  TempDir dir;
+  auto job =
+      Load(dir,
+           "job:\n  command: [\"/bin/true\", \"--node_rank={node_rank}\", \"--nnodes={nnodes}\",\n"
+           "            \"--master_addr={master_addr}\", \"--master_port={master_port}\", \"--rdzv_id={epoch}\"]\n"
+           "coordination:\n  etcd: [\"http://10.0.0.5:2379\", \"http://10.0.0.6:2379\"]\n  nodes: 4\n"
+           "  node_rank: 2\n  prefix: /jobs/\n  lease_ttl: 5s\n  join_timeout: 20m\n  master_port: 29600\n");
+  ASSERT_TRUE(job) << job.error().message;
+  const auto& c = job->coordination;
+  EXPECT_TRUE(c.enabled());
+  EXPECT_EQ(c.etcd.size(), 2u);
+  EXPECT_EQ(c.nodes, 4);
+  EXPECT_EQ(c.node_rank, 2);
+  EXPECT_EQ(c.prefix, "/jobs");
+  EXPECT_EQ(c.lease_ttl, std::chrono::seconds(5));
+  EXPECT_EQ(c.join_timeout, std::chrono::minutes(20));
+  EXPECT_EQ(c.master_port, 29600);
+  EXPECT_FALSE(c.advertise.empty());  // the host name
+  const std::string yaml = ToYaml(*job);
+  EXPECT_NE(yaml.find("node_rank: 2"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("lease_ttl: 5s"), std::string::npos) << yaml;
+
+  auto single = Load(dir, "job:\n  command: [\"/bin/true\"]\n");
+  ASSERT_TRUE(single);
+  EXPECT_FALSE(single->coordination.enabled());
+  EXPECT_EQ(single->coordination.node_rank, kAutoRank);
+  EXPECT_NE(ToYaml(*single).find("node_rank: auto"), std::string::npos);
+}
+
+TEST(ConfigLoader, CoordinationMistakesNameTheKey) {
+  TempDir dir;
+  const std::string head = "job:\n  command: [\"/bin/true\"]\ncoordination:\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"  nodes: 2\n", "coordination.nodes: a group of several nodes needs coordination.etcd"},
+      {"  etcd: [\"https://10.0.0.5:2379\"]\n", "client TLS is not supported yet"},
+      {"  etcd: [\"10.0.0.5:2379\"]\n", "'10.0.0.5:2379' is not an etcd URL"},
+      {"  etcd: http://10.0.0.5:2379\n", "job.yaml:4: coordination.etcd: expected a list of etcd member URLs"},
+      {"  etcd: [\"http://e:2379\"]\n  nodes: 2\n  node_rank: 2\n",
+       "coordination.node_rank: 2 is not below coordination.nodes (2)"},
+      {"  etcd: [\"http://e:2379\"]\n  lease_ttl: 1500ms\n", "coordination.lease_ttl: must be whole seconds"},
+      {"  etcd: [\"http://e:2379\"]\n  prefix: spotvisor\n", "coordination.prefix: must start with '/'"},
+      {"  etcd: [\"http://e:2379\"]\n  node_rank: first\n", "coordination.node_rank"},
+  };
+  for (const auto& [yaml, expected] : cases) {
+    auto job = Load(dir, head + yaml);
+    ASSERT_FALSE(job) << yaml;
+    EXPECT_NE(job.error().message.find(expected), std::string::npos) << yaml << " -> " << job.error().message;
+  }
+}
+
 TEST(ConfigLoader, InvalidYamlNamesTheLine) {
   TempDir dir;
   auto job = Load(dir, "job:\n  command: [\"/bin/true\"\n  name: x\n");

@@ -211,6 +211,39 @@ std::thread StopOnceDrained(const testing::LogCapture& log) {
   });
 }
 
+// A group that agrees at once (epoch 1, 2, ...) and, once, tells of a peer's stop
+// `peer_stop_after` after the first agreement; records what this node publishes.
+class FakeCoordinator final : public Coordinator {
+ public:
+  FakeCoordinator(asio::io_context& io, milliseconds peer_stop_after) : io_(io), after_(peer_stop_after) {}
+  void Start(PeerStopHandler on_peer_stop) override { on_peer_stop_ = std::move(on_peer_stop); }
+  void Propose(const ProposeResumeAction& proposal, AgreedHandler on_agreed) override {
+    GroupAgreedEvent agreed;
+    if (!proposal.good.empty()) agreed.point = proposal.good.front();
+    agreed.place = GroupPlace{1, 2, ++epoch_, "10.0.0.5", 29600};
+    on_agreed(std::move(agreed));
+    if (epoch_ == 1) {
+      auto timer = std::make_shared<asio::steady_timer>(io_, after_);
+      timer->async_wait([this, timer](const boost::system::error_code& ec) {
+        if (!ec) on_peer_stop_(StopRequestedEvent{StopReason::kPeer, std::nullopt, "node 0: notice: test"});
+      });
+    }
+  }
+  void PublishStop(const PublishStopAction& stop) override { published_.push_back(stop.why); }
+  void Leave(bool finished) override {
+    ++left_;
+    finished_ = finished;
+  }
+
+  asio::io_context& io_;
+  milliseconds after_;
+  std::uint64_t epoch_ = 0;
+  PeerStopHandler on_peer_stop_;
+  std::vector<std::string> published_;
+  int left_ = 0;
+  bool finished_ = false;
+};
+
 class DriverTest : public ::testing::Test {
  protected:
   config::JobConfig Job() {
@@ -349,6 +382,44 @@ TEST_F(DriverTest, SpawnFailuresUseUpTheFailureBudget) {
   const auto attempts = Attempts(budget_job);
   ASSERT_EQ(attempts.size(), 3u);
   for (const auto& line : attempts) EXPECT_NE(line.find("\"outcome\":\"spawn-failed\""), std::string::npos) << line;
+}
+
+// Multi-node (issue 14) through the driver: a peer's stop stops this trainer (exit 0 after
+// it, as python/README.md suggests), and the node starts again in the next epoch with the
+// group — never "done", never counted, never echoed back to the group.
+TEST_F(DriverTest, APeersStopRestartsTheTrainerInTheNextEpochWithoutCounting) {
+  const auto job = Job();
+  auto host = std::make_unique<FakeHost>(std::vector<Script>{
+      {std::nullopt, {}, SIGTERM, ExitStatus{0, 0}},
+      {milliseconds(5), ExitStatus{0, 0}},
+  });
+  FakeHost& fake = *host;
+  testing::LogCapture log;
+  Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
+  FakeCoordinator* group = nullptr;
+  ASSERT_TRUE(driver.UseCoordinator([&group](asio::io_context& io) -> Result<std::unique_ptr<Coordinator>> {
+    auto made = std::make_unique<FakeCoordinator>(io, milliseconds(20));
+    group = made.get();
+    return std::unique_ptr<Coordinator>(std::move(made));
+  }));
+  const int code = driver.Run();
+
+  EXPECT_EQ(code, Code(ExitCode::kDone)) << log.Joined();
+  ASSERT_EQ(fake.spawns_.size(), 2u);
+  EXPECT_EQ(fake.signals_.at(0).first, SIGTERM);
+  EXPECT_EQ(fake.spawns_[0].env.at("SPOTVISOR_EPOCH"), "1");
+  EXPECT_EQ(fake.spawns_[1].env.at("SPOTVISOR_EPOCH"), "2");
+  EXPECT_EQ(fake.spawns_[1].env.at("SPOTVISOR_NODE_RANK"), "1");
+  EXPECT_EQ(fake.spawns_[1].env.at("SPOTVISOR_MASTER_ADDR"), "10.0.0.5");
+  const auto attempts = Attempts(job);
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_NE(attempts[0].find("\"outcome\":\"peer-stopped\""), std::string::npos) << attempts[0];
+  EXPECT_NE(attempts[1].find("\"outcome\":\"done\""), std::string::npos) << attempts[1];
+  EXPECT_EQ(log.Count("event=restart_scheduled"), 0) << log.Joined();  // no backoff: not a failure
+  ASSERT_NE(group, nullptr);
+  EXPECT_TRUE(group->published_.empty()) << group->published_.front();
+  EXPECT_EQ(group->left_, 1);
+  EXPECT_TRUE(group->finished_);
 }
 
 }  // namespace

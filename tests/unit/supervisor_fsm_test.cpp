@@ -33,6 +33,7 @@ std::string Kind(const Action& a) {
         if constexpr (std::is_same_v<T, ReleaseLaunchersAction>) return "release:" + config::SignalName(x.signo);
         if constexpr (std::is_same_v<T, WatchWorkersAction>) return "watch";
         if constexpr (std::is_same_v<T, KillGroupAction>) return "kill";
+        if constexpr (std::is_same_v<T, PublishStopAction>) return "publish";
         if constexpr (std::is_same_v<T, ArmTimerAction>) return "arm:" + std::to_string(static_cast<int>(x.kind));
         if constexpr (std::is_same_v<T, CancelTimerAction>) return "cancel";
         if constexpr (std::is_same_v<T, AttemptEndedAction>) return "ended:" + std::string(ToString(x.outcome));
@@ -42,12 +43,13 @@ std::string Kind(const Action& a) {
       a);
 }
 
-// The actions that matter to a row (logs and timer cancels are noise here).
+// The actions that matter to a row (logs and timer cancels are noise here; so is telling
+// the group, which a single node's coordinator ignores: the group's tests look at it).
 std::vector<std::string> Kinds(const std::vector<Action>& actions) {
   std::vector<std::string> out;
   for (const auto& a : actions) {
     const auto k = Kind(a);
-    if (k != "log" && k != "cancel") out.push_back(k);
+    if (k != "log" && k != "cancel" && k != "publish") out.push_back(k);
   }
   return out;
 }
@@ -119,6 +121,81 @@ TEST_F(FsmTest, CleanExitIsDone) {
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
         {kExit0, 500, {"ended:done", "exit:0"}}});
+}
+
+// Multi-node (issue 14): another node's stop stops this trainer through the usual path; its
+// end, whatever the code (a trainer that exits 0 after a stop too), is never "done" and
+// never counted, and the node goes straight back to agreeing on a start with the group.
+TEST_F(FsmTest, APeersStopIsNeverDoneNorCountedAndTheNodeRejoins) {
+  const StopRequestedEvent peer{StopReason::kPeer, seconds(30), "node 0: notice: aws spot-itn"};
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
+                   {At(20), 1, {"propose", "arm:5", "spawn"}},
+                   {peer, 100, {"signal:SIGTERM/group", "arm:0"}},
+                   {kExit0, 5000, {"ended:peer-stopped", "select", "arm:3"}},
+                   {At(30), 5001, {"propose", "arm:5", "spawn"}},
+                   {peer, 6000, {"signal:SIGTERM/group", "arm:0"}},
+                   {kExit1, 7000, {"ended:peer-stopped", "select", "arm:3"}}});
+  EXPECT_EQ(fsm->counters().failures, 0);
+  EXPECT_EQ(fsm->counters().preemptions, 0);
+  EXPECT_EQ(fsm->counters().consecutive_failures, 0);
+  EXPECT_EQ(fsm->phase(), Phase::kSelecting);
+}
+
+// The peer's notice caps this node's grace as it caps its own.
+TEST_F(FsmTest, APeersNoticeCapsTheGrace) {
+  job_.signals.grace = seconds(90);
+  auto fsm = std::make_unique<Fsm>(job_, Counters{}, 1);
+  HandleAsTheDriver(*fsm, StartEvent{}, t0_);
+  HandleAsTheDriver(*fsm, At(std::nullopt), t0_);
+  const auto actions = fsm->Handle(StopRequestedEvent{StopReason::kPeer, seconds(25), "node 2: notice"}, t0_);
+  bool armed = false;
+  for (const auto& a : actions) {
+    if (const auto* arm = std::get_if<ArmTimerAction>(&a); arm && arm->kind == TimerKind::kGrace) {
+      EXPECT_EQ(arm->at, t0_ + seconds(25));
+      armed = true;
+    }
+  }
+  EXPECT_TRUE(armed);
+}
+
+// What the group hears: each stop of this node's own, first (before its trainer is even
+// signalled), with a notice's time left; a crash or a failed start; never a peer's stop
+// echoed back, never a success.
+TEST_F(FsmTest, EveryStopOfItsOwnIsPublishedFirstAndAPeersNever) {
+  const auto publishes = [](const std::vector<Action>& actions) {
+    std::vector<const PublishStopAction*> out;
+    for (const auto& a : actions) {
+      if (const auto* p = std::get_if<PublishStopAction>(&a)) out.push_back(p);
+    }
+    return out;
+  };
+  const auto running = [&] {
+    auto fsm = std::make_unique<Fsm>(job_, Counters{}, 1);
+    HandleAsTheDriver(*fsm, StartEvent{}, t0_);
+    HandleAsTheDriver(*fsm, At(std::nullopt), t0_);
+    return fsm;
+  };
+  auto fsm = running();
+  auto actions = fsm->Handle(StopRequestedEvent{StopReason::kNotice, seconds(40), "aws spot-itn"}, t0_);
+  ASSERT_EQ(publishes(actions).size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<PublishStopAction>(actions.front()));
+  EXPECT_EQ(publishes(actions)[0]->why, "notice: aws spot-itn");
+  EXPECT_EQ(publishes(actions)[0]->grace_cap, seconds(40));
+  EXPECT_TRUE(publishes(fsm->Handle(kExit0, t0_ + seconds(1))).empty());  // the stop was told already
+
+  fsm = running();
+  actions = fsm->Handle(kExit1, t0_ + seconds(1));
+  ASSERT_EQ(publishes(actions).size(), 1u);
+  EXPECT_EQ(publishes(actions)[0]->why, "trainer failed: exit code 1");
+
+  fsm = running();
+  EXPECT_EQ(publishes(fsm->Handle(SpawnFailedEvent{"exec failed"}, t0_)).size(), 1u);
+
+  fsm = running();
+  EXPECT_TRUE(publishes(fsm->Handle(StopRequestedEvent{StopReason::kPeer, std::nullopt, "node 1"}, t0_)).empty());
+
+  fsm = running();
+  EXPECT_TRUE(publishes(fsm->Handle(kExit0, t0_ + seconds(1))).empty());  // done is not a stop
 }
 
 TEST_F(FsmTest, CustomSuccessCodes) {
@@ -553,7 +630,7 @@ TEST_F(FsmTest, TheProposalCarriesEveryGoodStepNewestFirst) {
   EXPECT_EQ(proposal.good[0].step, 30u);
   EXPECT_EQ(proposal.good[2].step, 10u);
   EXPECT_EQ(proposal.attempt, 1);
-  EXPECT_EQ(std::get<ArmTimerAction>(actions[2]).at, t0_ + milliseconds(1) + kJoinTimeout);
+  EXPECT_EQ(std::get<ArmTimerAction>(actions[2]).at, t0_ + milliseconds(1) + job_.coordination.join_timeout);
 }
 
 TEST_F(FsmTest, ASingleNodeIsRankZeroOfOneWithTheAttemptAsItsEpoch) {
@@ -610,10 +687,11 @@ TEST_F(FsmTest, AStopWhileJoiningActsAtOnce) {
 }
 
 TEST_F(FsmTest, AGroupThatNeverAgreesEndsWithExit75) {
+  job_.coordination.join_timeout = std::chrono::minutes(10);
   Fsm fsm(job_, {}, 1);
   fsm.Handle(StartEvent{}, t0_);
   fsm.Handle(At(5), t0_);
-  last_ = fsm.Handle(TimerFiredEvent{TimerKind::kJoin}, t0_ + kJoinTimeout);
+  last_ = fsm.Handle(TimerFiredEvent{TimerKind::kJoin}, t0_ + job_.coordination.join_timeout);
   EXPECT_EQ(Kinds(last_), (std::vector<std::string>{"exit:75"}));
   EXPECT_NE(ExitMessage().find("did not agree on a start within 10m"), std::string::npos) << ExitMessage();
 }
@@ -647,6 +725,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       SpawnFailedEvent{"exec failed"},
       ChildExitedEvent{{1, 0}},
       StopRequestedEvent{StopReason::kSignal, std::nullopt, "SIGTERM"},
+      StopRequestedEvent{StopReason::kPeer, std::nullopt, "node 1: notice"},
       CheckpointRequestedEvent{"SIGUSR1"},
       NoticeClearedEvent{},
       TimerFiredEvent{TimerKind::kGrace},
@@ -692,12 +771,13 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   };
   using P = Phase;
   using V = std::vector<std::string>;
-  // Columns: start, resume selected, spawn failed, child exited (1), stop (SIGTERM),
-  // checkpoint requested, notice cleared, timers grace / kill / backoff / select / drained /
-  // join / launcher (none released in these paths: nothing), workers gone, group agreed.
+  // Columns: start, resume selected, spawn failed, child exited (1), stop (SIGTERM), a
+  // peer's stop (only a running trainer stops), checkpoint requested, notice cleared, timers grace / kill / backoff /
+  // select / drained / join / launcher (none released in these paths: nothing), workers gone, group agreed.
   const std::map<Phase, std::vector<Cell>> table = {
       {P::kIdle,
        {{P::kSelecting, V{"select", "arm:3"}},
+        {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
@@ -716,6 +796,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       {P::kSelecting,
        {{P::kSelecting, V{}},
         {P::kJoining, V{"propose", "arm:5"}},
+        {P::kSelecting, V{}},
         {P::kSelecting, V{}},
         {P::kSelecting, V{}},
         {P::kSelecting, V{}},
@@ -743,6 +824,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kJoining, V{}},
         {P::kJoining, V{}},
         {P::kJoining, V{}},
+        {P::kJoining, V{}},
         {P::kFinished, V{"exit:75"}},  // the group never agreed
         {P::kJoining, V{}},
         {P::kJoining, V{}},
@@ -753,6 +835,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kBackoff, V{"ended:spawn-failed", "arm:2"}},
         {P::kBackoff, V{"ended:failed", "arm:2"}},
         {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}},
+        {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}},  // the group stops together
         {P::kRunning, V{"signal:SIGUSR1/group"}},
         {P::kRunning, V{}},
         {P::kRunning, V{}},
@@ -770,6 +853,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kStopping, V{}},
         {P::kFinished, V{"ended:stopped", "exit:75"}},
         {P::kStopping, V{"kill", "arm:1"}},
+        {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{"kill", "arm:1"}},
@@ -791,6 +875,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
+        {P::kBackoff, V{}},
         {P::kSelecting, V{"select", "arm:3"}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
@@ -805,6 +890,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDrained, V{}},
         {P::kFinished, V{"exit:75"}},
         {P::kDrained, V{}},
+        {P::kDrained, V{}},
         {P::kSelecting, V{"select", "arm:3"}},
         {P::kDrained, V{}},
         {P::kDrained, V{}},
@@ -817,6 +903,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDrained, V{}}}},
       {P::kFinished,
        {{P::kFinished, V{}},
+        {P::kFinished, V{}},
         {P::kFinished, V{}},
         {P::kFinished, V{}},
         {P::kFinished, V{}},

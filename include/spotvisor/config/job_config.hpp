@@ -167,6 +167,22 @@ struct SlurmSection {
   std::string scontrol = "scontrol";                                // the command (a name on PATH or a path)
 };
 
+// A multi-node job (README "Multi-node jobs"): one spotvisor per node, agreeing through etcd
+// on when and from where the group starts, and stopping together. Off unless `etcd` is set.
+inline constexpr int kAutoRank = -1;
+struct CoordinationSection {
+  std::vector<std::string> etcd;                     // member URLs (v3 JSON gateway); empty = one node alone
+  int nodes = 1;                                     // the group starts only when all are there
+  int node_rank = kAutoRank;                         // 0..nodes-1, or auto: the lowest free rank
+  std::string prefix = "/spotvisor";                 // keys under <prefix>/<job.name>/
+  Duration lease_ttl = std::chrono::seconds(10);     // a node whose lease lapses is gone
+  Duration join_timeout = std::chrono::minutes(30);  // waiting for the whole group, then exit 75
+  std::string advertise;                             // this node's address for peers; empty: the host name
+  int master_port = 29500;                           // {master_port}: node 0's rendezvous port
+  std::optional<std::filesystem::path> credentials;  // etcd "name:password", mode 0600
+  bool enabled() const { return !etcd.empty(); }
+};
+
 // One price or quantity of the cost model. Never a silent zero: a component nobody priced
 // stays unknown and the report lists it; a range [low, high] is an honest estimate.
 struct CostValue {
@@ -222,6 +238,7 @@ struct JobConfig {
   CostSection cost;
   HooksSection hooks;
   SlurmSection slurm;
+  CoordinationSection coordination;
   std::map<std::string, int> key_lines;  // "restart.backoff.max" -> line in source_file
 };
 

@@ -1,10 +1,13 @@
-// Who decides where a start begins: the group (issue 14: peers through etcd) or, for a
-// single node, this node alone. The Fsm proposes its good steps (ProposeResumeAction); the
-// coordinator answers with the agreed point and this node's place (GroupAgreedEvent). Pure
-// interface; called on the driver's io thread. Stop and peer events come with issue 14.
+// Who decides where a start begins and who hears of a stop: the group (a multi-node job:
+// peers through etcd, src/coordination/) or, for a single node, this node alone. The Fsm
+// proposes its good steps (ProposeResumeAction); the coordinator answers with the agreed
+// point and this node's place (GroupAgreedEvent). The Fsm publishes each stop of its own
+// (PublishStopAction); a peer's stop comes back as a StopRequestedEvent with
+// StopReason::kPeer. Called on the driver's io thread.
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include "spotvisor/supervisor/fsm.hpp"
 
@@ -13,17 +16,30 @@ namespace spotvisor::supervisor {
 class Coordinator {
  public:
   using AgreedHandler = std::function<void(GroupAgreedEvent)>;
+  using PeerStopHandler = std::function<void(StopRequestedEvent)>;
   virtual ~Coordinator() = default;
+  // Once, before the first Propose: where the group's stops go (a single node has no peers).
+  virtual void Start(PeerStopHandler on_peer_stop) { (void)on_peer_stop; }
   // Offers `proposal` for the next start; `on_agreed` is called once with the group's
   // choice, possibly before Propose returns (the caller must not re-enter the Fsm from it).
   virtual void Propose(const ProposeResumeAction& proposal, AgreedHandler on_agreed) = 0;
+  // This node's trainer is stopping or failed: every peer's stops too.
+  virtual void PublishStop(const PublishStopAction& stop) { (void)stop; }
+  // The supervisor exits: give up this node's place now rather than when its lease lapses;
+  // `finished`: its trainer succeeded (the job is done here), which the peers must not take
+  // for a node lost. Whatever it starts finishes on the io_context, within request timeouts.
+  virtual void Leave(bool finished) { (void)finished; }
 };
 
-// A group of one: agrees at once with the newest good step, rank 0 of 1, and the attempt
-// number as the epoch (new for every start, across supervisor restarts too).
+// A group of one: agrees at once with the newest good step, rank 0 of 1, its own master,
+// and the attempt number as the epoch (new for every start, across supervisor restarts).
 class LocalCoordinator final : public Coordinator {
  public:
+  explicit LocalCoordinator(int master_port = 29500) : master_port_(master_port) {}
   void Propose(const ProposeResumeAction& proposal, AgreedHandler on_agreed) override;
+
+ private:
+  int master_port_;  // coordination.master_port
 };
 
 }  // namespace spotvisor::supervisor

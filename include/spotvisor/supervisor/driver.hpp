@@ -5,12 +5,18 @@
 // selection runs on one worker thread and posts its answer back.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "spotvisor/checkpoint/resume_selector.hpp"
 #include "spotvisor/config/job_config.hpp"
+#include "spotvisor/supervisor/coordinator.hpp"
 #include "spotvisor/supervisor/host.hpp"
 #include "spotvisor/supervisor/run_observer.hpp"
+
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
 
 namespace spotvisor::supervisor {
 
@@ -26,6 +32,12 @@ class Driver {
 
   // Observers see the run and may nudge it (see run_observer.hpp); add before Run().
   void AddObserver(std::unique_ptr<RunObserver> observer);
+
+  // The group this node starts and stops with (coordinator.hpp), made on the Driver's
+  // io_context; without it a single node's LocalCoordinator. Before Run(); its error is
+  // the factory's.
+  using CoordinatorFactory = std::function<Result<std::unique_ptr<Coordinator>>(boost::asio::io_context&)>;
+  Status UseCoordinator(const CoordinatorFactory& make);
 
   // Supervises the job until it ends; returns the exit code of `spotvisor run`.
   int Run();

@@ -41,7 +41,9 @@ enum class Phase {
 };
 
 // Why we asked the trainer to stop (kNone: it stopped on its own).
-enum class StopReason { kNone, kSignal, kNotice, kHang, kBudget };
+// kPeer: another node of the group stopped (its notice, signal, hang, crash, or its lease
+// lapsed); this node stops too, never counts it, and waits for the group to start again.
+enum class StopReason { kNone, kSignal, kNotice, kHang, kBudget, kPeer };
 
 enum class TimerKind {
   kGrace,     // the stop's grace window ends: SIGKILL
@@ -49,21 +51,20 @@ enum class TimerKind {
   kBackoff,   // the restart delay is over: select
   kSelect,    // the selection took checkpoints.select_timeout: give up (a stuck filesystem)
   kDrained,   // drained for provider.drained_timeout and the machine is still here: resume
-  kJoin,      // the group did not agree on a start within kJoinTimeout: exit 75
+  kJoin,      // the group did not agree on a start within coordination.join_timeout: exit 75
   kLauncher,  // a launcher outlived its workers by signals.kill_timeout after SIGTERM: SIGKILL
 };
 inline constexpr TimerKind kTimerKinds[] = {TimerKind::kGrace,   TimerKind::kKill,    TimerKind::kBackoff,
                                             TimerKind::kSelect,  TimerKind::kDrained, TimerKind::kJoin,
                                             TimerKind::kLauncher};
-// How long a start waits for the group's agreement. Never reached by a single node (its
-// coordinator agrees at once); multi-node (issue 14) makes it coordination.join_timeout.
-inline constexpr std::chrono::minutes kJoinTimeout{10};
 
 // Where this node stands in the group for one start.
 struct GroupPlace {
-  int rank = 0;             // this node's rank, 0..world-1
-  int world = 1;            // nodes in the group (torchrun's --nnodes)
-  std::uint64_t epoch = 0;  // the group's restart generation, new for every start
+  int rank = 0;                           // this node's rank, 0..world-1
+  int world = 1;                          // nodes in the group (torchrun's --nnodes)
+  std::uint64_t epoch = 0;                // the group's restart generation, new for every start
+  std::string master_addr = "127.0.0.1";  // node 0's advertised address
+  int master_port = 29500;                // coordination.master_port
 };
 
 // How the whole process group ended: exit code, or the signal that killed the main child.
@@ -135,6 +136,12 @@ struct ReleaseLaunchersAction {
 };
 struct WatchWorkersAction {};  // report WorkersGoneEvent once the launcher has no live worker
 struct KillGroupAction {};     // SIGKILL to the whole group
+// Tell the group this node's trainer is stopping or has failed, so every node stops (the
+// coordinator publishes it once per epoch; a single node has no one to tell).
+struct PublishStopAction {
+  std::string why;                                     // "notice: aws spot-itn", "trainer failed: exit code 1"
+  std::optional<std::chrono::milliseconds> grace_cap;  // a notice's time left, for the peers' grace
+};
 struct ArmTimerAction {
   TimerKind kind;
   TimePoint at;
@@ -158,8 +165,8 @@ struct ExitAction {
   std::string message;  // one line for people
 };
 using Action = std::variant<SelectResumeAction, ProposeResumeAction, SpawnAction, SignalAction, HoldLaunchersAction,
-                            ReleaseLaunchersAction, WatchWorkersAction, KillGroupAction, ArmTimerAction,
-                            CancelTimerAction, AttemptEndedAction, LogAction, ExitAction>;
+                            ReleaseLaunchersAction, WatchWorkersAction, KillGroupAction, PublishStopAction,
+                            ArmTimerAction, CancelTimerAction, AttemptEndedAction, LogAction, ExitAction>;
 
 // What survives a supervisor restart (the journal stores it).
 struct Counters {

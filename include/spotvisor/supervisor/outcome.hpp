@@ -16,9 +16,11 @@ enum class Outcome {
   kHang,         // stopped for a hang
   kBudget,       // stopped for the cost budget
   kSpawnFailed,  // could not be started
+  kPeerStopped,  // stopped because another node of the group stopped (multi-node)
 };
 
-// "done", "failed", "stopped", "preempted", "hang", "budget", "spawn-failed": the journal's words.
+// "done", "failed", "stopped", "preempted", "hang", "budget", "spawn-failed", "peer-stopped":
+// the journal's words.
 std::string_view ToString(Outcome outcome);
 std::optional<Outcome> ParseOutcome(std::string_view text);
 

@@ -1,0 +1,87 @@
+// What the nodes of a multi-node job write to etcd, and the group's decision from it. Keys
+// live under <coordination.prefix>/<job.name>/:
+//   members/RRRR       this node holds rank R (under its lease): MemberRecord
+//   join/EEEEEEEEEEEE/RRRR  rank R waits to start epoch E with these good steps (its lease): JoinRecord
+//   epoch              the newest epoch the group agreed on (decimal)
+//   stop/EEEEEEEEEEEE  the first stop of epoch E, written once (txn): StopRecord
+//   done/EEEEEEEEEEEE/RRRR  rank R's trainer succeeded in epoch E (its leaving is no loss)
+// Numbers are zero-padded so that keys sort as numbers. Pure; any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "spotvisor/util/result.hpp"
+
+namespace spotvisor::coordination {
+
+struct MemberRecord {
+  std::string advertise;  // the address peers use for this node ({master_addr} when rank 0)
+  std::string host;       // the host name, for people
+  std::int64_t pid = 0;   // the supervisor's pid, with `since` what makes a record this process's own
+  std::int64_t since_unix_ms = 0;
+};
+
+struct JoinRecord {
+  std::vector<std::uint64_t> steps;  // this node's good checkpoint steps, newest first
+};
+
+struct StopRecord {
+  int rank = 0;                   // who stopped first
+  std::string why;                // "notice: aws spot-itn", "trainer failed: exit code 1"
+  std::int64_t deadline_unix_ms = 0;  // a notice's deadline (0: none): the peers' grace ends then too
+};
+
+std::string Encode(const MemberRecord& r);
+std::string Encode(const JoinRecord& r);
+std::string Encode(const StopRecord& r);
+Result<MemberRecord> DecodeMember(std::string_view json);
+Result<JoinRecord> DecodeJoin(std::string_view json);
+Result<StopRecord> DecodeStop(std::string_view json);
+
+// "<prefix>/<job>/" and the keys under it.
+std::string GroupPrefix(const std::string& prefix, const std::string& job);
+std::string MemberKey(const std::string& base, int rank);
+std::string JoinPrefix(const std::string& base, std::uint64_t epoch);
+std::string JoinKey(const std::string& base, std::uint64_t epoch, int rank);
+std::string EpochKey(const std::string& base);
+std::string StopKey(const std::string& base, std::uint64_t epoch);
+std::string DoneKey(const std::string& base, std::uint64_t epoch, int rank);
+
+// A key under `base` taken apart: which record it is and its numbers.
+struct ParsedKey {
+  enum class Kind { kMember, kJoin, kEpoch, kStop, kDone, kOther };
+  Kind kind = Kind::kOther;
+  int rank = -1;
+  std::uint64_t epoch = 0;
+};
+ParsedKey ParseKey(const std::string& base, std::string_view key);
+
+// Every rank 0..nodes-1 has joined epoch E: the newest step good on every node, or none (a
+// fresh start) when some node has no step the others have too.
+bool GroupComplete(const std::map<int, JoinRecord>& joined, int nodes);
+std::optional<std::uint64_t> AgreedStep(const std::map<int, JoinRecord>& joined);
+
+// The lowest rank in 0..nodes-1 nobody holds, if any.
+std::optional<int> LowestFreeRank(const std::map<int, MemberRecord>& members, int nodes);
+
+// Everything under the job's prefix at one revision, as records (`spotvisor status`).
+struct GroupView {
+  std::map<int, MemberRecord> members;                        // rank -> holder
+  std::map<std::uint64_t, std::map<int, JoinRecord>> joins;   // epoch -> rank -> good steps
+  std::map<std::uint64_t, StopRecord> stops;                  // epoch -> its first stop
+  std::map<std::uint64_t, std::vector<int>> done;             // epoch -> ranks whose trainer succeeded
+  std::uint64_t epoch = 0;                                    // the newest agreed epoch (0: none yet)
+  std::vector<std::string> unreadable;                        // keys whose value is not ours
+};
+struct KeyValueText {
+  std::string key;
+  std::string value;
+};
+GroupView ReadView(const std::string& base, const std::vector<KeyValueText>& pairs);
+
+}  // namespace spotvisor::coordination

@@ -1,0 +1,107 @@
+// `spotvisor status`: a multi-node job's group as etcd holds it now — who holds which rank,
+// the newest agreed epoch, who waits to start the next one with which good steps, and the
+// stops (README "Multi-node jobs"). Reads once; changes nothing.
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "commands.hpp"
+#include "job_options.hpp"
+#include "spotvisor/cli/app.hpp"
+#include "spotvisor/coordination/etcd_coordinator.hpp"
+
+namespace spotvisor::cli {
+namespace {
+
+std::string Steps(const std::vector<std::uint64_t>& steps) {
+  if (steps.empty()) return "none";
+  std::string out;
+  for (auto s : steps) out += (out.empty() ? "" : ",") + std::to_string(s);
+  return out;
+}
+
+nlohmann::json ToJson(const coordination::GroupView& v, int nodes) {
+  nlohmann::json j{{"nodes", nodes}, {"epoch", v.epoch}, {"members", nlohmann::json::array()},
+                   {"joins", nlohmann::json::array()}, {"stops", nlohmann::json::array()}, {"done", nlohmann::json::array()},
+                   {"unreadable", v.unreadable}};
+  for (const auto& [rank, m] : v.members) {
+    j["members"].push_back({{"rank", rank}, {"advertise", m.advertise}, {"host", m.host}, {"pid", m.pid},
+                            {"since_unix_ms", m.since_unix_ms}});
+  }
+  for (const auto& [epoch, joined] : v.joins) {
+    for (const auto& [rank, record] : joined) j["joins"].push_back({{"epoch", epoch}, {"rank", rank}, {"steps", record.steps}});
+  }
+  for (const auto& [epoch, s] : v.stops) {
+    j["stops"].push_back({{"epoch", epoch}, {"rank", s.rank}, {"why", s.why}, {"deadline_unix_ms", s.deadline_unix_ms}});
+  }
+  for (const auto& [epoch, ranks] : v.done) j["done"].push_back({{"epoch", epoch}, {"ranks", ranks}});
+  return j;
+}
+
+}  // namespace
+
+void AddStatusCommand(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<JobOptions>();
+  auto json = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("status", "Show a multi-node job's group in etcd (changes nothing)");
+  cmd->footer(
+      "Example:\n  spotvisor status --config job.yaml\n"
+      "Exit codes: 0 shown, 1 etcd could not be read, 64 usage, 78 configuration error (or no coordination.etcd).");
+  AddJobOptions(*cmd, *o, /*with_command=*/false);
+  cmd->add_flag("--json", *json, "One JSON object instead of text");
+  cmd->callback([o, json, &exit_code] {
+    auto job = LoadJob(*o, /*require_command=*/false);
+    if (!job) {
+      std::fprintf(stderr, "spotvisor: configuration error: %s\n", job.error().message.c_str());
+      exit_code = exit_code::kConfig;
+      return;
+    }
+    if (!job->coordination.enabled()) {
+      std::fprintf(stderr, "spotvisor: configuration error: %s has no coordination.etcd: a single node has no group\n",
+                   job->source_file ? job->source_file->c_str() : "the job");
+      exit_code = exit_code::kConfig;
+      return;
+    }
+    auto view = coordination::ReadGroup(*job);
+    if (!view) {
+      std::fprintf(stderr, "spotvisor: %s\n", view.error().message.c_str());
+      exit_code = exit_code::kFailed;
+      return;
+    }
+    const int nodes = job->coordination.nodes;
+    if (*json) {
+      std::printf("%s\n", ToJson(*view, nodes).dump(2).c_str());
+      exit_code = exit_code::kDone;
+      return;
+    }
+    std::printf("job %s: %zu of %d ranks held; newest agreed epoch %llu\n", job->job.name.c_str(),
+                view->members.size(), nodes, static_cast<unsigned long long>(view->epoch));
+    for (int rank = 0; rank < nodes; ++rank) {
+      const auto m = view->members.find(rank);
+      if (m == view->members.end()) {
+        std::printf("  rank %d  free\n", rank);
+      } else {
+        std::printf("  rank %d  %s  host=%s pid=%lld\n", rank, m->second.advertise.c_str(), m->second.host.c_str(),
+                    static_cast<long long>(m->second.pid));
+      }
+    }
+    for (const auto& [epoch, joined] : view->joins) {
+      if (epoch <= view->epoch) continue;  // agreed and started already
+      std::printf("  epoch %llu: %zu of %d joined\n", static_cast<unsigned long long>(epoch), joined.size(), nodes);
+      for (const auto& [rank, record] : joined) std::printf("    rank %d good steps %s\n", rank, Steps(record.steps).c_str());
+    }
+    for (const auto& [epoch, s] : view->stops) {
+      std::printf("  epoch %llu stopped by rank %d: %s\n", static_cast<unsigned long long>(epoch), s.rank, s.why.c_str());
+    }
+    for (const auto& [epoch, ranks] : view->done) {
+      std::string list;
+      for (int r : ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
+      std::printf("  epoch %llu: finished on rank %s\n", static_cast<unsigned long long>(epoch), list.c_str());
+    }
+    for (const auto& key : view->unreadable) std::printf("  unreadable: %s\n", key.c_str());
+    exit_code = exit_code::kDone;
+  });
+}
+
+}  // namespace spotvisor::cli

@@ -1,0 +1,167 @@
+// The group's records and decisions; see records.hpp.
+#include "spotvisor/coordination/records.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <iterator>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace spotvisor::coordination {
+namespace {
+
+using nlohmann::json;
+
+std::string Pad(std::uint64_t n, int width) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%0*llu", width, static_cast<unsigned long long>(n));
+  return buf;
+}
+
+template <class T>
+Result<T> Parse(std::string_view text, const char* what, T (*read)(const json&)) {
+  try {
+    return read(json::parse(text));
+  } catch (const json::exception& e) {
+    return Error{std::string("etcd: a ") + what + " record that is not what spotvisor writes (" + e.what() + ")"};
+  }
+}
+
+std::optional<std::uint64_t> Number(std::string_view text) {
+  std::uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return n;
+}
+
+}  // namespace
+
+std::string Encode(const MemberRecord& r) {
+  return json{{"advertise", r.advertise}, {"host", r.host}, {"pid", r.pid}, {"since_unix_ms", r.since_unix_ms}}.dump();
+}
+std::string Encode(const JoinRecord& r) { return json{{"steps", r.steps}}.dump(); }
+std::string Encode(const StopRecord& r) {
+  return json{{"rank", r.rank}, {"why", r.why}, {"deadline_unix_ms", r.deadline_unix_ms}}.dump();
+}
+
+Result<MemberRecord> DecodeMember(std::string_view text) {
+  return Parse<MemberRecord>(text, "member", [](const json& j) {
+    return MemberRecord{j.at("advertise").get<std::string>(), j.value("host", std::string()), j.value("pid", std::int64_t{0}),
+                        j.value("since_unix_ms", std::int64_t{0})};
+  });
+}
+Result<JoinRecord> DecodeJoin(std::string_view text) {
+  return Parse<JoinRecord>(text, "join",
+                           [](const json& j) { return JoinRecord{j.at("steps").get<std::vector<std::uint64_t>>()}; });
+}
+Result<StopRecord> DecodeStop(std::string_view text) {
+  return Parse<StopRecord>(text, "stop", [](const json& j) {
+    return StopRecord{j.at("rank").get<int>(), j.value("why", std::string()), j.value("deadline_unix_ms", std::int64_t{0})};
+  });
+}
+
+std::string GroupPrefix(const std::string& prefix, const std::string& job) {
+  std::string base = prefix;
+  if (base.empty() || base.back() != '/') base += '/';
+  return base + job + "/";
+}
+std::string MemberKey(const std::string& base, int rank) { return base + "members/" + Pad(rank, 4); }
+std::string JoinPrefix(const std::string& base, std::uint64_t epoch) { return base + "join/" + Pad(epoch, 12) + "/"; }
+std::string JoinKey(const std::string& base, std::uint64_t epoch, int rank) {
+  return JoinPrefix(base, epoch) + Pad(rank, 4);
+}
+std::string EpochKey(const std::string& base) { return base + "epoch"; }
+std::string StopKey(const std::string& base, std::uint64_t epoch) { return base + "stop/" + Pad(epoch, 12); }
+std::string DoneKey(const std::string& base, std::uint64_t epoch, int rank) {
+  return base + "done/" + Pad(epoch, 12) + "/" + Pad(rank, 4);
+}
+
+ParsedKey ParseKey(const std::string& base, std::string_view key) {
+  ParsedKey p;
+  if (key.substr(0, base.size()) != base) return p;
+  key.remove_prefix(base.size());
+  const auto take = [&key](std::string_view head) {
+    if (key.substr(0, head.size()) != head) return false;
+    key.remove_prefix(head.size());
+    return true;
+  };
+  if (key == "epoch") {
+    p.kind = ParsedKey::Kind::kEpoch;
+  } else if (take("members/")) {
+    if (auto r = Number(key); r && *r < 100000) p = {ParsedKey::Kind::kMember, static_cast<int>(*r), 0};
+  } else if (take("stop/")) {
+    if (auto e = Number(key)) p = {ParsedKey::Kind::kStop, -1, *e};
+  } else if (const bool join = take("join/"); join || take("done/")) {
+    const auto slash = key.find('/');
+    if (slash != std::string_view::npos) {
+      auto e = Number(key.substr(0, slash));
+      auto r = Number(key.substr(slash + 1));
+      if (e && r && *r < 100000) p = {join ? ParsedKey::Kind::kJoin : ParsedKey::Kind::kDone, static_cast<int>(*r), *e};
+    }
+  }
+  return p;
+}
+
+bool GroupComplete(const std::map<int, JoinRecord>& joined, int nodes) {
+  for (int r = 0; r < nodes; ++r) {
+    if (joined.count(r) == 0) return false;
+  }
+  return true;
+}
+
+std::optional<std::uint64_t> AgreedStep(const std::map<int, JoinRecord>& joined) {
+  if (joined.empty()) return std::nullopt;
+  std::set<std::uint64_t> common(joined.begin()->second.steps.begin(), joined.begin()->second.steps.end());
+  for (const auto& [rank, record] : joined) {
+    const std::set<std::uint64_t> mine(record.steps.begin(), record.steps.end());
+    std::set<std::uint64_t> both;
+    std::set_intersection(common.begin(), common.end(), mine.begin(), mine.end(), std::inserter(both, both.end()));
+    common = std::move(both);
+  }
+  if (common.empty()) return std::nullopt;
+  return *common.rbegin();
+}
+
+std::optional<int> LowestFreeRank(const std::map<int, MemberRecord>& members, int nodes) {
+  for (int r = 0; r < nodes; ++r) {
+    if (members.count(r) == 0) return r;
+  }
+  return std::nullopt;
+}
+
+GroupView ReadView(const std::string& base, const std::vector<KeyValueText>& pairs) {
+  GroupView view;
+  for (const auto& kv : pairs) {
+    const ParsedKey key = ParseKey(base, kv.key);
+    bool ok = true;
+    switch (key.kind) {
+      case ParsedKey::Kind::kMember:
+        if (auto m = DecodeMember(kv.value)) view.members[key.rank] = *m;
+        else ok = false;
+        break;
+      case ParsedKey::Kind::kJoin:
+        if (auto j = DecodeJoin(kv.value)) view.joins[key.epoch][key.rank] = *j;
+        else ok = false;
+        break;
+      case ParsedKey::Kind::kStop:
+        if (auto st = DecodeStop(kv.value)) view.stops[key.epoch] = *st;
+        else ok = false;
+        break;
+      case ParsedKey::Kind::kDone:
+        view.done[key.epoch].push_back(key.rank);
+        break;
+      case ParsedKey::Kind::kEpoch:
+        if (auto e = Number(kv.value)) view.epoch = *e;
+        else ok = false;
+        break;
+      case ParsedKey::Kind::kOther:
+        ok = false;
+        break;
+    }
+    if (!ok) view.unreadable.push_back(kv.key);
+  }
+  return view;
+}
+
+}  // namespace spotvisor::coordination

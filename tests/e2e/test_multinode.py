@@ -1,0 +1,236 @@
+"""End-to-end: a multi-node job through etcd (issue 14). A real etcd (Debian's etcd-server)
+on loopback ports, two "nodes" as two spotvisors with their own state dirs and one shared
+checkpoint dir (shared storage), each supervising plain torchrun with one worker:
+`--nnodes=2 --node_rank={node_rank} --master_addr={master_addr} --master_port={master_port}`,
+DDP over gloo: the real example trainer of the other e2e tests.
+
+  GroupNotice  (a) a notice on the node of rank 0 (the mock AWS service): the other node's
+               trainer gets its stop within 1 s of the first's; the checkpoint is written;
+               rank 0's spotvisor drains and exits 75 when its machine goes (SIGTERM); the
+               survivor counts nothing and waits; a replacement started later with the same
+               job file (`node_rank: auto`) takes rank 0; the group resumes in epoch 2 from
+               the agreed checkpoint; the final weights equal an uninterrupted torchrun
+               run's (the same world of 2 ranks), bit for bit; both spotvisors exit 0.
+  TwoJobs      (g) two jobs on one etcd: each agrees alone; neither sees the other's stop.
+
+Run: SPOTVISOR_BINARY=build/spotvisor /usr/bin/python3 -m unittest -v tests.e2e.test_multinode
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import unittest
+from datetime import datetime
+from pathlib import Path
+from typing import List, Optional
+
+from tests.e2e.support import (EXAMPLE_ARGS, PYTHON, TORCH_TRAINER, E2ECase, NeedsTorchrun, clean_env, deadline,
+                               events, read_attempts, reference_digest, write_job)
+
+ETCD = shutil.which("etcd") or "/usr/bin/etcd"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Etcd:
+    """One etcd member on loopback, its data in `workdir`; killed by pid at the end."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.client_port, peer = free_port(), free_port()
+        self.url = f"http://127.0.0.1:{self.client_port}"
+        peer_url = f"http://127.0.0.1:{peer}"
+        self.log = workdir / "etcd.log"
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [ETCD, "--name", "m0", "--data-dir", str(workdir / "etcd-data"), "--listen-client-urls", self.url,
+                 "--advertise-client-urls", self.url, "--listen-peer-urls", peer_url,
+                 "--initial-advertise-peer-urls", peer_url, "--initial-cluster", f"m0={peer_url}"],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        end = deadline(30)
+        while time.monotonic() < end:
+            try:
+                with socket.create_connection(("127.0.0.1", self.client_port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError(f"etcd did not listen on {self.url}: {self.log.read_text(errors='replace')[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def etcd_missing_reason() -> Optional[str]:
+    if not os.path.exists(ETCD):
+        return "etcd is not installed (Debian: etcd-server; scripts/setup.sh installs it)"
+    return None
+
+
+def stamp(event: dict) -> float:
+    """The log line's own time (the text format starts with an ISO-8601 UTC time)."""
+    return datetime.strptime(event["_time"], "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+
+
+def timed_events(text: str, name: str) -> List[dict]:
+    out = []
+    for line in text.splitlines():
+        if f"event={name} " not in line + " ":
+            continue
+        found = events(line, name)
+        if found:
+            e = dict(found[0])
+            e["_time"] = line.split()[0]
+            out.append(e)
+    return out
+
+
+class GroupCase(NeedsTorchrun, E2ECase):
+    """Two nodes on one machine: node dirs n0/ and n1/, the checkpoints shared."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        reason = etcd_missing_reason()
+        if reason:
+            self.skipTest(reason)
+        self.etcd = Etcd(self.dir)
+        self.addCleanup(self.etcd.stop)
+        self.master_port = free_port()
+        (self.dir / "shared-ckpt").mkdir()
+
+    def node_job(self, node: str, *, name: str, node_rank: str, step_sleep: float = 0.15, **kw) -> Path:
+        workdir = self.dir / node
+        workdir.mkdir(exist_ok=True)
+        ckpt = workdir / "ckpt"
+        if not ckpt.exists():
+            ckpt.symlink_to(self.dir / "shared-ckpt")
+        command = ["torchrun", "--nnodes=2", "--nproc_per_node=1", "--node_rank={node_rank}",
+                   "--master_addr={master_addr}", "--master_port={master_port}", "--redirects", "1", "--tee", "1",
+                   "--monitor_interval", "0.5", str(TORCH_TRAINER), "--ckpt-dir", "{checkpoint_dir}",
+                   "--result-file", "{result_file}", *EXAMPLE_ARGS, "--step-sleep", str(step_sleep)]
+        coordination = "\n".join([
+            "coordination:",
+            f"  etcd: [{json.dumps(self.etcd.url)}]",
+            "  nodes: 2",
+            f"  node_rank: {node_rank}",
+            "  prefix: /spotvisor-e2e",
+            "  lease_ttl: 3s",
+            "  join_timeout: 5m",
+            "  advertise: 127.0.0.1",
+            f"  master_port: {self.master_port}",
+        ]) + "\n"
+        return write_job(workdir / "job.yaml", name=name, command=command, resume_args=["--resume_from={checkpoint}"],
+                         pattern="ckpt_step{step}", extra=coordination, **kw)
+
+
+class GroupNotice(GroupCase):
+    def test_a_notice_on_rank_0_stops_the_group_which_resumes_together_when_a_replacement_joins(self):
+        digest = reference_digest("torchrun")
+        mock = self.mock("aws")
+        job0 = self.node_job("n0", name="llm", node_rank="auto", provider="aws", endpoint=mock.url, grace="60s")
+        job1 = self.node_job("n1", name="llm", node_rank="1", grace="60s")
+        sv0 = self.supervise(job0, "n0-run1")
+        self.assertEqual(sv0.wait_event("group_joined", 60)["rank"], "0")
+        sv1 = self.supervise(job1, "n1")
+        for sv in (sv0, sv1):
+            agreed = sv.wait_event("group_agreed", 60)
+            self.assertEqual((agreed["epoch"], agreed["step"], agreed["master_addr"]), ("1", "none", "127.0.0.1"))
+        sv0.wait_for(r"\[trainer\] saved step=10 reason=periodic", 240)
+        sv0.wait_for(r"(?:^|:)step=1[3-9] ", 60)
+        mock.preempt()
+
+        stop0 = sv0.wait_event("stopping", 30)
+        stop1 = sv1.wait_event("stopping", 30)
+        self.assertEqual(stop0["reason"], "notice", stop0)
+        self.assertEqual(stop1["reason"], "peer", stop1)
+        self.assertIn("node 0: notice", stop1["detail"])
+        t0 = stamp(timed_events(sv0.text(), "stopping")[0])
+        t1 = stamp(timed_events(sv1.text(), "stopping")[0])
+        self.assertLess(t1 - t0, 1.0, "the peer's trainer must get its stop within 1 s of the first node's")
+
+        saved = sv0.wait_for(r"\[trainer\] saved step=(\d+) reason=stop path=(\S+)", 120)
+        step, path = int(saved.group(1)), saved.group(2)
+        drained = sv0.wait_event("drained", 120, lambda e: "newest_good" in e)
+        self.assertEqual(drained["step"], str(step), drained)
+        sv0.signal(signal.SIGTERM)  # the machine goes away
+        self.assert_exit(sv0, 75, 90)
+
+        # The survivor: its attempt ended as peer-stopped, nothing counted, waiting.
+        ended = sv1.wait_event("attempt_ended", 120)
+        self.assertEqual(ended["outcome"], "peer-stopped", ended)
+        end = deadline(60)
+        while len(events(sv1.text(), "group_waiting")) < 2 and time.monotonic() < end:
+            time.sleep(0.1)
+        self.assertEqual(len(events(sv1.text(), "group_waiting")), 2, "the survivor waits for the group again")
+        self.assertEqual(events(sv1.text(), "exit"), [], "the survivor must not exit for a peer's stop")
+
+        time.sleep(3)  # the replacement VM boots
+        mock.clear()
+        sv0b = self.supervise(job0, "n0-run2")
+        self.assertEqual(sv0b.wait_event("group_joined", 60)["rank"], "0")
+        for sv in (sv0b, sv1):
+            agreed = sv.wait_event("group_agreed", 120, lambda e: e["epoch"] == "2")
+            self.assertEqual(agreed["step"], str(step), agreed)
+        self.assert_exit(sv0b, 0, 400)
+        self.assert_exit(sv1, 0, 120)
+        self.assertEqual(self.result_of(self.dir / "n0"), digest,
+                         "the group's resumed run differs from an uninterrupted torchrun run")
+        self.assertRegex(sv0b.text(), rf"\[trainer\] resumed from=\S*ckpt_step{step} step={step}")
+        outcomes = [a.get("outcome") for a in read_attempts(self.dir / "n1" / "state")]
+        self.assertEqual(outcomes, ["peer-stopped", "done"], outcomes)
+        state1 = json.loads((self.dir / "n1" / "state" / "state.json").read_text())
+        self.assertEqual((state1.get("failures"), state1.get("consecutive_failures")), (0, 0), state1)
+
+
+class TwoJobs(GroupCase):
+    needs_torch = False
+
+    def sleeper_job(self, node: str, name: str, rank: int) -> Path:
+        workdir = self.dir / name / node
+        workdir.mkdir(parents=True)
+        coordination = "\n".join([
+            "coordination:", f"  etcd: [{json.dumps(self.etcd.url)}]", "  nodes: 2", f"  node_rank: {rank}",
+            "  prefix: /spotvisor-e2e", "  lease_ttl: 3s", "  advertise: 127.0.0.1"]) + "\n"
+        trainer = ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 600 & wait"]
+        return write_job(workdir / "job.yaml", name=name, command=trainer, resume_args=[], pattern="ckpt_step{step}",
+                         result_file=None, extra=coordination)
+
+    def test_g_two_jobs_on_one_etcd_never_see_each_other(self):
+        a0, a1 = (self.supervise(self.sleeper_job(f"n{r}", "job-a", r), f"a{r}") for r in (0, 1))
+        b0, b1 = (self.supervise(self.sleeper_job(f"n{r}", "job-b", r), f"b{r}") for r in (0, 1))
+        for sv in (a0, a1, b0, b1):
+            self.assertEqual(sv.wait_event("group_agreed", 60)["epoch"], "1")
+            sv.wait_event("trainer_started", 30)
+        status = subprocess.run([self.binary, "status", "--config", str(self.dir / "job-a" / "n1" / "job.yaml"),
+                                 "--json"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(status.returncode, 0, status.stderr)
+        group = json.loads(status.stdout)
+        self.assertEqual(([m["rank"] for m in group["members"]], group["epoch"], group["stops"]), ([0, 1], 1, []))
+        a0.signal(signal.SIGTERM)  # one node of job a stops: its peer stops too
+        self.assert_exit(a0, 75, 30)
+        self.assertEqual(a1.wait_event("stopping", 10)["reason"], "peer")
+        time.sleep(2)
+        for sv in (b0, b1):
+            self.assertEqual(events(sv.text(), "stopping"), [], sv.text())
+            self.assertEqual(events(sv.text(), "peer_stop"), [], sv.text())
+        status = subprocess.run([self.binary, "status", "--config", str(self.dir / "job-a" / "n1" / "job.yaml")],
+                                capture_output=True, text=True, timeout=60)
+        self.assertIn("epoch 1 stopped by rank 0: signal: SIGTERM to spotvisor", status.stdout)
+        self.assertIn("rank 0  free", status.stdout)
+        for sv in (a1, b0, b1):
+            sv.signal(signal.SIGTERM)
+            self.assert_exit(sv, 75, 30)
+
+
+if __name__ == "__main__":
+    unittest.main()
