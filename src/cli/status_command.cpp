@@ -22,18 +22,27 @@ std::string Steps(const std::vector<std::uint64_t>& steps) {
 }
 
 nlohmann::json ToJson(const coordination::GroupView& v, int nodes) {
-  nlohmann::json j{{"nodes", nodes}, {"epoch", v.epoch}, {"members", nlohmann::json::array()},
-                   {"joins", nlohmann::json::array()}, {"stops", nlohmann::json::array()}, {"done", nlohmann::json::array()},
+  nlohmann::json j{{"nodes", nodes},
+                   {"epoch", v.epoch},
+                   {"members", nlohmann::json::array()},
+                   {"joins", nlohmann::json::array()},
+                   {"stops", nlohmann::json::array()},
+                   {"done", nlohmann::json::array()},
                    {"unreadable", v.unreadable}};
   for (const auto& [rank, m] : v.members) {
-    j["members"].push_back({{"rank", rank}, {"advertise", m.advertise}, {"host", m.host}, {"pid", m.pid},
+    j["members"].push_back({{"rank", rank},
+                            {"advertise", m.advertise},
+                            {"host", m.host},
+                            {"pid", m.pid},
                             {"since_unix_ms", m.since_unix_ms}});
   }
   for (const auto& [epoch, joined] : v.joins) {
-    for (const auto& [rank, record] : joined) j["joins"].push_back({{"epoch", epoch}, {"rank", rank}, {"steps", record.steps}});
+    for (const auto& [rank, record] : joined)
+      j["joins"].push_back({{"epoch", epoch}, {"rank", rank}, {"steps", record.steps}});
   }
   for (const auto& [epoch, s] : v.stops) {
-    j["stops"].push_back({{"epoch", epoch}, {"rank", s.rank}, {"why", s.why}, {"deadline_unix_ms", s.deadline_unix_ms}});
+    j["stops"].push_back(
+        {{"epoch", epoch}, {"rank", s.rank}, {"why", s.why}, {"deadline_unix_ms", s.deadline_unix_ms}});
   }
   for (const auto& [epoch, ranks] : v.done) j["done"].push_back({{"epoch", epoch}, {"ranks", ranks}});
   return j;
@@ -75,8 +84,8 @@ void AddStatusCommand(CLI::App& app, int& exit_code) {
       exit_code = exit_code::kDone;
       return;
     }
-    std::printf("job %s: %zu of %d ranks held; newest agreed epoch %llu\n", job->job.name.c_str(),
-                view->members.size(), nodes, static_cast<unsigned long long>(view->epoch));
+    std::printf("job %s: %zu of %d ranks held; newest agreed epoch %llu\n", job->job.name.c_str(), view->members.size(),
+                nodes, static_cast<unsigned long long>(view->epoch));
     for (int rank = 0; rank < nodes; ++rank) {
       const auto m = view->members.find(rank);
       if (m == view->members.end()) {
@@ -89,10 +98,12 @@ void AddStatusCommand(CLI::App& app, int& exit_code) {
     for (const auto& [epoch, joined] : view->joins) {
       if (epoch <= view->epoch) continue;  // agreed and started already
       std::printf("  epoch %llu: %zu of %d joined\n", static_cast<unsigned long long>(epoch), joined.size(), nodes);
-      for (const auto& [rank, record] : joined) std::printf("    rank %d good steps %s\n", rank, Steps(record.steps).c_str());
+      for (const auto& [rank, record] : joined)
+        std::printf("    rank %d good steps %s\n", rank, Steps(record.steps).c_str());
     }
     for (const auto& [epoch, s] : view->stops) {
-      std::printf("  epoch %llu stopped by rank %d: %s\n", static_cast<unsigned long long>(epoch), s.rank, s.why.c_str());
+      std::printf("  epoch %llu stopped by rank %d: %s\n", static_cast<unsigned long long>(epoch), s.rank,
+                  s.why.c_str());
     }
     for (const auto& [epoch, ranks] : view->done) {
       std::string list;

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <charconv>
-#include <iterator>
 #include <cstdio>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -47,8 +47,8 @@ std::string Encode(const StopRecord& r) {
 
 Result<MemberRecord> DecodeMember(std::string_view text) {
   return Parse<MemberRecord>(text, "member", [](const json& j) {
-    return MemberRecord{j.at("advertise").get<std::string>(), j.value("host", std::string()), j.value("pid", std::int64_t{0}),
-                        j.value("since_unix_ms", std::int64_t{0})};
+    return MemberRecord{j.at("advertise").get<std::string>(), j.value("host", std::string()),
+                        j.value("pid", std::int64_t{0}), j.value("since_unix_ms", std::int64_t{0})};
   });
 }
 Result<JoinRecord> DecodeJoin(std::string_view text) {
@@ -57,7 +57,8 @@ Result<JoinRecord> DecodeJoin(std::string_view text) {
 }
 Result<StopRecord> DecodeStop(std::string_view text) {
   return Parse<StopRecord>(text, "stop", [](const json& j) {
-    return StopRecord{j.at("rank").get<int>(), j.value("why", std::string()), j.value("deadline_unix_ms", std::int64_t{0})};
+    return StopRecord{j.at("rank").get<int>(), j.value("why", std::string()),
+                      j.value("deadline_unix_ms", std::int64_t{0})};
   });
 }
 

@@ -1,8 +1,8 @@
 // The group's records and its decisions (records.hpp): what every node computes alike from
 // what etcd holds. Pure.
-#include "spotvisor/coordination/records.hpp"
-
 #include <gtest/gtest.h>
+
+#include "spotvisor/coordination/records.hpp"
 
 namespace spotvisor::coordination {
 namespace {

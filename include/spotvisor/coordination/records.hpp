@@ -31,8 +31,8 @@ struct JoinRecord {
 };
 
 struct StopRecord {
-  int rank = 0;                   // who stopped first
-  std::string why;                // "notice: aws spot-itn", "trainer failed: exit code 1"
+  int rank = 0;                       // who stopped first
+  std::string why;                    // "notice: aws spot-itn", "trainer failed: exit code 1"
   std::int64_t deadline_unix_ms = 0;  // a notice's deadline (0: none): the peers' grace ends then too
 };
 
@@ -71,12 +71,12 @@ std::optional<int> LowestFreeRank(const std::map<int, MemberRecord>& members, in
 
 // Everything under the job's prefix at one revision, as records (`spotvisor status`).
 struct GroupView {
-  std::map<int, MemberRecord> members;                        // rank -> holder
-  std::map<std::uint64_t, std::map<int, JoinRecord>> joins;   // epoch -> rank -> good steps
-  std::map<std::uint64_t, StopRecord> stops;                  // epoch -> its first stop
-  std::map<std::uint64_t, std::vector<int>> done;             // epoch -> ranks whose trainer succeeded
-  std::uint64_t epoch = 0;                                    // the newest agreed epoch (0: none yet)
-  std::vector<std::string> unreadable;                        // keys whose value is not ours
+  std::map<int, MemberRecord> members;                       // rank -> holder
+  std::map<std::uint64_t, std::map<int, JoinRecord>> joins;  // epoch -> rank -> good steps
+  std::map<std::uint64_t, StopRecord> stops;                 // epoch -> its first stop
+  std::map<std::uint64_t, std::vector<int>> done;            // epoch -> ranks whose trainer succeeded
+  std::uint64_t epoch = 0;                                   // the newest agreed epoch (0: none yet)
+  std::vector<std::string> unreadable;                       // keys whose value is not ours
 };
 struct KeyValueText {
   std::string key;

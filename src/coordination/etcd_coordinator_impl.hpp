@@ -1,0 +1,127 @@
+// Private to src/coordination/: the etcd coordinator's state and its parts, in two files a
+// reader finds by what they do: membership.cpp (the lease, the rank, the watch and what it
+// reports, etcd trouble) and etcd_coordinator.cpp (the epochs: the start barrier, the
+// agreement, the stops, the factory). io_context thread only.
+#pragma once
+
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "spotvisor/config/job_config.hpp"
+#include "spotvisor/coordination/records.hpp"
+#include "spotvisor/etcd/client.hpp"
+#include "spotvisor/etcd/lease_keeper.hpp"
+#include "spotvisor/etcd/watch.hpp"
+#include "spotvisor/supervisor/coordinator.hpp"
+#include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/util/timer.hpp"
+
+namespace spotvisor::coordination::detail {
+
+using supervisor::Coordinator;
+using supervisor::GroupAgreedEvent;
+using supervisor::ProposeResumeAction;
+using supervisor::PublishStopAction;
+using supervisor::StopReason;
+using supervisor::StopRequestedEvent;
+using telemetry::Log;
+using telemetry::LogLevel;
+using telemetry::Quote;
+
+constexpr auto kRetry = std::chrono::seconds(1);
+constexpr auto kTroubleEvery = std::chrono::seconds(30);  // the same trouble is said again after this
+
+inline std::int64_t UnixMillisNow() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+inline std::string HostName() {
+  std::array<char, 256> host{};
+  if (gethostname(host.data(), host.size() - 1) != 0) return "";
+  return host.data();
+}
+
+inline std::string Join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ",") + p;
+  return out;
+}
+
+class EtcdCoordinator final : public Coordinator {
+ public:
+  EtcdCoordinator(boost::asio::io_context& io, const config::JobConfig& job, std::unique_ptr<etcd::Client> client)
+      : c_(job.coordination),
+        base_(GroupPrefix(c_.prefix, job.job.name)),
+        client_(std::move(client)),
+        retry_(io),
+        me_{c_.advertise, HostName(), static_cast<std::int64_t>(getpid()), UnixMillisNow()} {}
+
+  // coordinator.hpp's; Start and Leave in membership.cpp, Propose and PublishStop in
+  // etcd_coordinator.cpp.
+  void Start(PeerStopHandler on_peer_stop) override;
+  void Propose(const ProposeResumeAction& proposal, AgreedHandler on_agreed) override;
+  void PublishStop(const PublishStopAction& stop) override;
+  void Leave(bool finished) override;
+
+ private:
+  // membership.cpp: a lease, then the view of the group (its snapshot claims the rank).
+  void Register();
+  void OnLeaseLost(const Error& e);
+  void ClaimRank();
+  void OnSnapshot(const etcd::RangeResponse& snapshot);
+  void OnEvents(const std::vector<etcd::Event>& events);
+  void OnConnection(bool connected, const std::string& why);
+  void Apply(const etcd::KeyValue& kv, bool deleted);
+  // Said once, then again only after kTroubleEvery: etcd away must not flood the log.
+  void Trouble(const std::string& what, const Error& e);
+
+  // etcd_coordinator.cpp. This node's good steps under the next epoch: one past the newest the group agreed on or
+  // this node ran, or the epoch others already wait in.
+  void PublishJoin();
+
+  // The barrier: every rank in this node's epoch, then the same decision on every node.
+  void Evaluate();
+
+  // `epoch` key: the newest agreed epoch, moved forward only (a txn on its old value).
+  void AdvanceEpochKey(std::uint64_t epoch);
+
+  // Once per running epoch: the trainer stops through the usual path.
+  void PeerStop(const std::string& why, std::int64_t deadline_unix_ms);
+
+  const config::CoordinationSection& c_;  // not owned
+  const std::string base_;                // <prefix>/<job>/
+  std::unique_ptr<etcd::Client> client_;
+  Timer retry_;                                    // the next try after trouble
+  MemberRecord me_;                                // what this node's member key says
+  std::unique_ptr<etcd::LeaseKeeper> keeper_;      // keeps lease_ alive
+  std::unique_ptr<etcd::SnapshotWatch> watch_;     // the view below
+  std::int64_t lease_ = 0;                         // 0: none yet (or lost)
+  int rank_ = -1;                                  // this node's rank once claimed (kept across a lost lease)
+  bool claimed_ = false;                           // members/rank_ is ours under lease_
+  bool synced_ = false;                            // the first snapshot arrived
+  std::map<int, MemberRecord> members_;            // rank -> who holds it
+  std::map<std::uint64_t, std::map<int, JoinRecord>> joins_;  // epoch -> rank -> good steps
+  std::map<std::uint64_t, StopRecord> stops_;      // epoch -> its first stop
+  std::map<std::uint64_t, std::set<int>> done_;    // epoch -> ranks whose trainer succeeded
+  std::uint64_t group_epoch_ = 0;                  // the `epoch` key
+  std::uint64_t last_epoch_ = 0;                   // the newest epoch this node ran
+  std::optional<ProposeResumeAction> pending_;     // waiting for the group
+  AgreedHandler on_agreed_;                        // for pending_
+  std::uint64_t join_epoch_ = 0;                   // where pending_ is published (0: not yet)
+  std::uint64_t running_epoch_ = 0;                // agreed and started (0: none)
+  bool stop_delivered_ = false;                    // a peer stop for running_epoch_ went out
+  PeerStopHandler on_peer_stop_;
+  bool left_ = false;                                                      // Leave() was called
+  std::map<std::string, std::chrono::steady_clock::time_point> trouble_;  // last said, per trouble
+};
+
+}  // namespace spotvisor::coordination::detail

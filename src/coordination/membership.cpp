@@ -1,0 +1,197 @@
+// The coordinator's membership: this node's lease and rank, the one watch on the job's
+// prefix and what it reports, etcd trouble said without flooding. See etcd_coordinator_impl.hpp.
+#include "etcd_coordinator_impl.hpp"
+
+namespace spotvisor::coordination::detail {
+
+void EtcdCoordinator::Start(PeerStopHandler on_peer_stop) {
+  on_peer_stop_ = std::move(on_peer_stop);
+  Log(LogLevel::kInfo, "event=group_connecting etcd=" + Quote(Join(c_.etcd)) + " prefix=" + Quote(base_) +
+                           " nodes=" + std::to_string(c_.nodes) + " node_rank=" +
+                           (c_.node_rank == config::kAutoRank ? std::string("auto") : std::to_string(c_.node_rank)));
+  Register();
+}
+
+void EtcdCoordinator::Leave(bool finished) {
+  if (left_) return;
+  left_ = true;
+  retry_.Cancel();
+  watch_.reset();
+  keeper_.reset();
+  if (lease_ == 0) return;
+  Log(LogLevel::kInfo, "event=group_left rank=" + std::to_string(rank_) + " finished=" + (finished ? "true" : "false"));
+  const auto revoke = [this] { client_->LeaseRevoke(lease_, [](auto) {}); };  // the io_context runs until answered
+  if (!finished || running_epoch_ == 0 || !claimed_) {
+    revoke();
+    return;
+  }
+  // First the done, then the member key goes: the peers read them in that order.
+  client_->Put({DoneKey(base_, running_epoch_, rank_), "{}", 0, false}, [revoke](auto) { revoke(); });
+}
+
+// A lease, then the view of the group (its snapshot claims the rank).
+void EtcdCoordinator::Register() {
+  if (left_) return;
+  const auto ttl = std::chrono::duration_cast<std::chrono::seconds>(c_.lease_ttl).count();
+  client_->LeaseGrant(ttl, [this](Result<etcd::LeaseGrantResponse> r) {
+    if (left_) return;
+    if (!r) {
+      Trouble("cannot reach etcd at " + Join(c_.etcd), r.error());
+      retry_.After(kRetry, [this] { Register(); });
+      return;
+    }
+    lease_ = r->id;
+    keeper_ = std::make_unique<etcd::LeaseKeeper>(*client_, r->id, r->ttl, [this](Error e) { OnLeaseLost(e); });
+    keeper_->Start();
+    if (watch_) {
+      ClaimRank();
+      return;
+    }
+    watch_ = std::make_unique<etcd::SnapshotWatch>(
+        *client_, base_,
+        etcd::SnapshotWatchHandlers{[this](const etcd::RangeResponse& s) { OnSnapshot(s); },
+                                    [this](const std::vector<etcd::Event>& events) { OnEvents(events); },
+                                    [this](bool connected, const std::string& why) { OnConnection(connected, why); }});
+    watch_->Start();
+  });
+}
+
+void EtcdCoordinator::OnLeaseLost(const Error& e) {
+  Log(LogLevel::kError, "event=group_lease_lost rank=" + std::to_string(rank_) + " error=" + Quote(e.message) +
+                            " detail=\"training goes on; taking the rank again under a new lease\"");
+  lease_ = 0;
+  keeper_.reset();
+  claimed_ = false;
+  retry_.After(std::chrono::milliseconds(0), [this] { Register(); });
+}
+
+void EtcdCoordinator::ClaimRank() {
+  if (left_ || lease_ == 0 || claimed_) return;
+  int want = rank_ >= 0 ? rank_ : c_.node_rank;
+  if (want == config::kAutoRank) {
+    auto free = LowestFreeRank(members_, c_.nodes);
+    if (!free) {
+      Trouble("all " + std::to_string(c_.nodes) + " ranks are held; waiting for one to be free",
+              Error{"coordination.nodes = " + std::to_string(c_.nodes)});
+      retry_.After(kRetry, [this] { ClaimRank(); });
+      return;
+    }
+    want = *free;
+  }
+  const std::string key = MemberKey(base_, want);
+  etcd::TxnRequest txn;
+  // Free, or held by this very supervisor under a lease it lost (etcd was away).
+  const auto held = members_.find(want);
+  if (held != members_.end() && held->second.pid == me_.pid && held->second.since_unix_ms == me_.since_unix_ms) {
+    txn.compare.push_back(etcd::Compare::Value(key, etcd::Compare::Result::kEqual, Encode(held->second)));
+  } else {
+    txn.compare.push_back(etcd::Compare::Absent(key));
+  }
+  txn.success.emplace_back(etcd::PutRequest{key, Encode(me_), lease_, false});
+  client_->Txn(std::move(txn), [this, want](Result<etcd::TxnResponse> r) {
+    if (left_ || claimed_) return;
+    if (!r) {
+      Trouble("cannot claim rank " + std::to_string(want), r.error());
+      retry_.After(kRetry, [this] { ClaimRank(); });
+      return;
+    }
+    if (!r->succeeded) {
+      Trouble("rank " + std::to_string(want) + " is held by another node; waiting for it to be free",
+              Error{"key " + MemberKey(base_, want)});
+      retry_.After(kRetry, [this] { ClaimRank(); });
+      return;
+    }
+    rank_ = want;
+    claimed_ = true;
+    trouble_.clear();
+    Log(LogLevel::kInfo, "event=group_joined rank=" + std::to_string(rank_) + " nodes=" + std::to_string(c_.nodes) +
+                             " advertise=" + Quote(me_.advertise) + " lease_ttl=" + FormatDuration(c_.lease_ttl));
+    if (pending_) PublishJoin();
+  });
+}
+
+void EtcdCoordinator::OnSnapshot(const etcd::RangeResponse& snapshot) {
+  members_.clear();
+  joins_.clear();
+  stops_.clear();
+  done_.clear();
+  group_epoch_ = 0;
+  for (const auto& kv : snapshot.kvs) Apply(kv, false);
+  synced_ = true;
+  if (!claimed_) ClaimRank();
+  Evaluate();
+}
+
+void EtcdCoordinator::OnEvents(const std::vector<etcd::Event>& events) {
+  for (const auto& e : events) Apply(e.kv, e.type == etcd::Event::Type::kDelete);
+  Evaluate();
+}
+
+void EtcdCoordinator::OnConnection(bool connected, const std::string& why) {
+  if (connected) {
+    if (!trouble_.empty()) Log(LogLevel::kInfo, "event=group_reconnected etcd=" + Quote(Join(c_.etcd)));
+    trouble_.clear();
+  } else {
+    Trouble("lost the watch on the group", Error{why});
+  }
+}
+
+void EtcdCoordinator::Apply(const etcd::KeyValue& kv, bool deleted) {
+  const ParsedKey key = ParseKey(base_, kv.key);
+  switch (key.kind) {
+    case ParsedKey::Kind::kMember:
+      if (deleted) {
+        members_.erase(key.rank);
+        if (key.rank != rank_ && done_[running_epoch_].count(key.rank) != 0) {
+          Log(LogLevel::kInfo, "event=peer_finished rank=" + std::to_string(key.rank) +
+                                   " epoch=" + std::to_string(running_epoch_));
+        } else if (key.rank != rank_) {
+          PeerStop("node " + std::to_string(key.rank) + " left the group (its lease lapsed)", 0);
+        }
+        if (key.rank == rank_ && claimed_ && lease_ != 0) {
+          // Our own key is gone though our lease is not known lost: claim it again.
+          claimed_ = false;
+          ClaimRank();
+        }
+      } else if (auto m = DecodeMember(kv.value)) {
+        members_[key.rank] = *m;
+      }
+      return;
+    case ParsedKey::Kind::kJoin:
+      if (deleted) {
+        if (auto it = joins_.find(key.epoch); it != joins_.end()) it->second.erase(key.rank);
+      } else if (auto j = DecodeJoin(kv.value)) {
+        joins_[key.epoch][key.rank] = *j;
+      }
+      return;
+    case ParsedKey::Kind::kDone:
+      if (!deleted) done_[key.epoch].insert(key.rank);
+      return;
+    case ParsedKey::Kind::kEpoch:
+      group_epoch_ = deleted ? 0 : std::strtoull(kv.value.c_str(), nullptr, 10);
+      return;
+    case ParsedKey::Kind::kStop:
+      if (deleted) return;
+      if (auto s = DecodeStop(kv.value)) {
+        stops_[key.epoch] = *s;
+        if (key.epoch == running_epoch_ && s->rank != rank_) {
+          PeerStop("node " + std::to_string(s->rank) + ": " + s->why, s->deadline_unix_ms);
+        }
+      }
+      return;
+    case ParsedKey::Kind::kOther:
+      return;
+  }
+}
+
+// Said once, then again only after kTroubleEvery: etcd away must not flood the log.
+void EtcdCoordinator::Trouble(const std::string& what, const Error& e) {
+  const auto now = std::chrono::steady_clock::now();
+  auto& last = trouble_[what];
+  if (last != std::chrono::steady_clock::time_point{} && now - last < kTroubleEvery) return;
+  last = now;
+  Log(LogLevel::kWarning, "event=group_trouble what=" + Quote(what) + " error=" + Quote(e.message) +
+                              " detail=\"training goes on; spotvisor keeps trying\"");
+}
+
+}  // namespace spotvisor::coordination::detail
