@@ -100,27 +100,27 @@ class EtcdCoordinator final : public Coordinator {
   const config::CoordinationSection& c_;  // not owned
   const std::string base_;                // <prefix>/<job>/
   std::unique_ptr<etcd::Client> client_;
-  Timer retry_;                                    // the next try after trouble
-  MemberRecord me_;                                // what this node's member key says
-  std::unique_ptr<etcd::LeaseKeeper> keeper_;      // keeps lease_ alive
-  std::unique_ptr<etcd::SnapshotWatch> watch_;     // the view below
-  std::int64_t lease_ = 0;                         // 0: none yet (or lost)
-  int rank_ = -1;                                  // this node's rank once claimed (kept across a lost lease)
-  bool claimed_ = false;                           // members/rank_ is ours under lease_
-  bool synced_ = false;                            // the first snapshot arrived
-  std::map<int, MemberRecord> members_;            // rank -> who holds it
+  Timer retry_;                                 // the next try after trouble
+  MemberRecord me_;                             // what this node's member key says
+  std::unique_ptr<etcd::LeaseKeeper> keeper_;   // keeps lease_ alive
+  std::unique_ptr<etcd::SnapshotWatch> watch_;  // the view below
+  std::int64_t lease_ = 0;                      // 0: none yet (or lost)
+  int rank_ = -1;                               // this node's rank once claimed (kept across a lost lease)
+  bool claimed_ = false;                        // members/rank_ is ours under lease_
+  bool synced_ = false;                         // the first snapshot arrived
+  std::map<int, MemberRecord> members_;         // rank -> who holds it
   std::map<std::uint64_t, std::map<int, JoinRecord>> joins_;  // epoch -> rank -> good steps
-  std::map<std::uint64_t, StopRecord> stops_;      // epoch -> its first stop
-  std::map<std::uint64_t, std::set<int>> done_;    // epoch -> ranks whose trainer succeeded
-  std::uint64_t group_epoch_ = 0;                  // the `epoch` key
-  std::uint64_t last_epoch_ = 0;                   // the newest epoch this node ran
-  std::optional<ProposeResumeAction> pending_;     // waiting for the group
-  AgreedHandler on_agreed_;                        // for pending_
-  std::uint64_t join_epoch_ = 0;                   // where pending_ is published (0: not yet)
-  std::uint64_t running_epoch_ = 0;                // agreed and started (0: none)
-  bool stop_delivered_ = false;                    // a peer stop for running_epoch_ went out
+  std::map<std::uint64_t, StopRecord> stops_;                 // epoch -> its first stop
+  std::map<std::uint64_t, std::set<int>> done_;               // epoch -> ranks whose trainer succeeded
+  std::uint64_t group_epoch_ = 0;                             // the `epoch` key
+  std::uint64_t last_epoch_ = 0;                              // the newest epoch this node ran
+  std::optional<ProposeResumeAction> pending_;                // waiting for the group
+  AgreedHandler on_agreed_;                                   // for pending_
+  std::uint64_t join_epoch_ = 0;                              // where pending_ is published (0: not yet)
+  std::uint64_t running_epoch_ = 0;                           // agreed and started (0: none)
+  bool stop_delivered_ = false;                               // a peer stop for running_epoch_ went out
   PeerStopHandler on_peer_stop_;
-  bool left_ = false;                                                      // Leave() was called
+  bool left_ = false;                                                     // Leave() was called
   std::map<std::string, std::chrono::steady_clock::time_point> trouble_;  // last said, per trouble
 };
 

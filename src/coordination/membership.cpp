@@ -143,8 +143,8 @@ void EtcdCoordinator::Apply(const etcd::KeyValue& kv, bool deleted) {
       if (deleted) {
         members_.erase(key.rank);
         if (key.rank != rank_ && done_[running_epoch_].count(key.rank) != 0) {
-          Log(LogLevel::kInfo, "event=peer_finished rank=" + std::to_string(key.rank) +
-                                   " epoch=" + std::to_string(running_epoch_));
+          Log(LogLevel::kInfo,
+              "event=peer_finished rank=" + std::to_string(key.rank) + " epoch=" + std::to_string(running_epoch_));
         } else if (key.rank != rank_) {
           PeerStop("node " + std::to_string(key.rank) + " left the group (its lease lapsed)", 0);
         }
