@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# clang-format over every C++ file of src/, include/ and tests/ (never tests/fuzz/corpus)
-# with the repository's .clang-format, using Debian's clang-format 14 so everyone formats
-# alike. No arguments: formats the files in place. --check: changes nothing, lists every
+# clang-format over every C++ file of src/, include/ and tests/ (never tests/fuzz/corpus),
+# new files not yet added to git included, with the repository's .clang-format, using
+# Debian's clang-format 14 so everyone formats alike. No arguments: formats the files in place. --check: changes nothing, lists every
 # file that differs and exits 1 if there is one.
 # Usage: scripts/format.sh [--check]
 set -euo pipefail
@@ -16,7 +16,7 @@ if [[ -n "$mode" && "$mode" != --check ]]; then
   echo "usage: scripts/format.sh [--check]" >&2
   exit 2
 fi
-mapfile -t files < <(git ls-files -- 'src/*.cpp' 'src/*.hpp' 'include/*.hpp' 'include/*.cpp' 'tests/*.cpp' \
+mapfile -t files < <(git ls-files --cached --others --exclude-standard -- 'src/*.cpp' 'src/*.hpp' 'include/*.hpp' 'include/*.cpp' 'tests/*.cpp' \
   'tests/*.hpp' ':!:tests/fuzz/corpus/*' | sort)
 if [[ "$mode" != --check ]]; then
   printf '%s\0' "${files[@]}" | xargs -0 -n 16 -P "${JOBS:-2}" "$fmt" -i --style=file
