@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # clang-format over every C++ file of src/, include/ and tests/ (never tests/fuzz/corpus),
 # new files not yet added to git included, with the repository's .clang-format, using
-# Debian's clang-format 14 so everyone formats alike. No arguments: formats the files in place. --check: changes nothing, lists every
-# file that differs and exits 1 if there is one.
+# Debian's clang-format 14 so everyone formats alike. No arguments: formats the files in
+# place. --check: changes nothing, lists every file that differs and exits 1 if there is one.
 # Usage: scripts/format.sh [--check]
 set -euo pipefail
 cd "$(dirname "$0")/.."
