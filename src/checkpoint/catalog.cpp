@@ -92,6 +92,7 @@ CatalogOptions CatalogOptionsFor(const config::JobConfig& job, bool acts) {
   if (acts) {
     o.latest_link = c.latest_link;
     o.rewrite_hints = c.rewrite_hints;
+    o.judge_older = job.coordination.enabled();
   }
   return o;
 }
@@ -252,11 +253,21 @@ Result<Selection> Catalog::Select(bool act, const VerdictCache* validated_now) {
     }
   }
   if (chosen != nullptr) {
-    // The older good ones, by the verdicts already held (retention erased its deletions).
+    // The older good ones, by the verdicts already held (retention erased its deletions);
+    // with judge_older, the ones without a verdict are judged now (once: the cache keeps it).
     selection.good.push_back(*selection.chosen);
     for (auto it = entries->begin() + (chosen - entries->data()) + 1; it != entries->end(); ++it) {
       if (!it->scan_error.empty()) continue;
-      const auto v = cache_.Find(it->name, it->key, options_.validator.level);
+      auto v = cache_.Find(it->name, it->key, options_.validator.level);
+      if (!v && options_.judge_older) {
+        v = Validate(*it);
+        cache_.Put(it->name, it->key, options_.validator.level, *v);
+        if (act) {
+          Log(LogLevel::kInfo, "event=checkpoint_validated path=" + Quote(it->path.string()) +
+                                   " step=" + std::to_string(it->step) + " verdict=" + (v->good ? "good" : "bad") +
+                                   " for=\"the group: every good step is offered\"");
+        }
+      }
       if (v && v->good) selection.good.push_back(ResumePoint{it->path, it->step});
     }
   }

@@ -11,7 +11,15 @@ DDP over gloo: the real example trainer of the other e2e tests.
                job file (`node_rank: auto`) takes rank 0; the group resumes in epoch 2 from
                the agreed checkpoint; the final weights equal an uninterrupted torchrun
                run's (the same world of 2 ranks), bit for bit; both spotvisors exit 0.
-  TwoJobs      (g) two jobs on one etcd: each agrees alone; neither sees the other's stop.
+  GroupExitZero (b) the same with workers that exit 0 after a stop (tests/e2e/dist_worker.py):
+               the preempted node drains, the other records peer-stopped; neither is done.
+  LeaseLapse   (d) a SIGKILLed spotvisor: the other stops within lease_ttl + ~1 s, waits,
+               and both start epoch 2 when it is back.
+  NodeLocalCheckpoints (e) node-local dirs where one node lacks the newest step: the group
+               agrees on the previous one.
+  TwoJobs      (g) two jobs on one etcd: a stop in one never reaches the other; `spotvisor
+               status` shows ranks, epoch and the stop.
+(d), (e) and (g) run a shell that sleeps as the trainer: the group's mechanics without torch.
 
 Run: SPOTVISOR_BINARY=build/spotvisor /usr/bin/python3 -m unittest -v tests.e2e.test_multinode
 """
@@ -30,8 +38,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import List, Optional
 
-from tests.e2e.support import (EXAMPLE_ARGS, PYTHON, TORCH_TRAINER, E2ECase, NeedsTorchrun, clean_env, deadline,
-                               events, read_attempts, reference_digest, write_job)
+from tests.e2e.support import (DIST_WORKER, EXAMPLE_ARGS, TORCH_TRAINER, E2ECase, NeedsTorchrun, deadline, events,
+                               read_attempts, reference_digest, write_job)
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 
@@ -161,7 +169,7 @@ class GroupNotice(GroupCase):
         saved = sv0.wait_for(r"\[trainer\] saved step=(\d+) reason=stop path=(\S+)", 120)
         step, path = int(saved.group(1)), saved.group(2)
         drained = sv0.wait_event("drained", 120, lambda e: "newest_good" in e)
-        self.assertEqual(drained["step"], str(step), drained)
+        self.assertEqual((drained["newest_good"], drained["step"]), (path, str(step)), drained)
         sv0.signal(signal.SIGTERM)  # the machine goes away
         self.assert_exit(sv0, 75, 90)
 
@@ -192,19 +200,70 @@ class GroupNotice(GroupCase):
         self.assertEqual((state1.get("failures"), state1.get("consecutive_failures")), (0, 0), state1)
 
 
-class TwoJobs(GroupCase):
+class GroupExitZero(GroupCase):
+    """(b) trainers that exit 0 after a stop (python/README.md's advice): tests/e2e/dist_worker.py
+    under the same two-node torchrun."""
+
+    def worker_job(self, node: str, node_rank: str, **kw) -> Path:
+        workdir = self.dir / node
+        workdir.mkdir(exist_ok=True)
+        ckpt = workdir / "ckpt"
+        if not ckpt.exists():
+            ckpt.symlink_to(self.dir / "shared-ckpt")
+        command = ["torchrun", "--nnodes=2", "--nproc_per_node=1", "--node_rank={node_rank}",
+                   "--master_addr={master_addr}", "--master_port={master_port}", "--redirects", "1", "--tee", "1",
+                   "--monitor_interval", "0.5", str(DIST_WORKER), "--ckpt-dir", "{checkpoint_dir}",
+                   "--pid-dir", str(self.dir / "pids"), "--stop-exit", "0"]
+        coordination = "\n".join([
+            "coordination:", f"  etcd: [{json.dumps(self.etcd.url)}]", "  nodes: 2", f"  node_rank: {node_rank}",
+            "  prefix: /spotvisor-e2e", "  lease_ttl: 3s", "  advertise: 127.0.0.1",
+            f"  master_port: {self.master_port}"]) + "\n"
+        return write_job(workdir / "job.yaml", name="exit0", command=command, resume_args=[],
+                         pattern="ckpt_step{step}", result_file=None, extra=coordination, **kw)
+
+    def test_b_trainers_that_exit_0_after_a_peers_stop_are_neither_done_nor_failed(self):
+        mock = self.mock("aws")
+        sv0 = self.supervise(self.worker_job("n0", "0", provider="aws", endpoint=mock.url), "n0")
+        sv1 = self.supervise(self.worker_job("n1", "1"), "n1")
+        for sv in (sv0, sv1):
+            sv.wait_for(r"\[worker\] start step=0 ", 120)
+        mock.preempt()
+        self.assertEqual(sv1.wait_event("stopping", 30)["reason"], "peer")
+        ended0 = sv0.wait_event("attempt_ended", 120)
+        ended1 = sv1.wait_event("attempt_ended", 120)
+        # The workers saved and exited 0; torchrun itself ends with 1 (spotvisor's SIGTERM
+        # after its workers are gone): neither code decides, the stop does.
+        sv0.wait_for(r"\[worker\] stopping step=\d+ exit=0 rank=0", 10)
+        sv1.wait_for(r"\[worker\] stopping step=\d+ exit=0 rank=1", 10)
+        self.assertEqual(ended0["outcome"], "preempted", ended0)
+        self.assertEqual(ended1["outcome"], "peer-stopped", ended1)
+        sv1.wait_event("group_waiting", 30, lambda e: e["good_steps"] != "0")
+        time.sleep(1)
+        self.assertEqual(events(sv1.text(), "exit"), [], "exit 0 after a peer's stop is not done")
+        for sv in (sv0, sv1):
+            sv.signal(signal.SIGTERM)
+            self.assert_exit(sv, 75, 60)
+        state1 = json.loads((self.dir / "n1" / "state" / "state.json").read_text())
+        self.assertEqual(state1.get("failures"), 0, state1)
+
+
+class SleeperCase(GroupCase):
+    """Nodes whose trainer is a shell that sleeps until SIGTERM (exit 0): the group's
+    mechanics without a model."""
     needs_torch = False
 
-    def sleeper_job(self, node: str, name: str, rank: int) -> Path:
+    def sleeper_job(self, node: str, name: str, rank, **kw) -> Path:
         workdir = self.dir / name / node
-        workdir.mkdir(parents=True)
+        workdir.mkdir(parents=True, exist_ok=True)
         coordination = "\n".join([
             "coordination:", f"  etcd: [{json.dumps(self.etcd.url)}]", "  nodes: 2", f"  node_rank: {rank}",
             "  prefix: /spotvisor-e2e", "  lease_ttl: 3s", "  advertise: 127.0.0.1"]) + "\n"
         trainer = ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 600 & wait"]
-        return write_job(workdir / "job.yaml", name=name, command=trainer, resume_args=[], pattern="ckpt_step{step}",
-                         result_file=None, extra=coordination)
+        return write_job(workdir / "job.yaml", name=name, command=trainer, resume_args=kw.pop("resume_args", []),
+                         pattern="ckpt_step{step}", result_file=None, extra=coordination, **kw)
 
+
+class TwoJobs(SleeperCase):
     def test_g_two_jobs_on_one_etcd_never_see_each_other(self):
         a0, a1 = (self.supervise(self.sleeper_job(f"n{r}", "job-a", r), f"a{r}") for r in (0, 1))
         b0, b1 = (self.supervise(self.sleeper_job(f"n{r}", "job-b", r), f"b{r}") for r in (0, 1))
@@ -230,6 +289,54 @@ class TwoJobs(GroupCase):
         for sv in (a1, b0, b1):
             sv.signal(signal.SIGTERM)
             self.assert_exit(sv, 75, 30)
+
+
+class LeaseLapse(SleeperCase):
+    def test_d_a_sigkilled_spotvisor_stops_the_others_within_the_lease_and_they_resume_when_it_is_back(self):
+        job0 = self.sleeper_job("n0", "job", 0)
+        sv0 = self.supervise(job0, "n0-run1")
+        sv1 = self.supervise(self.sleeper_job("n1", "job", 1), "n1")
+        for sv in (sv0, sv1):
+            self.assertEqual(sv.wait_event("group_agreed", 60)["epoch"], "1")
+            sv.wait_event("trainer_started", 30)
+        killed_at = time.time()
+        sv0.proc.kill()  # no notice, no goodbye: its lease lapses after lease_ttl (3 s)
+        sv0.proc.wait(10)
+        stop = sv1.wait_event("stopping", 15)
+        self.assertEqual(stop["reason"], "peer", stop)
+        self.assertIn("node 0 left the group", stop["detail"])
+        took = stamp(timed_events(sv1.text(), "stopping")[0]) - killed_at
+        self.assertLess(took, 3 + 1.5, "the others stop within lease_ttl + about a second")
+        self.assertEqual(sv1.wait_event("attempt_ended", 15)["outcome"], "peer-stopped")
+        sv0b = self.supervise(job0, "n0-run2")
+        for sv in (sv0b, sv1):
+            self.assertEqual(sv.wait_event("group_agreed", 60, lambda e: e["epoch"] == "2")["rank"],
+                             "0" if sv is sv0b else "1")
+            sv.wait_event("trainer_started", 30, lambda e: e["attempt"] == "2")
+        for sv in (sv0b, sv1):
+            sv.signal(signal.SIGTERM)
+            self.assert_exit(sv, 75, 30)
+        state1 = json.loads((self.dir / "job" / "n1" / "state" / "state.json").read_text())
+        self.assertEqual(state1.get("failures"), 0, state1)
+
+
+class NodeLocalCheckpoints(SleeperCase):
+    def test_e_a_node_without_the_newest_step_makes_the_group_agree_on_the_previous_one(self):
+        jobs = [self.sleeper_job(f"n{r}", "job", r, fmt="any", resume_args=["--from={checkpoint}"]) for r in (0, 1)]
+        for r, steps in ((0, (10, 20)), (1, (10,))):  # node 1's copy of step 20 never arrived
+            ckpt = self.dir / "job" / f"n{r}" / "ckpt"
+            ckpt.mkdir(exist_ok=True)  # node-local: each node its own dir
+            for step in steps:
+                (ckpt / f"ckpt_step{step}").write_text(f"weights of step {step} on node {r}\n")
+        sv = [self.supervise(job, f"n{r}") for r, job in enumerate(jobs)]
+        for r in (0, 1):
+            agreed = sv[r].wait_event("group_agreed", 60)
+            self.assertEqual((agreed["epoch"], agreed["step"]), ("1", "10"), agreed)
+            started = sv[r].wait_event("trainer_started", 30)
+            self.assertEqual(started["resume"], str(self.dir / "job" / f"n{r}" / "ckpt" / "ckpt_step10"), started)
+        for s in sv:
+            s.signal(signal.SIGTERM)
+            self.assert_exit(s, 75, 30)
 
 
 if __name__ == "__main__":

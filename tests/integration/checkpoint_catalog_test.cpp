@@ -482,12 +482,13 @@ class SelectionGoodSteps : public ::testing::Test {
     for (int step : {10, 20, 30}) testing::WriteValidCheckpoint(dir_ / ("ckpt_step" + std::to_string(step)));
     fs::create_directories(dir_ / "ckpt_step40");  // empty: bad
   }
-  Result<Catalog> Make(int keep = 0) {
+  Result<Catalog> Make(int keep = 0, bool judge_older = false) {
     CatalogOptions o;
     o.dir = dir_;
     o.pattern = "ckpt_step{step}";
     o.cache_file = tmp_ / "state" / "checkpoint-cache.tsv";
     o.keep = keep;
+    o.judge_older = judge_older;
     return Catalog::Create(o);
   }
   static std::vector<std::uint64_t> Steps(const std::vector<ResumePoint>& points) {
@@ -526,6 +527,27 @@ TEST_F(SelectionGoodSteps, TheChosenOneFirstThenTheOlderOnesJudgedGoodBefore) {
   // A good one that changed since its verdict is left out until judged again.
   testing::WriteFile(dir_ / "ckpt_step20" / "extra.txt", "x");
   EXPECT_EQ(Steps(catalog->Select(/*act=*/false)->good), (std::vector<std::uint64_t>{30, 10}));
+}
+
+// A multi-node group (coordination.etcd: judge_older) needs every good step at once: the
+// older ones are judged in the selection, once (the cache keeps their verdicts).
+TEST_F(SelectionGoodSteps, AGroupsSelectionJudgesTheOlderOnesToo) {
+  testing::WriteFile(dir_ / "ckpt_step20" / "model.safetensors", "not safetensors");  // 20 turns bad
+  testing::LogCapture log;
+  {
+    auto catalog = Make(/*keep=*/0, /*judge_older=*/true);
+    ASSERT_TRUE(catalog) << catalog.error().message;
+    auto sel = catalog->Select(/*act=*/true);
+    ASSERT_TRUE(sel && sel->chosen);
+    EXPECT_EQ(Steps(sel->good), (std::vector<std::uint64_t>{30, 10}));
+    EXPECT_EQ(log.Count("for=\"the group"), 2) << log.Joined();
+  }
+  auto catalog = Make(/*keep=*/0, /*judge_older=*/true);
+  ASSERT_TRUE(catalog);
+  auto sel = catalog->Select(/*act=*/true);
+  ASSERT_TRUE(sel);
+  EXPECT_EQ(Steps(sel->good), (std::vector<std::uint64_t>{30, 10}));
+  EXPECT_EQ(log.Count("for=\"the group"), 2) << "judged once: " << log.Joined();
 }
 
 TEST_F(SelectionGoodSteps, RetentionsDeletionsAreNotAmongThem) {

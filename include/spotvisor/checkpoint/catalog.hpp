@@ -42,6 +42,9 @@ struct CatalogOptions {
   int keep = 0;             // 0 = keep all
   std::string latest_link;  // empty = none
   bool rewrite_hints = false;
+  // A selection judges the older checkpoints too, not only up to the newest good one: a
+  // multi-node group resumes from the newest step good on every node (coordination.etcd).
+  bool judge_older = false;
 };
 
 // The job's catalog options (checkpoints.*, the cache in telemetry.state_dir); `dir` must be
