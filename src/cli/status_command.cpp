@@ -24,6 +24,7 @@ std::string Steps(const std::vector<std::uint64_t>& steps) {
 nlohmann::json ToJson(const coordination::GroupView& v, int nodes) {
   nlohmann::json j{{"nodes", nodes},
                    {"epoch", v.epoch},
+                   {"failures", v.failures},
                    {"members", nlohmann::json::array()},
                    {"joins", nlohmann::json::array()},
                    {"stops", nlohmann::json::array()},

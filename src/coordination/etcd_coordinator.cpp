@@ -24,6 +24,7 @@ void EtcdCoordinator::Propose(const ProposeResumeAction& proposal, AgreedHandler
 
 void EtcdCoordinator::PublishStop(const PublishStopAction& stop) {
   if (left_) return;
+  if (stop.failures) RaiseFailures(*stop.failures);
   if (running_epoch_ == 0) {
     // Not started yet: take back this node's join, so that the group does not start without it.
     if (pending_ && join_epoch_ != 0)
@@ -101,6 +102,7 @@ void EtcdCoordinator::Evaluate() {
   agreed.place.epoch = join_epoch_;
   agreed.place.master_addr = master != members_.end() ? master->second.advertise : me_.advertise;
   agreed.place.master_port = c_.master_port;
+  agreed.group_failures = group_failures_;
   running_epoch_ = join_epoch_;
   last_epoch_ = join_epoch_;
   join_epoch_ = 0;
@@ -130,6 +132,26 @@ void EtcdCoordinator::AdvanceEpochKey(std::uint64_t epoch) {
                             : etcd::Compare::Value(key, etcd::Compare::Result::kEqual, std::to_string(group_epoch_)));
   txn.success.emplace_back(etcd::PutRequest{key, std::to_string(epoch), 0, false});
   client_->Txn(std::move(txn), [](auto) {});  // another node may have moved it first
+}
+
+void EtcdCoordinator::RaiseFailures(int count) {
+  if (count <= group_failures_) return;
+  etcd::TxnRequest txn;
+  const std::string key = FailuresKey(base_);
+  txn.compare.push_back(
+      group_failures_ == 0 ? etcd::Compare::Absent(key)
+                           : etcd::Compare::Value(key, etcd::Compare::Result::kEqual, std::to_string(group_failures_)));
+  txn.success.emplace_back(etcd::PutRequest{key, std::to_string(count), 0, false});
+  client_->Txn(std::move(txn), [this, count](Result<etcd::TxnResponse> r) {
+    if (!r) {
+      Trouble("could not count this node's failure for the job", r.error());
+      return;
+    }
+    if (r->succeeded) {
+      group_failures_ = std::max(group_failures_, count);
+      Log(LogLevel::kInfo, "event=group_failures count=" + std::to_string(count));
+    }
+  });
 }
 
 // Once per running epoch: the trainer stops through the usual path.

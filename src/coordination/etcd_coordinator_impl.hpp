@@ -93,6 +93,8 @@ class EtcdCoordinator final : public Coordinator {
 
   // `epoch` key: the newest agreed epoch, moved forward only (a txn on its old value).
   void AdvanceEpochKey(std::uint64_t epoch);
+  // `failures` key: raised to `count` (never lowered), by a txn on the value this node saw.
+  void RaiseFailures(int count);
 
   // Once per running epoch: the trainer stops through the usual path.
   void PeerStop(const std::string& why, std::int64_t deadline_unix_ms);
@@ -113,6 +115,7 @@ class EtcdCoordinator final : public Coordinator {
   std::map<std::uint64_t, StopRecord> stops_;                 // epoch -> its first stop
   std::map<std::uint64_t, std::set<int>> done_;               // epoch -> ranks whose trainer succeeded
   std::uint64_t group_epoch_ = 0;                             // the `epoch` key
+  int group_failures_ = 0;                                    // the `failures` key
   std::uint64_t last_epoch_ = 0;                              // the newest epoch this node ran
   std::optional<ProposeResumeAction> pending_;                // waiting for the group
   AgreedHandler on_agreed_;                                   // for pending_

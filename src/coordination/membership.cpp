@@ -116,6 +116,7 @@ void EtcdCoordinator::OnSnapshot(const etcd::RangeResponse& snapshot) {
   stops_.clear();
   done_.clear();
   group_epoch_ = 0;
+  group_failures_ = 0;
   for (const auto& kv : snapshot.kvs) Apply(kv, false);
   synced_ = true;
   if (!claimed_) ClaimRank();
@@ -169,6 +170,9 @@ void EtcdCoordinator::Apply(const etcd::KeyValue& kv, bool deleted) {
       return;
     case ParsedKey::Kind::kEpoch:
       group_epoch_ = deleted ? 0 : std::strtoull(kv.value.c_str(), nullptr, 10);
+      return;
+    case ParsedKey::Kind::kFailures:
+      group_failures_ = deleted ? 0 : static_cast<int>(std::strtol(kv.value.c_str(), nullptr, 10));
       return;
     case ParsedKey::Kind::kStop:
       if (deleted) return;

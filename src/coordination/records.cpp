@@ -73,6 +73,7 @@ std::string JoinKey(const std::string& base, std::uint64_t epoch, int rank) {
   return JoinPrefix(base, epoch) + Pad(rank, 4);
 }
 std::string EpochKey(const std::string& base) { return base + "epoch"; }
+std::string FailuresKey(const std::string& base) { return base + "failures"; }
 std::string StopKey(const std::string& base, std::uint64_t epoch) { return base + "stop/" + Pad(epoch, 12); }
 std::string DoneKey(const std::string& base, std::uint64_t epoch, int rank) {
   return base + "done/" + Pad(epoch, 12) + "/" + Pad(rank, 4);
@@ -89,6 +90,8 @@ ParsedKey ParseKey(const std::string& base, std::string_view key) {
   };
   if (key == "epoch") {
     p.kind = ParsedKey::Kind::kEpoch;
+  } else if (key == "failures") {
+    p.kind = ParsedKey::Kind::kFailures;
   } else if (take("members/")) {
     if (auto r = Number(key); r && *r < 100000) p = {ParsedKey::Kind::kMember, static_cast<int>(*r), 0};
   } else if (take("stop/")) {
@@ -151,6 +154,13 @@ GroupView ReadView(const std::string& base, const std::vector<KeyValueText>& pai
         break;
       case ParsedKey::Kind::kDone:
         view.done[key.epoch].push_back(key.rank);
+        break;
+      case ParsedKey::Kind::kFailures:
+        if (auto n = Number(kv.value); n && *n < 1000000000) {
+          view.failures = static_cast<int>(*n);
+        } else {
+          ok = false;
+        }
         break;
       case ParsedKey::Kind::kEpoch:
         if (auto e = Number(kv.value)) view.epoch = *e;

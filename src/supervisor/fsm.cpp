@@ -125,6 +125,8 @@ std::vector<Action> Fsm::OnGroupAgreed(const GroupAgreedEvent& e, TimePoint now)
                     std::move(actions));
     }
   }
+  // A multi-node job has one failure budget: the group's count when it is higher.
+  counters_.failures = std::max(counters_.failures, e.group_failures);
   counters_.last_resume_step = step;
   counters_.attempts += 1;
   phase_ = Phase::kRunning;
@@ -140,6 +142,7 @@ std::vector<Action> Fsm::OnSpawnFailed(const SpawnFailedEvent& e, TimePoint now)
   std::vector<Action> actions{Note(LogLevel::kError, "event=spawn_failed error=\"" + e.message + "\""),
                               PublishStopAction{"trainer could not start: " + e.message, std::nullopt}};
   auto more = Fail(ExitStatus{127, 0}, Outcome::kSpawnFailed, now);
+  std::get<PublishStopAction>(actions.back()).failures = counters_.failures;
   actions.insert(actions.end(), more.begin(), more.end());
   return actions;
 }
@@ -193,9 +196,10 @@ std::vector<Action> Fsm::OnChildExited(const ChildExitedEvent& e, TimePoint now)
       actions.push_back(AttemptEndedAction{st, Outcome::kPeerStopped, "rejoin the group"});
       return Select(now, std::move(actions));
   }
-  // On its own and not a success: the group stops too (its collectives would hang).
-  actions.push_back(PublishStopAction{"trainer failed: " + Describe(st), std::nullopt});
+  // On its own and not a success: the group stops too (its collectives would hang), and
+  // the failure counts once for the whole job.
   auto more = Fail(st, Outcome::kFailed, now);
+  actions.push_back(PublishStopAction{"trainer failed: " + Describe(st), std::nullopt, counters_.failures});
   actions.insert(actions.end(), more.begin(), more.end());
   return actions;
 }

@@ -17,9 +17,13 @@ DDP over gloo: the real example trainer of the other e2e tests.
                and both start epoch 2 when it is back.
   NodeLocalCheckpoints (e) node-local dirs where one node lacks the newest step: the group
                agrees on the previous one.
+  OneCrash     (c) one rank's trainer crashes: one group restart; the failure counts once for
+               the job (`failures` in etcd; state.json on every node says 1).
+  EtcdFaults   (f) three etcd members: one killed mid-run stops nothing; all gone, training
+               goes on, `group_trouble` logged.
   TwoJobs      (g) two jobs on one etcd: a stop in one never reaches the other; `spotvisor
                status` shows ranks, epoch and the stop.
-(d), (e) and (g) run a shell that sleeps as the trainer: the group's mechanics without torch.
+(c) to (g) run a shell that sleeps as the trainer: the group's mechanics without torch.
 
 Run: SPOTVISOR_BINARY=build/spotvisor /usr/bin/python3 -m unittest -v tests.e2e.test_multinode
 """
@@ -53,16 +57,17 @@ def free_port() -> int:
 class Etcd:
     """One etcd member on loopback, its data in `workdir`; killed by pid at the end."""
 
-    def __init__(self, workdir: Path) -> None:
-        self.client_port, peer = free_port(), free_port()
+    def __init__(self, workdir: Path, name: str = "m0", peer: int = 0, cluster: str = "") -> None:
+        self.client_port, peer = free_port(), peer or free_port()
         self.url = f"http://127.0.0.1:{self.client_port}"
         peer_url = f"http://127.0.0.1:{peer}"
-        self.log = workdir / "etcd.log"
+        self.log = workdir / f"etcd-{name}.log"
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [ETCD, "--name", "m0", "--data-dir", str(workdir / "etcd-data"), "--listen-client-urls", self.url,
+                [ETCD, "--name", name, "--data-dir", str(workdir / f"etcd-{name}"), "--listen-client-urls", self.url,
                  "--advertise-client-urls", self.url, "--listen-peer-urls", peer_url,
-                 "--initial-advertise-peer-urls", peer_url, "--initial-cluster", f"m0={peer_url}"],
+                 "--initial-advertise-peer-urls", peer_url, "--initial-cluster", cluster or f"{name}={peer_url}",
+                 "--initial-cluster-token", workdir.name],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         end = deadline(30)
         while time.monotonic() < end:
@@ -77,6 +82,12 @@ class Etcd:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+    @staticmethod
+    def cluster(workdir: Path, count: int) -> List["Etcd"]:
+        peers = [free_port() for _ in range(count)]
+        spec = ",".join(f"m{i}=http://127.0.0.1:{p}" for i, p in enumerate(peers))
+        return [Etcd(workdir, f"m{i}", p, spec) for i, p in enumerate(peers)]
 
 
 def etcd_missing_reason() -> Optional[str]:
@@ -252,15 +263,85 @@ class SleeperCase(GroupCase):
     mechanics without a model."""
     needs_torch = False
 
+    def etcd_urls(self) -> List[str]:
+        return [self.etcd.url]
+
     def sleeper_job(self, node: str, name: str, rank, **kw) -> Path:
         workdir = self.dir / name / node
         workdir.mkdir(parents=True, exist_ok=True)
         coordination = "\n".join([
-            "coordination:", f"  etcd: [{json.dumps(self.etcd.url)}]", "  nodes: 2", f"  node_rank: {rank}",
+            "coordination:", f"  etcd: {json.dumps(self.etcd_urls())}", "  nodes: 2", f"  node_rank: {rank}",
             "  prefix: /spotvisor-e2e", "  lease_ttl: 3s", "  advertise: 127.0.0.1"]) + "\n"
-        trainer = ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 600 & wait"]
+        trainer = kw.pop("trainer", ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 600 & wait"])
         return write_job(workdir / "job.yaml", name=name, command=trainer, resume_args=kw.pop("resume_args", []),
                          pattern="ckpt_step{step}", result_file=None, extra=coordination, **kw)
+
+
+class OneCrash(SleeperCase):
+    def test_c_one_rank_crashes_one_group_restart_the_job_wide_budget_used_once(self):
+        crash_once = ["/bin/sh", "-c", "if [ ! -e crashed ]; then touch crashed; sleep 1; exit 3; fi; "
+                      "trap 'exit 0' TERM; sleep 600 & wait"]
+        job1 = self.sleeper_job("n1", "job", 1, trainer=crash_once)
+        sv0 = self.supervise(self.sleeper_job("n0", "job", 0), "n0")
+        sv1 = self.supervise(job1, "n1")
+        ended1 = sv1.wait_event("attempt_ended", 60)
+        self.assertEqual((ended1["outcome"], ended1["status"]), ("failed", "exit code 3"), ended1)
+        stop0 = sv0.wait_event("stopping", 15)
+        self.assertEqual(stop0["reason"], "peer", stop0)
+        self.assertIn("trainer failed: exit code 3", stop0["detail"])
+        for sv in (sv0, sv1):
+            self.assertEqual(sv.wait_event("group_agreed", 60, lambda e: e["epoch"] == "2")["epoch"], "2")
+            sv.wait_event("trainer_started", 30, lambda e: e["attempt"] == "2")
+        for sv in (sv0, sv1):
+            sv.signal(signal.SIGTERM)
+            self.assert_exit(sv, 75, 30)
+        # One crash, counted once for the job: on every node, not once per node.
+        for node in ("n0", "n1"):
+            state = json.loads((self.dir / "job" / node / "state" / "state.json").read_text())
+            self.assertEqual(state.get("failures"), 1, (node, state))
+        self.assertEqual([a.get("outcome") for a in read_attempts(self.dir / "job" / "n0" / "state")],
+                         ["peer-stopped", "stopped"])
+        status = json.loads(subprocess.run([self.binary, "status", "--config", str(job1), "--json"],
+                                           capture_output=True, text=True, timeout=60).stdout)
+        self.assertEqual((status["failures"], status["epoch"]), (1, 2), status)
+
+
+class EtcdFaults(SleeperCase):
+    """(f) three etcd members: one killed mid-run changes nothing; all of them gone, the
+    trainers train on and the trouble is logged."""
+
+    def setUp(self) -> None:
+        E2ECase.setUp(self)
+        reason = etcd_missing_reason()
+        if reason:
+            self.skipTest(reason)
+        self.members = Etcd.cluster(self.dir, 3)
+        for m in self.members:
+            self.addCleanup(m.stop)
+        self.etcd = self.members[0]
+
+    def etcd_urls(self) -> List[str]:
+        return [m.url for m in self.members]
+
+    def test_f_a_lost_member_stops_nothing_and_no_etcd_at_all_stops_no_training(self):
+        jobs = [self.sleeper_job(f"n{r}", "job", r) for r in (0, 1)]
+        sv = [self.supervise(job, f"n{r}") for r, job in enumerate(jobs)]
+        for s in sv:
+            self.assertEqual(s.wait_event("group_agreed", 60)["epoch"], "1")
+            s.wait_event("trainer_started", 30)
+        self.members[0].stop()
+        time.sleep(5)  # longer than lease_ttl: the leases live on through the other members
+        for m in self.members[1:]:
+            m.stop()
+        time.sleep(5)
+        for s in sv:
+            self.assertEqual(events(s.text(), "stopping"), [], s.text())
+            self.assertEqual(events(s.text(), "exit"), [], s.text())
+            self.assertGreater(len(events(s.text(), "group_trouble")), 0, s.text())
+            self.assertIsNone(s.proc.poll())
+        for s in sv:
+            s.signal(signal.SIGTERM)
+            self.assert_exit(s, 75, 30)
 
 
 class TwoJobs(SleeperCase):

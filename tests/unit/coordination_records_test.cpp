@@ -50,6 +50,7 @@ TEST(CoordinationRecords, KeysSortAsNumbersAndParseBack) {
   EXPECT_EQ(k.kind, ParsedKey::Kind::kStop);
   EXPECT_EQ(k.epoch, 5u);
   EXPECT_EQ(ParseKey(base, EpochKey(base)).kind, ParsedKey::Kind::kEpoch);
+  EXPECT_EQ(ParseKey(base, FailuresKey(base)).kind, ParsedKey::Kind::kFailures);
   k = ParseKey(base, DoneKey(base, 4, 1));
   EXPECT_EQ(k.kind, ParsedKey::Kind::kDone);
   EXPECT_EQ(k.epoch, 4u);
@@ -65,6 +66,7 @@ TEST(CoordinationRecords, AViewOfTheGroupFromWhatEtcdHolds) {
   const auto view = ReadView(base, {{MemberKey(base, 0), Encode(MemberRecord{"10.0.0.5", "a", 1, 2})},
                                     {JoinKey(base, 3, 1), Encode(JoinRecord{{20, 10}})},
                                     {EpochKey(base), "2"},
+                                    {FailuresKey(base), "4"},
                                     {StopKey(base, 2), Encode(StopRecord{0, "notice: gcp", 0})},
                                     {DoneKey(base, 2, 1), "{}"},
                                     {MemberKey(base, 1), "not json"}});
@@ -72,6 +74,7 @@ TEST(CoordinationRecords, AViewOfTheGroupFromWhatEtcdHolds) {
   EXPECT_EQ(view.members.at(0).advertise, "10.0.0.5");
   EXPECT_EQ(view.joins.at(3).at(1).steps, (std::vector<std::uint64_t>{20, 10}));
   EXPECT_EQ(view.epoch, 2u);
+  EXPECT_EQ(view.failures, 4);
   EXPECT_EQ(view.stops.at(2).why, "notice: gcp");
   EXPECT_EQ(view.done.at(2), std::vector<int>{1});
   EXPECT_EQ(view.unreadable, std::vector<std::string>{MemberKey(base, 1)});

@@ -187,6 +187,7 @@ TEST_F(FsmTest, EveryStopOfItsOwnIsPublishedFirstAndAPeersNever) {
   actions = fsm->Handle(kExit1, t0_ + seconds(1));
   ASSERT_EQ(publishes(actions).size(), 1u);
   EXPECT_EQ(publishes(actions)[0]->why, "trainer failed: exit code 1");
+  EXPECT_EQ(publishes(actions)[0]->failures, 1);  // the job's count with this failure
 
   fsm = running();
   EXPECT_EQ(publishes(fsm->Handle(SpawnFailedEvent{"exec failed"}, t0_)).size(), 1u);
@@ -196,6 +197,25 @@ TEST_F(FsmTest, EveryStopOfItsOwnIsPublishedFirstAndAPeersNever) {
 
   fsm = running();
   EXPECT_TRUE(publishes(fsm->Handle(kExit0, t0_ + seconds(1))).empty());  // done is not a stop
+}
+
+// One failure budget for the whole group: the count agreed with the group is the floor.
+TEST_F(FsmTest, TheGroupsFailureCountIsTheJobsBudget) {
+  job_.restart.max_restarts = 3;
+  auto fsm = std::make_unique<Fsm>(job_, Counters{}, 1);
+  fsm->Handle(StartEvent{}, t0_);
+  fsm->Handle(At(std::nullopt), t0_);
+  GroupAgreedEvent agreed;
+  agreed.group_failures = 3;  // the other nodes failed three times
+  fsm->Handle(agreed, t0_);
+  EXPECT_EQ(fsm->counters().failures, 3);
+  last_ = fsm->Handle(kExit1, t0_ + seconds(1));
+  EXPECT_EQ(Kinds(last_), (std::vector<std::string>{"ended:failed", "exit:1"}));  // 4 > max_restarts 3
+  bool published = false;
+  for (const auto& a : last_) {
+    if (const auto* p = std::get_if<PublishStopAction>(&a)) published = p->failures == 4;
+  }
+  EXPECT_TRUE(published);
 }
 
 TEST_F(FsmTest, CustomSuccessCodes) {

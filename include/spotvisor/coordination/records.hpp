@@ -3,6 +3,7 @@
 //   members/RRRR       this node holds rank R (under its lease): MemberRecord
 //   join/EEEEEEEEEEEE/RRRR  rank R waits to start epoch E with these good steps (its lease): JoinRecord
 //   epoch              the newest epoch the group agreed on (decimal)
+//   failures           the job's failures, all nodes together (decimal; raised by txn)
 //   stop/EEEEEEEEEEEE  the first stop of epoch E, written once (txn): StopRecord
 //   done/EEEEEEEEEEEE/RRRR  rank R's trainer succeeded in epoch E (its leaving is no loss)
 // Numbers are zero-padded so that keys sort as numbers. Pure; any thread.
@@ -49,12 +50,13 @@ std::string MemberKey(const std::string& base, int rank);
 std::string JoinPrefix(const std::string& base, std::uint64_t epoch);
 std::string JoinKey(const std::string& base, std::uint64_t epoch, int rank);
 std::string EpochKey(const std::string& base);
+std::string FailuresKey(const std::string& base);
 std::string StopKey(const std::string& base, std::uint64_t epoch);
 std::string DoneKey(const std::string& base, std::uint64_t epoch, int rank);
 
 // A key under `base` taken apart: which record it is and its numbers.
 struct ParsedKey {
-  enum class Kind { kMember, kJoin, kEpoch, kStop, kDone, kOther };
+  enum class Kind { kMember, kJoin, kEpoch, kFailures, kStop, kDone, kOther };
   Kind kind = Kind::kOther;
   int rank = -1;
   std::uint64_t epoch = 0;
@@ -76,6 +78,7 @@ struct GroupView {
   std::map<std::uint64_t, StopRecord> stops;                 // epoch -> its first stop
   std::map<std::uint64_t, std::vector<int>> done;            // epoch -> ranks whose trainer succeeded
   std::uint64_t epoch = 0;                                   // the newest agreed epoch (0: none yet)
+  int failures = 0;                                          // the job's failures, all nodes
   std::vector<std::string> unreadable;                       // keys whose value is not ours
 };
 struct KeyValueText {

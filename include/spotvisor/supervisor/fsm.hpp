@@ -102,6 +102,7 @@ struct WorkersGoneEvent {};  // after WatchWorkersAction: the launcher has no li
 struct GroupAgreedEvent {
   std::optional<checkpoint::ResumePoint> point;  // none: a fresh start
   GroupPlace place;
+  int group_failures = 0;  // failures the whole group has counted (multi-node: etcd's; 0 alone)
 };
 using Event =
     std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent, StopRequestedEvent,
@@ -141,6 +142,7 @@ struct KillGroupAction {};     // SIGKILL to the whole group
 struct PublishStopAction {
   std::string why;                                     // "notice: aws spot-itn", "trainer failed: exit code 1"
   std::optional<std::chrono::milliseconds> grace_cap;  // a notice's time left, for the peers' grace
+  std::optional<int> failures;                         // a failure of this node's: the job's failure count with it
 };
 struct ArmTimerAction {
   TimerKind kind;
