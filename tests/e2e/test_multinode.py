@@ -127,7 +127,19 @@ class GroupCase(NeedsTorchrun, E2ECase):
         self.master_port = free_port()
         (self.dir / "shared-ckpt").mkdir()
 
-    def node_job(self, node: str, *, name: str, node_rank: str, step_sleep: float = 0.15, **kw) -> Path:
+    def etcd_urls(self) -> List[str]:
+        return [self.etcd.url]
+
+    def coordination(self, node_rank, **more: str) -> str:
+        """The job file's coordination section; `more` adds keys (master_port: "29500")."""
+        return "\n".join([
+            "coordination:", f"  etcd: {json.dumps(self.etcd_urls())}", "  nodes: 2", f"  node_rank: {node_rank}",
+            "  prefix: /spotvisor-e2e", "  lease_ttl: 3s", "  join_timeout: 5m", "  advertise: 127.0.0.1",
+            *(f"  {k}: {v}" for k, v in more.items())]) + "\n"
+
+    def node_job(self, node: str, *, name: str, node_rank: str, script: List[str], **kw) -> Path:
+        """Node `node`'s job: plain two-node torchrun, one worker running `script`, the
+        checkpoints in the shared dir."""
         workdir = self.dir / node
         workdir.mkdir(exist_ok=True)
         ckpt = workdir / "ckpt"
@@ -135,29 +147,21 @@ class GroupCase(NeedsTorchrun, E2ECase):
             ckpt.symlink_to(self.dir / "shared-ckpt")
         command = ["torchrun", "--nnodes=2", "--nproc_per_node=1", "--node_rank={node_rank}",
                    "--master_addr={master_addr}", "--master_port={master_port}", "--redirects", "1", "--tee", "1",
-                   "--monitor_interval", "0.5", str(TORCH_TRAINER), "--ckpt-dir", "{checkpoint_dir}",
-                   "--result-file", "{result_file}", *EXAMPLE_ARGS, "--step-sleep", str(step_sleep)]
-        coordination = "\n".join([
-            "coordination:",
-            f"  etcd: [{json.dumps(self.etcd.url)}]",
-            "  nodes: 2",
-            f"  node_rank: {node_rank}",
-            "  prefix: /spotvisor-e2e",
-            "  lease_ttl: 3s",
-            "  join_timeout: 5m",
-            "  advertise: 127.0.0.1",
-            f"  master_port: {self.master_port}",
-        ]) + "\n"
-        return write_job(workdir / "job.yaml", name=name, command=command, resume_args=["--resume_from={checkpoint}"],
-                         pattern="ckpt_step{step}", extra=coordination, **kw)
+                   "--monitor_interval", "0.5", *script]
+        return write_job(workdir / "job.yaml", name=name, command=command, pattern="ckpt_step{step}",
+                         extra=self.coordination(node_rank, master_port=str(self.master_port)), **kw)
 
 
 class GroupNotice(GroupCase):
     def test_a_notice_on_rank_0_stops_the_group_which_resumes_together_when_a_replacement_joins(self):
         digest = reference_digest("torchrun")
         mock = self.mock("aws")
-        job0 = self.node_job("n0", name="llm", node_rank="auto", provider="aws", endpoint=mock.url, grace="60s")
-        job1 = self.node_job("n1", name="llm", node_rank="1", grace="60s")
+        trainer = [str(TORCH_TRAINER), "--ckpt-dir", "{checkpoint_dir}", "--result-file", "{result_file}",
+                   *EXAMPLE_ARGS, "--step-sleep", "0.15"]
+        resume = ["--resume_from={checkpoint}"]
+        job0 = self.node_job("n0", name="llm", node_rank="auto", script=trainer, resume_args=resume, provider="aws",
+                             endpoint=mock.url, grace="60s")
+        job1 = self.node_job("n1", name="llm", node_rank="1", script=trainer, resume_args=resume, grace="60s")
         sv0 = self.supervise(job0, "n0-run1")
         self.assertEqual(sv0.wait_event("group_joined", 60)["rank"], "0")
         sv1 = self.supervise(job1, "n1")
@@ -216,21 +220,10 @@ class GroupExitZero(GroupCase):
     under the same two-node torchrun."""
 
     def worker_job(self, node: str, node_rank: str, **kw) -> Path:
-        workdir = self.dir / node
-        workdir.mkdir(exist_ok=True)
-        ckpt = workdir / "ckpt"
-        if not ckpt.exists():
-            ckpt.symlink_to(self.dir / "shared-ckpt")
-        command = ["torchrun", "--nnodes=2", "--nproc_per_node=1", "--node_rank={node_rank}",
-                   "--master_addr={master_addr}", "--master_port={master_port}", "--redirects", "1", "--tee", "1",
-                   "--monitor_interval", "0.5", str(DIST_WORKER), "--ckpt-dir", "{checkpoint_dir}",
-                   "--pid-dir", str(self.dir / "pids"), "--stop-exit", "0"]
-        coordination = "\n".join([
-            "coordination:", f"  etcd: [{json.dumps(self.etcd.url)}]", "  nodes: 2", f"  node_rank: {node_rank}",
-            "  prefix: /spotvisor-e2e", "  lease_ttl: 3s", "  advertise: 127.0.0.1",
-            f"  master_port: {self.master_port}"]) + "\n"
-        return write_job(workdir / "job.yaml", name="exit0", command=command, resume_args=[],
-                         pattern="ckpt_step{step}", result_file=None, extra=coordination, **kw)
+        script = [str(DIST_WORKER), "--ckpt-dir", "{checkpoint_dir}", "--pid-dir", str(self.dir / "pids"),
+                  "--stop-exit", "0"]
+        return self.node_job(node, name="exit0", node_rank=node_rank, script=script, resume_args=[],
+                             result_file=None, **kw)
 
     def test_b_trainers_that_exit_0_after_a_peers_stop_are_neither_done_nor_failed(self):
         mock = self.mock("aws")
@@ -263,18 +256,12 @@ class SleeperCase(GroupCase):
     mechanics without a model."""
     needs_torch = False
 
-    def etcd_urls(self) -> List[str]:
-        return [self.etcd.url]
-
     def sleeper_job(self, node: str, name: str, rank, **kw) -> Path:
         workdir = self.dir / name / node
         workdir.mkdir(parents=True, exist_ok=True)
-        coordination = "\n".join([
-            "coordination:", f"  etcd: {json.dumps(self.etcd_urls())}", "  nodes: 2", f"  node_rank: {rank}",
-            "  prefix: /spotvisor-e2e", "  lease_ttl: 3s", "  advertise: 127.0.0.1"]) + "\n"
         trainer = kw.pop("trainer", ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 600 & wait"])
         return write_job(workdir / "job.yaml", name=name, command=trainer, resume_args=kw.pop("resume_args", []),
-                         pattern="ckpt_step{step}", result_file=None, extra=coordination, **kw)
+                         pattern="ckpt_step{step}", result_file=None, extra=self.coordination(rank), **kw)
 
 
 class OneCrash(SleeperCase):
