@@ -35,10 +35,12 @@ TEST(Drill, ScratchRunsLeaveTheMirrorHooksMetricsPortAndReportAlone) {
   ASSERT_EQ(listen(held, 1), 0);
   ASSERT_EQ(getsockname(held, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   const std::string port = std::to_string(ntohs(addr.sin_port));
+  // 300 steps of 20 ms: the interruption (at 20-80 % of the uninterrupted run) must land
+  // inside training however slow the start (under ASan it once came as the job finished).
   // The mirror goes into the checkpoints section TrainerJob writes (after its dir line), the
   // metrics and report into its telemetry section (after state_dir).
   WriteFile(dir / "job.yaml",
-            TrainerJob(dir, {.steps = "60",
+            TrainerJob(dir, {.steps = "300",
                              .step_sleep = "0.02",
                              .extra = "hooks:\n  before_start: " + hook + "\n  on_finish: " + hook + "\n",
                              .checkpoint_dir = "./ckpt\n  mirror:\n    path: " + (dir / "mirror").string(),
