@@ -1,9 +1,7 @@
 // Whole-config checks that no single key can make: a command exists, templates appear
 // only where they can be filled, bounds relate, paths resolve. Messages name the file,
 // the line (when the key came from the file) and the key.
-#include <unistd.h>
 
-#include <array>
 #include <csignal>
 #include <set>
 
@@ -13,6 +11,7 @@
 #include "spotvisor/config/templates.hpp"
 #include "spotvisor/process/launcher.hpp"
 #include "spotvisor/process/spawn.hpp"
+#include "spotvisor/util/host_name.hpp"
 
 namespace spotvisor::config {
 namespace {
@@ -116,11 +115,8 @@ Status CheckCoordination(JobConfig& job) {
   }
   if (c.join_timeout <= Duration::zero())
     return Error{Where(job, "coordination.join_timeout") + "must be longer than 0"};
-  if (c.advertise.empty()) {
-    std::array<char, 256> host{};
-    if (gethostname(host.data(), host.size() - 1) == 0) c.advertise = host.data();
-    if (c.advertise.empty()) c.advertise = "127.0.0.1";
-  }
+  if (c.advertise.empty()) c.advertise = util::CanonicalHostName();
+  if (c.advertise.empty()) c.advertise = "127.0.0.1";
   return Ok{};
 }
 

@@ -6,7 +6,6 @@
 
 #include <unistd.h>
 
-#include <array>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -22,6 +21,7 @@
 #include "spotvisor/etcd/watch.hpp"
 #include "spotvisor/supervisor/coordinator.hpp"
 #include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/util/host_name.hpp"
 #include "spotvisor/util/timer.hpp"
 
 namespace spotvisor::coordination::detail {
@@ -44,12 +44,6 @@ inline std::int64_t UnixMillisNow() {
       .count();
 }
 
-inline std::string HostName() {
-  std::array<char, 256> host{};
-  if (gethostname(host.data(), host.size() - 1) != 0) return "";
-  return host.data();
-}
-
 inline std::string Join(const std::vector<std::string>& parts) {
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : ",") + p;
@@ -63,7 +57,7 @@ class EtcdCoordinator final : public Coordinator {
         base_(GroupPrefix(c_.prefix, job.job.name)),
         client_(std::move(client)),
         retry_(io),
-        me_{c_.advertise, HostName(), static_cast<std::int64_t>(getpid()), UnixMillisNow()} {}
+        me_{c_.advertise, util::ShortHostName(), static_cast<std::int64_t>(getpid()), UnixMillisNow()} {}
 
   // coordinator.hpp's; Start and Leave in membership.cpp, Propose and PublishStop in
   // etcd_coordinator.cpp.

@@ -1,7 +1,6 @@
 // Host, boot time, config hash and file fingerprints; see run_facts.hpp.
 #include "spotvisor/telemetry/run_facts.hpp"
 
-#include <unistd.h>
 #include <xxhash.h>
 
 #include <cstdio>
@@ -10,6 +9,7 @@
 
 #include "spotvisor/config/loader.hpp"
 #include "spotvisor/preemption/provider_detect.hpp"
+#include "spotvisor/util/host_name.hpp"
 
 namespace spotvisor::telemetry {
 namespace {
@@ -35,8 +35,7 @@ std::string ReadTrimmed(const std::filesystem::path& p) {
 
 HostInfo DescribeHost(const config::JobConfig& job) {
   HostInfo h;
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) == 0) h.hostname = name;
+  h.hostname = util::ShortHostName();
   auto kind = job.provider.kind;
   h.source = "job file (provider.kind)";
   if (kind == config::ProviderKind::kAuto) {

@@ -232,6 +232,11 @@ class Slurm(E2ECase):
                           "--wrap", "sleep 1"])
         requeued = self.wait_job(job_id, "requeue", lambda f: f.get("Restarts", "0") != "0", 120)
         self.assertEqual(requeued["Restarts"], "1", requeued)
+        # SLURM counts the requeue as scontrol asks for it, before spotvisor logs the answer and
+        # before srun has forwarded the step's last lines: wait for them.
+        end = deadline(60)
+        while not events(self.output(), "slurm_requeued") and time.monotonic() < end:
+            time.sleep(0.2)
         first = self.output()
         self.assertIn("detail=\"SIGUSR2 to spotvisor\"", first)  # the stop came as SLURM's user signal
         self.assertEqual(len(events(first, "slurm_requeued")), 1, first)

@@ -177,7 +177,7 @@ struct CoordinationSection {
   std::string prefix = "/spotvisor";                 // keys under <prefix>/<job.name>/
   Duration lease_ttl = std::chrono::seconds(10);     // a node whose lease lapses is gone
   Duration join_timeout = std::chrono::minutes(30);  // waiting for the whole group, then exit 75
-  std::string advertise;                             // this node's address for peers; empty: the host name
+  std::string advertise;                             // this node's address for peers; empty: the canonical host name
   int master_port = 29500;                           // {master_port}: node 0's rendezvous port
   std::optional<std::filesystem::path> credentials;  // etcd "name:password", mode 0600
   bool enabled() const { return !etcd.empty(); }
