@@ -53,8 +53,8 @@ void EtcdCoordinator::PublishStop(const PublishStopAction& stop) {
 // this node ran, or the epoch others already wait in.
 void EtcdCoordinator::PublishJoin() {
   if (left_ || !pending_ || !claimed_) return;
-  std::uint64_t epoch = std::max(group_epoch_, last_epoch_) + 1;
-  for (const auto& [e, joined] : joins_) {
+  std::uint64_t epoch = std::max(view_.epoch, last_epoch_) + 1;
+  for (const auto& [e, joined] : view_.joins) {
     if (e > epoch && !joined.empty()) epoch = e;
   }
   if (epoch == join_epoch_) return;
@@ -81,14 +81,14 @@ void EtcdCoordinator::PublishJoin() {
 // The barrier: every rank in this node's epoch, then the same decision on every node.
 void EtcdCoordinator::Evaluate() {
   if (!pending_ || join_epoch_ == 0) return;
-  for (const auto& [e, joined] : joins_) {
+  for (const auto& [e, joined] : view_.joins) {
     if (e > join_epoch_ && !joined.empty()) {
       PublishJoin();  // others wait in a later epoch: go there
       return;
     }
   }
-  const auto it = joins_.find(join_epoch_);
-  if (it == joins_.end() || it->second.count(rank_) == 0 || !GroupComplete(it->second, c_.nodes)) return;
+  const auto it = view_.joins.find(join_epoch_);
+  if (it == view_.joins.end() || it->second.count(rank_) == 0 || !GroupComplete(it->second, c_.nodes)) return;
   GroupAgreedEvent agreed;
   const auto step = AgreedStep(it->second);
   if (step) {
@@ -96,13 +96,13 @@ void EtcdCoordinator::Evaluate() {
       if (p.step == *step) agreed.point = p;
     }
   }
-  const auto master = members_.find(0);
+  const auto master = view_.members.find(0);
   agreed.place.rank = rank_;
   agreed.place.world = c_.nodes;
   agreed.place.epoch = join_epoch_;
-  agreed.place.master_addr = master != members_.end() ? master->second.advertise : me_.advertise;
+  agreed.place.master_addr = master != view_.members.end() ? master->second.advertise : me_.advertise;
   agreed.place.master_port = c_.master_port;
-  agreed.group_failures = group_failures_;
+  agreed.group_failures = view_.failures;
   running_epoch_ = join_epoch_;
   last_epoch_ = join_epoch_;
   join_epoch_ = 0;
@@ -117,30 +117,30 @@ void EtcdCoordinator::Evaluate() {
   on_agreed_ = nullptr;
   on_agreed(std::move(agreed));
   // A peer may have stopped this epoch before this node heard of the agreement.
-  if (auto s = stops_.find(running_epoch_); s != stops_.end() && s->second.rank != rank_) {
-    PeerStop("node " + std::to_string(s->second.rank) + ": " + s->second.why, s->second.deadline_unix_ms);
+  if (auto s = view_.stops.find(running_epoch_); s != view_.stops.end() && s->second.rank != rank_) {
+    PeerStop(s->second.rank, s->second.why, s->second.deadline_unix_ms);
   }
 }
 
 // `epoch` key: the newest agreed epoch, moved forward only (a txn on its old value).
 void EtcdCoordinator::AdvanceEpochKey(std::uint64_t epoch) {
-  if (epoch <= group_epoch_) return;
+  if (epoch <= view_.epoch) return;
   etcd::TxnRequest txn;
   const std::string key = EpochKey(base_);
-  txn.compare.push_back(group_epoch_ == 0
+  txn.compare.push_back(view_.epoch == 0
                             ? etcd::Compare::Absent(key)
-                            : etcd::Compare::Value(key, etcd::Compare::Result::kEqual, std::to_string(group_epoch_)));
+                            : etcd::Compare::Value(key, etcd::Compare::Result::kEqual, std::to_string(view_.epoch)));
   txn.success.emplace_back(etcd::PutRequest{key, std::to_string(epoch), 0, false});
   client_->Txn(std::move(txn), [](auto) {});  // another node may have moved it first
 }
 
 void EtcdCoordinator::RaiseFailures(int count) {
-  if (count <= group_failures_) return;
+  if (count <= view_.failures) return;
   etcd::TxnRequest txn;
   const std::string key = FailuresKey(base_);
-  txn.compare.push_back(
-      group_failures_ == 0 ? etcd::Compare::Absent(key)
-                           : etcd::Compare::Value(key, etcd::Compare::Result::kEqual, std::to_string(group_failures_)));
+  txn.compare.push_back(view_.failures == 0
+                            ? etcd::Compare::Absent(key)
+                            : etcd::Compare::Value(key, etcd::Compare::Result::kEqual, std::to_string(view_.failures)));
   txn.success.emplace_back(etcd::PutRequest{key, std::to_string(count), 0, false});
   client_->Txn(std::move(txn), [this, count](Result<etcd::TxnResponse> r) {
     if (!r) {
@@ -148,21 +148,22 @@ void EtcdCoordinator::RaiseFailures(int count) {
       return;
     }
     if (r->succeeded) {
-      group_failures_ = std::max(group_failures_, count);
+      view_.failures = std::max(view_.failures, count);
       Log(LogLevel::kInfo, "event=group_failures count=" + std::to_string(count));
     }
   });
 }
 
 // Once per running epoch: the trainer stops through the usual path.
-void EtcdCoordinator::PeerStop(const std::string& why, std::int64_t deadline_unix_ms) {
+void EtcdCoordinator::PeerStop(int rank, const std::string& cause, std::int64_t deadline_unix_ms) {
   if (running_epoch_ == 0 || stop_delivered_ || !on_peer_stop_) return;
   stop_delivered_ = true;
+  const std::string why = "node " + std::to_string(rank) + ": " + cause;
   std::optional<std::chrono::milliseconds> cap;
   if (deadline_unix_ms > 0)
     cap = std::chrono::milliseconds(std::max<std::int64_t>(0, deadline_unix_ms - UnixMillisNow()));
-  Log(LogLevel::kWarning, "event=peer_stop epoch=" + std::to_string(running_epoch_) + " why=" + Quote(why) +
-                              (cap ? " grace_cap=" + FormatDuration(*cap) : std::string()));
+  Log(LogLevel::kWarning, "event=peer_stop epoch=" + std::to_string(running_epoch_) + " rank=" + std::to_string(rank) +
+                              " why=" + Quote(why) + (cap ? " grace_cap=" + FormatDuration(*cap) : std::string()));
   on_peer_stop_(StopRequestedEvent{StopReason::kPeer, cap, why});
 }
 

@@ -90,8 +90,8 @@ class EtcdCoordinator final : public Coordinator {
   // `failures` key: raised to `count` (never lowered), by a txn on the value this node saw.
   void RaiseFailures(int count);
 
-  // Once per running epoch: the trainer stops through the usual path.
-  void PeerStop(const std::string& why, std::int64_t deadline_unix_ms);
+  // Once per running epoch: the trainer stops through the usual path; `rank` caused it.
+  void PeerStop(int rank, const std::string& cause, std::int64_t deadline_unix_ms);
 
   const config::CoordinationSection& c_;  // not owned
   const std::string base_;                // <prefix>/<job>/
@@ -104,18 +104,13 @@ class EtcdCoordinator final : public Coordinator {
   int rank_ = -1;                               // this node's rank once claimed (kept across a lost lease)
   bool claimed_ = false;                        // members/rank_ is ours under lease_
   bool synced_ = false;                         // the first snapshot arrived
-  std::map<int, MemberRecord> members_;         // rank -> who holds it
-  std::map<std::uint64_t, std::map<int, JoinRecord>> joins_;  // epoch -> rank -> good steps
-  std::map<std::uint64_t, StopRecord> stops_;                 // epoch -> its first stop
-  std::map<std::uint64_t, std::set<int>> done_;               // epoch -> ranks whose trainer succeeded
-  std::uint64_t group_epoch_ = 0;                             // the `epoch` key
-  int group_failures_ = 0;                                    // the `failures` key
-  std::uint64_t last_epoch_ = 0;                              // the newest epoch this node ran
-  std::optional<ProposeResumeAction> pending_;                // waiting for the group
-  AgreedHandler on_agreed_;                                   // for pending_
-  std::uint64_t join_epoch_ = 0;                              // where pending_ is published (0: not yet)
-  std::uint64_t running_epoch_ = 0;                           // agreed and started (0: none)
-  bool stop_delivered_ = false;                               // a peer stop for running_epoch_ went out
+  GroupView view_;                              // what etcd holds under base_, kept by the watch
+  std::uint64_t last_epoch_ = 0;                // the newest epoch this node ran
+  std::optional<ProposeResumeAction> pending_;  // waiting for the group
+  AgreedHandler on_agreed_;                     // for pending_
+  std::uint64_t join_epoch_ = 0;                // where pending_ is published (0: not yet)
+  std::uint64_t running_epoch_ = 0;             // agreed and started (0: none)
+  bool stop_delivered_ = false;                 // a peer stop for running_epoch_ went out
   PeerStopHandler on_peer_stop_;
   bool left_ = false;                                                     // Leave() was called
   std::map<std::string, std::chrono::steady_clock::time_point> trouble_;  // last said, per trouble

@@ -69,7 +69,7 @@ void EtcdCoordinator::ClaimRank() {
   if (left_ || lease_ == 0 || claimed_) return;
   int want = rank_ >= 0 ? rank_ : c_.node_rank;
   if (want == config::kAutoRank) {
-    auto free = LowestFreeRank(members_, c_.nodes);
+    auto free = LowestFreeRank(view_.members, c_.nodes);
     if (!free) {
       Trouble("all " + std::to_string(c_.nodes) + " ranks are held; waiting for one to be free",
               Error{"coordination.nodes = " + std::to_string(c_.nodes)});
@@ -81,8 +81,8 @@ void EtcdCoordinator::ClaimRank() {
   const std::string key = MemberKey(base_, want);
   etcd::TxnRequest txn;
   // Free, or held by this very supervisor under a lease it lost (etcd was away).
-  const auto held = members_.find(want);
-  if (held != members_.end() && held->second.pid == me_.pid && held->second.since_unix_ms == me_.since_unix_ms) {
+  const auto held = view_.members.find(want);
+  if (held != view_.members.end() && held->second.pid == me_.pid && held->second.since_unix_ms == me_.since_unix_ms) {
     txn.compare.push_back(etcd::Compare::Value(key, etcd::Compare::Result::kEqual, Encode(held->second)));
   } else {
     txn.compare.push_back(etcd::Compare::Absent(key));
@@ -111,12 +111,7 @@ void EtcdCoordinator::ClaimRank() {
 }
 
 void EtcdCoordinator::OnSnapshot(const etcd::RangeResponse& snapshot) {
-  members_.clear();
-  joins_.clear();
-  stops_.clear();
-  done_.clear();
-  group_epoch_ = 0;
-  group_failures_ = 0;
+  view_ = GroupView{};
   for (const auto& kv : snapshot.kvs) Apply(kv, false);
   synced_ = true;
   if (!claimed_) ClaimRank();
@@ -139,52 +134,26 @@ void EtcdCoordinator::OnConnection(bool connected, const std::string& why) {
 
 void EtcdCoordinator::Apply(const etcd::KeyValue& kv, bool deleted) {
   const ParsedKey key = ParseKey(base_, kv.key);
-  switch (key.kind) {
-    case ParsedKey::Kind::kMember:
-      if (deleted) {
-        members_.erase(key.rank);
-        if (key.rank != rank_ && done_[running_epoch_].count(key.rank) != 0) {
-          Log(LogLevel::kInfo,
-              "event=peer_finished rank=" + std::to_string(key.rank) + " epoch=" + std::to_string(running_epoch_));
-        } else if (key.rank != rank_) {
-          PeerStop("node " + std::to_string(key.rank) + " left the group (its lease lapsed)", 0);
-        }
-        if (key.rank == rank_ && claimed_ && lease_ != 0) {
-          // Our own key is gone though our lease is not known lost: claim it again.
-          claimed_ = false;
-          ClaimRank();
-        }
-      } else if (auto m = DecodeMember(kv.value)) {
-        members_[key.rank] = *m;
+  if (!Fold(view_, key, kv.value, deleted)) return;
+  if (key.kind == ParsedKey::Kind::kMember && deleted) {
+    if (key.rank == rank_) {
+      // Our own key is gone though our lease is not known lost: claim it again.
+      if (claimed_ && lease_ != 0) {
+        claimed_ = false;
+        ClaimRank();
       }
       return;
-    case ParsedKey::Kind::kJoin:
-      if (deleted) {
-        if (auto it = joins_.find(key.epoch); it != joins_.end()) it->second.erase(key.rank);
-      } else if (auto j = DecodeJoin(kv.value)) {
-        joins_[key.epoch][key.rank] = *j;
-      }
-      return;
-    case ParsedKey::Kind::kDone:
-      if (!deleted) done_[key.epoch].insert(key.rank);
-      return;
-    case ParsedKey::Kind::kEpoch:
-      group_epoch_ = deleted ? 0 : std::strtoull(kv.value.c_str(), nullptr, 10);
-      return;
-    case ParsedKey::Kind::kFailures:
-      group_failures_ = deleted ? 0 : static_cast<int>(std::strtol(kv.value.c_str(), nullptr, 10));
-      return;
-    case ParsedKey::Kind::kStop:
-      if (deleted) return;
-      if (auto s = DecodeStop(kv.value)) {
-        stops_[key.epoch] = *s;
-        if (key.epoch == running_epoch_ && s->rank != rank_) {
-          PeerStop("node " + std::to_string(s->rank) + ": " + s->why, s->deadline_unix_ms);
-        }
-      }
-      return;
-    case ParsedKey::Kind::kOther:
-      return;
+    }
+    const auto done = view_.done.find(running_epoch_);
+    if (done != view_.done.end() && done->second.count(key.rank) != 0) {
+      Log(LogLevel::kInfo,
+          "event=peer_finished rank=" + std::to_string(key.rank) + " epoch=" + std::to_string(running_epoch_));
+    } else {
+      PeerStop(key.rank, "left the group (its lease lapsed)", 0);
+    }
+  } else if (key.kind == ParsedKey::Kind::kStop && !deleted && key.epoch == running_epoch_) {
+    const StopRecord& s = view_.stops.at(key.epoch);
+    if (s.rank != rank_) PeerStop(s.rank, s.why, s.deadline_unix_ms);
   }
 }
 

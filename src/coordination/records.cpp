@@ -134,43 +134,67 @@ std::optional<int> LowestFreeRank(const std::map<int, MemberRecord>& members, in
   return std::nullopt;
 }
 
+bool Fold(GroupView& view, const ParsedKey& key, std::string_view value, bool deleted) {
+  switch (key.kind) {
+    case ParsedKey::Kind::kMember:
+      if (deleted) {
+        view.members.erase(key.rank);
+      } else if (auto m = DecodeMember(value)) {
+        view.members[key.rank] = *m;
+      } else {
+        return false;
+      }
+      return true;
+    case ParsedKey::Kind::kJoin:
+      if (deleted) {
+        if (auto it = view.joins.find(key.epoch); it != view.joins.end()) {
+          it->second.erase(key.rank);
+          if (it->second.empty()) view.joins.erase(it);
+        }
+      } else if (auto j = DecodeJoin(value)) {
+        view.joins[key.epoch][key.rank] = *j;
+      } else {
+        return false;
+      }
+      return true;
+    case ParsedKey::Kind::kStop:
+      if (deleted) return true;
+      if (auto st = DecodeStop(value)) {
+        view.stops[key.epoch] = *st;
+        return true;
+      }
+      return false;
+    case ParsedKey::Kind::kDone:
+      if (!deleted) view.done[key.epoch].insert(key.rank);
+      return true;
+    case ParsedKey::Kind::kFailures:
+      if (deleted) {
+        view.failures = 0;
+      } else if (auto n = Number(value); n && *n < 1000000000) {
+        view.failures = static_cast<int>(*n);
+      } else {
+        return false;
+      }
+      return true;
+    case ParsedKey::Kind::kEpoch:
+      if (deleted) {
+        view.epoch = 0;
+      } else if (auto e = Number(value)) {
+        view.epoch = *e;
+      } else {
+        return false;
+      }
+      return true;
+    case ParsedKey::Kind::kOther:
+      return false;
+  }
+  return false;
+}
+
 GroupView ReadView(const std::string& base, const std::vector<KeyValueText>& pairs) {
   GroupView view;
   for (const auto& kv : pairs) {
-    const ParsedKey key = ParseKey(base, kv.key);
-    bool ok = true;
-    switch (key.kind) {
-      case ParsedKey::Kind::kMember:
-        if (auto m = DecodeMember(kv.value)) view.members[key.rank] = *m;
-        else ok = false;
-        break;
-      case ParsedKey::Kind::kJoin:
-        if (auto j = DecodeJoin(kv.value)) view.joins[key.epoch][key.rank] = *j;
-        else ok = false;
-        break;
-      case ParsedKey::Kind::kStop:
-        if (auto st = DecodeStop(kv.value)) view.stops[key.epoch] = *st;
-        else ok = false;
-        break;
-      case ParsedKey::Kind::kDone:
-        view.done[key.epoch].push_back(key.rank);
-        break;
-      case ParsedKey::Kind::kFailures:
-        if (auto n = Number(kv.value); n && *n < 1000000000) {
-          view.failures = static_cast<int>(*n);
-        } else {
-          ok = false;
-        }
-        break;
-      case ParsedKey::Kind::kEpoch:
-        if (auto e = Number(kv.value)) view.epoch = *e;
-        else ok = false;
-        break;
-      case ParsedKey::Kind::kOther:
-        ok = false;
-        break;
-    }
-    if (!ok) view.unreadable.push_back(kv.key);
+    if (!Fold(view, ParseKey(base, kv.key), kv.value, false)) view.unreadable.push_back(kv.key);
   }
   return view;
 }

@@ -78,6 +78,7 @@ json ToJson(const AttemptRecord& r) {
   PutOptional(j, "exit_code", r.exit_code);
   PutOptional(j, "signal", r.signal);
   PutOptional(j, "slurm_restart_count", r.slurm_restart_count);
+  PutOptional(j, "stopped_by", r.stopped_by);
   return j;
 }
 
@@ -92,6 +93,7 @@ AttemptRecord AttemptFromJson(const json& j) {
   r.exit_code = GetOptional<int>(j, "exit_code");
   r.signal = GetOptional<int>(j, "signal");
   r.slurm_restart_count = GetOptional<int>(j, "slurm_restart_count");
+  r.stopped_by = GetOptional<std::string>(j, "stopped_by");
   r.outcome = j.value("outcome", "");
   r.next = j.value("next", "");
   return r;

@@ -182,9 +182,11 @@ void Driver::Impl::Perform(const AttemptEndedAction& a) {
   }
   current_.outcome = std::string(ToString(a.outcome));
   current_.next = a.next;
+  if (!a.stopped_by.empty()) current_.stopped_by = a.stopped_by;
   Log(a.outcome == Outcome::kDone ? LogLevel::kInfo : LogLevel::kWarning,
       "event=attempt_ended attempt=" + std::to_string(current_.attempt) + " outcome=" + current_.outcome +
-          " status=" + Quote(Describe(a.status)) + " next=" + Quote(a.next));
+          " status=" + Quote(Describe(a.status)) + " next=" + Quote(a.next) +
+          (a.stopped_by.empty() ? std::string() : " stopped_by=" + Quote(a.stopped_by)));
   if (Status s = journal_->AppendAttempt(current_); !s) JournalTrouble(s.error().message);
   for (auto& o : observers_) o->OnAttemptEnded(current_);
 }

@@ -193,7 +193,7 @@ std::vector<Action> Fsm::OnChildExited(const ChildExitedEvent& e, TimePoint now)
     }
     case StopReason::kPeer:
       // Not this node's doing: nothing is counted, and the next start is the group's.
-      actions.push_back(AttemptEndedAction{st, Outcome::kPeerStopped, "rejoin the group"});
+      actions.push_back(AttemptEndedAction{st, Outcome::kPeerStopped, "rejoin the group", stop_detail_});
       return Select(now, std::move(actions));
   }
   // On its own and not a success: the group stops too (its collectives would hang), and

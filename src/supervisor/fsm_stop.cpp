@@ -102,6 +102,7 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
   }
   phase_ = Phase::kStopping;
   stop_reason_ = e.reason;
+  stop_detail_ = e.detail;
   stop_requests_ = by_signal ? 1 : 0;
   std::chrono::milliseconds grace = job_.signals.grace;
   if (e.grace_cap) grace = std::max(std::chrono::milliseconds(0), std::min(grace, *e.grace_cap));

@@ -75,6 +75,7 @@ json AttemptsJson(const RunSummary& s) {
          {"lost_seconds", Round(a.lost_seconds, 3)},
          {"steps_lost_measured", a.steps_lost_measured},
          {"slurm_restart_count", Opt(r.slurm_restart_count)},
+         {"stopped_by", Opt(r.stopped_by)},
          {"steps_lost_estimated", a.steps_lost_estimated ? json(Round(*a.steps_lost_estimated, 1)) : json(nullptr)}});
   }
   return out;

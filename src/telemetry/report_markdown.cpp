@@ -105,10 +105,11 @@ std::string RenderMarkdown(const json& r) {
        "|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& a : r.at("attempts")) {
     o << "| " << Text(a.at("attempt")) << " | " << Text(a.at("start")) << " | " << Text(a.at("end"), "running") << " | "
-      << Text(a.at("outcome")) << " | " << Text(a.at("status"), "") << " | "
-      << Text(a.at("resumed_from"), "fresh start") << " | " << Text(a.at("reached_step"), "-") << " | "
-      << Text(a.at("steps_lost_measured")) << " measured, ~" << Text(a.at("steps_lost_estimated")) << " estimated | "
-      << Text(a.at("next"), "") << " |\n";
+      << Text(a.at("outcome"))
+      << (a.at("stopped_by").is_null() ? std::string() : " (by " + Text(a.at("stopped_by")) + ")") << " | "
+      << Text(a.at("status"), "") << " | " << Text(a.at("resumed_from"), "fresh start") << " | "
+      << Text(a.at("reached_step"), "-") << " | " << Text(a.at("steps_lost_measured")) << " measured, ~"
+      << Text(a.at("steps_lost_estimated")) << " estimated | " << Text(a.at("next"), "") << " |\n";
   }
   o << "\n## Notices\n\n";
   if (r.at("notices").empty()) o << "None.\n";

@@ -286,8 +286,11 @@ class OneCrash(SleeperCase):
         for node in ("n0", "n1"):
             state = json.loads((self.dir / "job" / node / "state" / "state.json").read_text())
             self.assertEqual(state.get("failures"), 1, (node, state))
-        self.assertEqual([a.get("outcome") for a in read_attempts(self.dir / "job" / "n0" / "state")],
-                         ["peer-stopped", "stopped"])
+        attempts0 = read_attempts(self.dir / "job" / "n0" / "state")
+        self.assertEqual([a.get("outcome") for a in attempts0], ["peer-stopped", "stopped"])
+        # The ledger (and so the report) names the node that stopped the group, and why.
+        self.assertEqual(attempts0[0].get("stopped_by"), "node 1: trainer failed: exit code 3", attempts0)
+        self.assertIsNone(attempts0[1].get("stopped_by"), attempts0)
         status = json.loads(subprocess.run([self.binary, "status", "--config", str(job1), "--json"],
                                            capture_output=True, text=True, timeout=60).stdout)
         self.assertEqual((status["failures"], status["epoch"]), (1, 2), status)
@@ -372,7 +375,7 @@ class LeaseLapse(SleeperCase):
         sv0.proc.wait(10)
         stop = sv1.wait_event("stopping", 15)
         self.assertEqual(stop["reason"], "peer", stop)
-        self.assertIn("node 0 left the group", stop["detail"])
+        self.assertIn("node 0: left the group", stop["detail"])
         took = stamp(timed_events(sv1.text(), "stopping")[0]) - killed_at
         self.assertLess(took, 3 + 1.5, "the others stop within lease_ttl + about a second")
         self.assertEqual(sv1.wait_event("attempt_ended", 15)["outcome"], "peer-stopped")

@@ -1,7 +1,9 @@
 // deploy/kubernetes/ checked as a cluster would (tests/npm/validate_manifests.js): the Job,
-// PyTorchJob and JobSet against the Kubernetes OpenAPI schemas (kubernetes-models) and the
-// CRDs' JSON schemas (ajv), and spotvisor's contract: terminationGracePeriodSeconds above
-// the job file's grace, the stop exit code ignored or retried. Each broken copy must fail.
+// PyTorchJob, JobSet and etcd against the Kubernetes OpenAPI schemas (kubernetes-models) and
+// the CRDs' JSON schemas (ajv), and spotvisor's contract: terminationGracePeriodSeconds above
+// the job file's grace, the stop exit code ignored or retried, and for the multi-node JobSet
+// coordination.nodes = its pods, a state dir per pod, shared checkpoints, DNS host names.
+// Each broken copy must fail, naming the manifest and the field.
 // Skipped, saying why, when Node.js or tests/npm/node_modules is missing.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -55,13 +57,15 @@ class DeployManifestsTest : public ::testing::Test {
     std::vector<std::string> argv{node_.string(), (kNpmDir / "validate_manifests.js").string(), "--spotvisor",
                                   SPOTVISOR_BINARY};
     for (const auto& f : files) argv.push_back(f.string());
+    fs::remove(dir_ / "validate.log");  // Spawn appends: each case reads its own output only
     auto child = testing::Spawn(argv, dir_ / "validate.log");
     const int rc = testing::WaitExit(child.pid, 60s);
     *out = testing::ReadFile(dir_ / "validate.log");
     return rc;
   }
 
-  // deploy/kubernetes/job.yaml with `from` replaced by `to`, validated; its output.
+  // deploy/kubernetes/`file` with `from` replaced by `to`, validated (with job.yaml's
+  // ConfigMap) and refused; its output.
   std::string BrokenJob(const std::string& file, const std::string& from, const std::string& to) {
     const fs::path copy = dir_ / file;
     testing::WriteFile(copy, Replace(testing::ReadFile(kDeploy / file), from, to));
@@ -78,8 +82,12 @@ class DeployManifestsTest : public ::testing::Test {
 
 TEST_F(DeployManifestsTest, ShippedManifestsAreValid) {
   std::string out;
-  ASSERT_EQ(Validate({kDeploy / "job.yaml", kDeploy / "pytorchjob.yaml", kDeploy / "jobset.yaml"}, &out), 0) << out;
-  EXPECT_NE(out.find("valid: 5 documents in 3 files"), std::string::npos) << out;
+  ASSERT_EQ(
+      Validate({kDeploy / "job.yaml", kDeploy / "pytorchjob.yaml", kDeploy / "jobset.yaml", kDeploy / "etcd.yaml"},
+               &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("valid: 11 documents in 4 files"), std::string::npos) << out;
 }
 
 TEST_F(DeployManifestsTest, AGracePeriodBelowTheJobFilesGraceFails) {
@@ -90,6 +98,13 @@ TEST_F(DeployManifestsTest, AGracePeriodBelowTheJobFilesGraceFails) {
   // The job file's side: a longer grace in the ConfigMap than the pod allows.
   const std::string out = BrokenJob("job.yaml", "grace: 25s", "grace: 1m");
   EXPECT_NE(out.find("terminationGracePeriodSeconds 45 is below signals.grace 1m"), std::string::npos) << out;
+  // The JobSet's own ConfigMap is the one read for its pods.
+  const std::string jobset = BrokenJob("jobset.yaml", "grace: 25s", "grace: 1m");
+  EXPECT_NE(
+      jobset.find("jobset.yaml document 3 (JobSet llama-70b) replicatedJob trainer: terminationGracePeriodSeconds 45 "
+                  "is below signals.grace 1m"),
+      std::string::npos)
+      << jobset;
   // Left out, Kubernetes' default of 30 s is too short as well.
   const std::string unset = BrokenJob("job.yaml", "terminationGracePeriodSeconds: 45", "");
   EXPECT_NE(unset.find("terminationGracePeriodSeconds 30 is below"), std::string::npos) << unset;
@@ -109,7 +124,9 @@ TEST_F(DeployManifestsTest, SchemaErrorsFail) {
   EXPECT_NE(BrokenJob("jobset.yaml", "action: RestartJobSetAndIgnoreMaxRestarts", "action: Retry")
                 .find("must be equal to one of the allowed values"),
             std::string::npos);
-  EXPECT_NE(BrokenJob("jobset.yaml", "parallelism: 1\n", "parallelism: one\n").find("parallelism must be integer"),
+  EXPECT_NE(BrokenJob("jobset.yaml", "parallelism: 4\n", "parallelism: four\n").find("parallelism must be integer"),
+            std::string::npos);
+  EXPECT_NE(BrokenJob("etcd.yaml", "replicas: 3\n", "replicas: three\n").find("replicas must be integer"),
             std::string::npos);
 }
 
@@ -118,6 +135,76 @@ TEST_F(DeployManifestsTest, AStopExitCodeTheControllerCountsAsFailureFails) {
   EXPECT_NE(ignored.find("no onExitCodes rule for 143"), std::string::npos) << ignored;
   const std::string permanent = BrokenJob("job.yaml", "stop_exit_code: 143", "stop_exit_code: 75");
   EXPECT_NE(permanent.find("no onExitCodes rule for 75"), std::string::npos) << permanent;
+  const std::string jobset = BrokenJob("jobset.yaml", "stop_exit_code: 143", "stop_exit_code: 75");
+  EXPECT_NE(jobset.find("(JobSet llama-70b) replicatedJob trainer: podFailurePolicy has no onExitCodes rule for 75"),
+            std::string::npos)
+      << jobset;
+}
+
+// The multi-node JobSet: each way of breaking the group is refused with the manifest, the
+// field and the reason.
+TEST_F(DeployManifestsTest, AMultiNodeJobSetThatCannotHoldTogetherFails) {
+  const std::string where = "jobset.yaml document 3 (JobSet llama-70b) replicatedJob trainer: ";
+  const auto expect = [&](const std::string& from, const std::string& to, const std::string& message) {
+    const std::string out = BrokenJob("jobset.yaml", from, to);
+    EXPECT_NE(out.find(where + message), std::string::npos) << "replacing " << from << "\n" << out;
+  };
+  // coordination.nodes is the pod count, both ways.
+  expect("parallelism: 4\n          completions: 4\n", "parallelism: 5\n          completions: 5\n",
+         "coordination.nodes 4 in ConfigMap llama-70b-spotvisor key job.yaml is not the 5 pods that run it "
+         "(replicas 1 x parallelism 5)");
+  expect("nodes: 4 ", "nodes: 8 ",
+         "coordination.nodes 8 in ConfigMap llama-70b-spotvisor key job.yaml is not the 4 pods that run it");
+  // Two replicated Jobs of 4: 8 pods, and the completion index alone repeats in each Job.
+  const std::string replicas = BrokenJob("jobset.yaml", "replicas: 1\n", "replicas: 2\n");
+  EXPECT_NE(
+      replicas.find(where + "coordination.nodes 4 in ConfigMap llama-70b-spotvisor key job.yaml is not the 8 pods"),
+      std::string::npos)
+      << replicas;
+  EXPECT_NE(replicas.find("does not tell the 8 pods apart: it names no env var (in container trainer's env, expanded "
+                          "as $(NAME)) from the downward API's metadata.labels['jobset.sigs.k8s.io/job-index']"),
+            std::string::npos)
+      << replicas;
+  // spotvisor itself refuses a group without etcd: the validator says which ConfigMap.
+  const std::string etcd =
+      "etcd: [\"http://spotvisor-etcd-0.spotvisor-etcd:2379\", "
+      "\"http://spotvisor-etcd-1.spotvisor-etcd:2379\",\n"
+      "             \"http://spotvisor-etcd-2.spotvisor-etcd:2379\"]\n";
+  expect(etcd, "etcd: []\n",
+         "the job file in ConfigMap llama-70b-spotvisor is refused by spotvisor: spotvisor: configuration error: "
+         "/etc/spotvisor/job.yaml:22: coordination.nodes: a group of several nodes needs coordination.etcd");
+  // One state dir for every pod: the default, in the read-only ConfigMap mount.
+  const std::string shared =
+      BrokenJob("jobset.yaml", "args: [\"--state-dir\", \"/data/spotvisor-state/pod-$(POD_INDEX)\"]", "args: []");
+  EXPECT_NE(shared.find(where + "the state dir /etc/spotvisor/.spotvisor/llama-70b (telemetry.state_dir in ConfigMap "
+                                "llama-70b-spotvisor key job.yaml) does not tell the 4 pods apart"),
+            std::string::npos)
+      << shared;
+  EXPECT_NE(shared.find("is on volume job-file, which is not a persistentVolumeClaim"), std::string::npos) << shared;
+  // A per-pod value that changes on every restart (the pod name) loses the attempt ledger.
+  expect("fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']", "fieldPath: metadata.name",
+         "the state dir /data/spotvisor-state/pod-$(POD_INDEX) (--state-dir of container trainer) does not tell the 4 "
+         "pods apart");
+  // An env var Kubernetes does not know stays "$(POD_INDEX)" in every pod.
+  expect("- name: POD_INDEX", "- name: NODE_INDEX",
+         "the state dir /data/spotvisor-state/pod-$(POD_INDEX) (--state-dir of container trainer) does not tell the 4 "
+         "pods apart");
+  expect("completionMode: Indexed", "completionMode: NonIndexed",
+         "completionMode NonIndexed: the pods have no batch.kubernetes.io/job-completion-index annotation");
+  expect("/data/spotvisor-state/pod-$(POD_INDEX)", "/var/lib/spotvisor/pod-$(POD_INDEX)",
+         "the state dir /var/lib/spotvisor/pod-$(POD_INDEX) (--state-dir of container trainer) is on no volume of "
+         "container trainer");
+  // Shared checkpoints: a volume every node mounts.
+  expect("accessModes: [\"ReadWriteMany\"]", "accessModes: [\"ReadWriteOnce\"]",
+         "checkpoints.dir /data/checkpoints (ConfigMap llama-70b-spotvisor key job.yaml) is on PersistentVolumeClaim "
+         "llama-70b-shared (");
+  expect("dir: /data/checkpoints", "dir: /scratch/checkpoints",
+         "checkpoints.dir /scratch/checkpoints (ConfigMap llama-70b-spotvisor key job.yaml) is on no volume");
+  expect("completions: 4", "completions: 8", "completions 8 is not parallelism 4");
+  expect("enableDNSHostnames: true", "enableDNSHostnames: false", "spec.network.enableDNSHostnames is not true");
+  // Two ConfigMaps of one name in one namespace: one would replace the other.
+  const std::string twice = BrokenJob("jobset.yaml", "name: llama-70b-spotvisor", "name: llama-ft-spotvisor");
+  EXPECT_NE(twice.find("ConfigMap llama-ft-spotvisor is also in"), std::string::npos) << twice;
 }
 
 }  // namespace

@@ -4,7 +4,11 @@
 // embedded pod or job template against the Kubernetes schemas again. Then spotvisor's own
 // contract: the pod's terminationGracePeriodSeconds covers the job file's signals.grace +
 // signals.kill_timeout + a margin (read by `spotvisor run --print-config` from the
-// ConfigMap the pod mounts), and the stop exit code is one the controller retries.
+// ConfigMap the pod mounts), the stop exit code is one the controller retries, and a
+// multi-node group holds together: coordination.nodes is the number of pods that run the job
+// file, each pod has its own state dir (a shared one: the second spotvisor exits 73) from a
+// per-pod index that survives restarts, the checkpoint dir is on a ReadWriteMany volume, and
+// a JobSet's pods resolve each other's host names.
 // Usage: node validate_manifests.js --spotvisor BIN FILE.yaml...   Exit 0 = all valid.
 'use strict';
 
@@ -19,6 +23,10 @@ const kMarginSeconds = 5;  // the report, the termination message and exit, afte
 
 const {ConfigMap} = require('kubernetes-models/v1/ConfigMap');
 const {PersistentVolumeClaim} = require('kubernetes-models/v1/PersistentVolumeClaim');
+const {Service} = require('kubernetes-models/v1/Service');
+const {StatefulSet} = require('kubernetes-models/apps/v1/StatefulSet');
+const {PodDisruptionBudget} = require('kubernetes-models/policy/v1/PodDisruptionBudget');
+const {NetworkPolicy} = require('kubernetes-models/networking.k8s.io/v1/NetworkPolicy');
 const {PodTemplateSpec} = require('kubernetes-models/v1/PodTemplateSpec');
 const {Job} = require('kubernetes-models/batch/v1/Job');
 const {JobTemplateSpec} = require('kubernetes-models/batch/v1/JobTemplateSpec');
@@ -26,8 +34,17 @@ const {JobTemplateSpec} = require('kubernetes-models/batch/v1/JobTemplateSpec');
 const builtin = {
   'v1/ConfigMap': ConfigMap,
   'v1/PersistentVolumeClaim': PersistentVolumeClaim,
+  'v1/Service': Service,
+  'apps/v1/StatefulSet': StatefulSet,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+  'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
   'batch/v1/Job': Job,
 };
+
+// The downward API's per-pod indices that stay the same when a pod is replaced: a Job's
+// completion index (Indexed Jobs) and a JobSet's index of the Job in its replicated job.
+const kCompletionIndex = "metadata.annotations['batch.kubernetes.io/job-completion-index']";
+const kJobIndex = "metadata.labels['jobset.sigs.k8s.io/job-index']";
 
 const ajv = new Ajv({allErrors: true, strict: true});
 const crdSchema = name => ajv.compile(JSON.parse(fs.readFileSync(path.join(__dirname, 'crd_schemas', name), 'utf8')));
@@ -70,20 +87,27 @@ function kubernetesErrors(model, object, where) {
   }
 }
 
-// [{where, podSpec, stopPolicy}] for every pod template in `doc`.
+// [{where, pod, job, controller, pods, replicas, parallelism}] for every pod template in
+// `doc`; `pods` is how many pods run from it at once.
 function podTemplates(doc, where) {
   const kind = doc.kind;
   if (kind === 'Job') {
-    return [{where, pod: doc.spec.template.spec, job: doc.spec, controller: 'Job'}];
+    const parallelism = doc.spec.parallelism ?? 1;
+    return [{where, pod: doc.spec.template.spec, job: doc.spec, controller: 'Job', replicas: 1, parallelism,
+             pods: parallelism}];
   }
   if (kind === 'PyTorchJob') {
     return Object.entries(doc.spec.pytorchReplicaSpecs).map(([type, r]) => (
-      {where: `${where} replica ${type}`, pod: r.template.spec, restartPolicy: r.restartPolicy, controller: 'PyTorchJob'}));
+      {where: `${where} replica ${type}`, pod: r.template.spec, restartPolicy: r.restartPolicy, controller: 'PyTorchJob',
+       replicas: r.replicas ?? 1, parallelism: 1, pods: r.replicas ?? 1}));
   }
   if (kind === 'JobSet') {
-    return doc.spec.replicatedJobs.map(r => (
-      {where: `${where} replicatedJob ${r.name}`, pod: r.template.spec.template.spec, job: r.template.spec,
-       controller: 'JobSet'}));
+    return doc.spec.replicatedJobs.map(r => {
+      const replicas = r.replicas ?? 1, parallelism = r.template.spec.parallelism ?? 1;
+      return {where: `${where} replicatedJob ${r.name}`, pod: r.template.spec.template.spec, job: r.template.spec,
+              controller: 'JobSet', network: doc.spec.network || {}, replicas, parallelism,
+              pods: replicas * parallelism};
+    });
   }
   return [];
 }
@@ -129,16 +153,92 @@ function effectiveJob(pod, configMaps, spotvisor, where) {
     fs.writeFileSync(path.join(dir, 'job.yaml'), text);
     const printed = execFileSync(spotvisor, ['run', '--config', path.join(dir, 'job.yaml'), '--print-config'],
                                  {encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe']});
-    return {container, job: YAML.parse(printed)};
+    // Relative paths (and defaults such as telemetry.state_dir) start at the job file's
+    // directory: in the pod that is the mount, not this temporary copy.
+    const inPod = printed.split(dir).join(path.posix.dirname(configPath));
+    return {container, job: YAML.parse(inPod), jobFile: `ConfigMap ${volume.configMap.name} key ${path.posix.basename(configPath)}`};
   } catch (e) {
-    throw new Error(`${where}: the job file in ConfigMap ${volume.configMap.name} is refused by spotvisor: ${(e.stderr || e.message).trim()}`);
+    const said = String(e.stderr || e.message).split(path.join(dir, 'job.yaml')).join(configPath).trim();
+    throw new Error(`${where}: the job file in ConfigMap ${volume.configMap.name} is refused by spotvisor: ${said}`);
   } finally {
     fs.rmSync(dir, {recursive: true, force: true});
   }
 }
 
-function contractErrors(t, configMaps, spotvisor) {
-  const {container, job} = effectiveJob(t.pod, configMaps, spotvisor, t.where);
+// The volume mount of `container` that holds `dir` (the longest mountPath above it).
+function mountOf(container, dir) {
+  let best;
+  for (const m of container.volumeMounts || []) {
+    const top = m.mountPath.replace(/\/+$/, '');
+    if ((dir === top || dir.startsWith(`${top}/`)) && (!best || top.length > best.mountPath.length)) best = m;
+  }
+  return best;
+}
+
+// Errors unless `dir` lies on a PersistentVolumeClaim of the pod, ReadWriteMany where `sharedBy`
+// (a number of pods) is above 1.
+// `what` describes the directory in messages.
+function volumeErrors(t, container, pvcs, dir, what, sharedBy) {
+  const mount = mountOf(container, dir);
+  if (!mount) {
+    return [`${t.where}: ${what} is on no volume of container ${container.name}: it would live and die ` +
+            `with the container, and the next pod would start from nothing`];
+  }
+  const volume = (t.pod.volumes || []).find(v => v.name === mount.name);
+  if (!volume || !volume.persistentVolumeClaim) {
+    return [`${t.where}: ${what} is on volume ${mount.name}, which is not a persistentVolumeClaim: it would ` +
+            `not outlive the pod`];
+  }
+  if (!(sharedBy > 1)) return [];
+  const claim = volume.persistentVolumeClaim.claimName;
+  const pvc = pvcs.get(claim);
+  if (!pvc) return [`${t.where}: PersistentVolumeClaim ${claim} (volume ${mount.name}) is not in the files given`];
+  const modes = (pvc.doc.spec && pvc.doc.spec.accessModes) || [];
+  if (!modes.includes('ReadWriteMany')) {
+    return [`${t.where}: ${what} is on PersistentVolumeClaim ${claim} (${pvc.where}) with accessModes ` +
+            `[${modes.join(', ')}]: ${sharedBy} pods on ${sharedBy} nodes need ReadWriteMany`];
+  }
+  return [];
+}
+
+// A group of several pods: each spotvisor needs a state dir of its own that the same pod
+// finds again after a restart, so `--state-dir` (or telemetry.state_dir) must name a per-pod
+// index from the downward API that the pod keeps when it is replaced.
+function stateDirErrors(t, container, job, jobFile) {
+  const argv = [...(container.command || []), ...(container.args || [])];
+  let dir = job.telemetry.state_dir, source = `telemetry.state_dir in ${jobFile}`;
+  argv.forEach((a, i) => {
+    if (a === '--state-dir' && i + 1 < argv.length) [dir, source] = [argv[i + 1], `--state-dir of container ${container.name}`];
+    else if (a.startsWith('--state-dir=')) [dir, source] = [a.slice('--state-dir='.length), `--state-dir of container ${container.name}`];
+  });
+  const indices = new Set();
+  for (const [, name] of String(dir).matchAll(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g)) {
+    const env = (container.env || []).find(e => e.name === name);
+    const field = env && env.valueFrom && env.valueFrom.fieldRef && env.valueFrom.fieldRef.fieldPath;
+    if (field === kCompletionIndex || field === kJobIndex) indices.add(field);
+  }
+  const missing = [];
+  if (t.parallelism > 1 && !indices.has(kCompletionIndex)) missing.push(`${kCompletionIndex} (parallelism ${t.parallelism})`);
+  if (t.replicas > 1 && !indices.has(kJobIndex)) missing.push(`${kJobIndex} (replicas ${t.replicas})`);
+  const errors = [];
+  if (missing.length) {
+    errors.push(`${t.where}: the state dir ${dir} (${source}) does not tell the ${t.pods} pods apart: it names no ` +
+                `env var (in container ${container.name}'s env, expanded as $(NAME)) from the downward API's ` +
+                `${missing.join(' and ')}; two spotvisors on one state dir refuse each other (exit 73), and a ` +
+                `pod name or uid would change on every restart and lose the attempt ledger`);
+  }
+  const mode = t.job.completionMode ?? (t.controller === 'JobSet' ? 'Indexed' : 'NonIndexed');  // JobSet defaults it
+  if (indices.has(kCompletionIndex) && mode !== 'Indexed') {
+    errors.push(`${t.where}: completionMode ${mode}: the pods have no batch.kubernetes.io/job-completion-index ` +
+                `annotation for the state dir ${dir}; use completionMode: Indexed`);
+  }
+  return {errors, dir: String(dir), source,
+          // where it lies: the part before the first $(NAME)
+          top: String(dir).replace(/\$\(.*$/, '').replace(/\/[^/]*$/, '') || '/'};
+}
+
+function contractErrors(t, resolved, groupPods, pvcs) {
+  const {container, job, jobFile} = resolved;
   const errors = [];
   const grace = seconds(job.signals.grace), kill = seconds(job.signals.kill_timeout);
   const need = grace + kill + kMarginSeconds;
@@ -163,6 +263,31 @@ function contractErrors(t, configMaps, spotvisor) {
     }
     if (t.pod.restartPolicy !== 'Never') errors.push(`${t.where}: podFailurePolicy needs restartPolicy: Never`);
   }
+  const nodes = job.coordination.nodes;
+  if (nodes !== groupPods) {
+    errors.push(`${t.where}: coordination.nodes ${nodes} in ${jobFile} is not the ${groupPods} pods that run it ` +
+                `(replicas ${t.replicas} x parallelism ${t.parallelism}): ` +
+                (nodes > groupPods ? 'every start would wait for nodes that never come'
+                                   : 'the pods beyond it would find no free rank'));
+  }
+  errors.push(...volumeErrors(t, container, pvcs, job.checkpoints.dir,
+                              `checkpoints.dir ${job.checkpoints.dir} (${jobFile})`, groupPods));
+  if (groupPods > 1) {
+    const state = stateDirErrors(t, container, job, jobFile);
+    errors.push(...state.errors);
+    errors.push(...volumeErrors(t, container, pvcs, state.top, `the state dir ${state.dir} (${state.source})`, 0));
+    if (t.job && (t.job.completions ?? t.parallelism) !== t.parallelism) {
+      errors.push(`${t.where}: completions ${t.job.completions} is not parallelism ${t.parallelism}: a group of ` +
+                  `${nodes} nodes needs all its pods running at once`);
+    }
+    if (t.controller === 'JobSet' && t.network.enableDNSHostnames !== true) {
+      errors.push(`${t.where}: spec.network.enableDNSHostnames is not true: the ${groupPods} pods could not resolve ` +
+                  `each other's host names ({master_addr} is rank 0's coordination.advertise, its \`hostname -f\`)`);
+    }
+  } else {
+    errors.push(...volumeErrors(t, container, pvcs, job.telemetry.state_dir,
+                                `telemetry.state_dir ${job.telemetry.state_dir} (${jobFile})`, 0));
+  }
   return errors;
 }
 
@@ -177,20 +302,32 @@ function main() {
       else if (d.toJS() !== null) docs.push({file, doc: d.toJS(), where: `${file} document ${i + 1}`});
     });
   }
-  const configMaps = new Map();
-  for (const {doc} of docs) if (doc.kind === 'ConfigMap') configMaps.set(doc.metadata.name, doc);
+  const configMaps = new Map(), pvcs = new Map();
+  for (const {doc, where} of docs) {
+    const byName = {ConfigMap: configMaps, PersistentVolumeClaim: pvcs}[doc.kind];
+    if (!byName || !doc.metadata) continue;
+    const seen = byName.get(doc.metadata.name);
+    if (seen) errors.push(`${where}: ${doc.kind} ${doc.metadata.name} is also in ${seen.where}: one namespace holds one`);
+    else byName.set(doc.metadata.name, {doc, where});
+  }
+  const maps = new Map([...configMaps].map(([name, m]) => [name, m.doc]));
   for (const {doc, where} of docs) {
     const named = `${where} (${doc.kind} ${doc.metadata && doc.metadata.name})`;
     const found = schemaErrors(doc, named);
     errors.push(...found);
     if (found.length) continue;
+    const resolved = [];
     for (const t of podTemplates(doc, named)) {
       try {
-        errors.push(...contractErrors(t, configMaps, spotvisor));
+        resolved.push({t, r: effectiveJob(t.pod, maps, spotvisor, t.where)});
       } catch (e) {
         errors.push(e.message);
       }
     }
+    // The pods of one document that run one job file are one group (coordination.nodes).
+    const groups = new Map();
+    for (const {t, r} of resolved) groups.set(r.jobFile, (groups.get(r.jobFile) || 0) + t.pods);
+    for (const {t, r} of resolved) errors.push(...contractErrors(t, r, groups.get(r.jobFile), pvcs));
   }
   for (const e of errors) console.error(`invalid: ${e}`);
   if (errors.length) process.exit(1);

@@ -2,6 +2,8 @@
 // what etcd holds. Pure.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "spotvisor/coordination/records.hpp"
 
 namespace spotvisor::coordination {
@@ -76,8 +78,48 @@ TEST(CoordinationRecords, AViewOfTheGroupFromWhatEtcdHolds) {
   EXPECT_EQ(view.epoch, 2u);
   EXPECT_EQ(view.failures, 4);
   EXPECT_EQ(view.stops.at(2).why, "notice: gcp");
-  EXPECT_EQ(view.done.at(2), std::vector<int>{1});
+  EXPECT_EQ(view.done.at(2), std::set<int>{1});
   EXPECT_EQ(view.unreadable, std::vector<std::string>{MemberKey(base, 1)});
+}
+
+// The coordinator's watch folds each change as it comes: a lapsed lease deletes a member, a
+// started epoch's joins go, a stop or a done stays; a foreign value changes nothing.
+TEST(CoordinationRecords, FoldKeepsTheViewAsEtcdChanges) {
+  const std::string base = GroupPrefix("/spotvisor", "llama");
+  GroupView view;
+  const auto put = [&](const std::string& key, const std::string& value) {
+    return Fold(view, ParseKey(base, key), value, false);
+  };
+  const auto del = [&](const std::string& key) { return Fold(view, ParseKey(base, key), "", true); };
+  EXPECT_TRUE(put(MemberKey(base, 0), Encode(MemberRecord{"a.pods", "a", 1, 2})));
+  EXPECT_TRUE(put(MemberKey(base, 1), Encode(MemberRecord{"b.pods", "b", 3, 4})));
+  EXPECT_TRUE(put(JoinKey(base, 1, 0), Encode(JoinRecord{{10}})));
+  EXPECT_TRUE(put(StopKey(base, 1), Encode(StopRecord{1, "notice: gcp", 0})));
+  EXPECT_TRUE(put(DoneKey(base, 1, 0), "{}"));
+  EXPECT_TRUE(put(EpochKey(base), "1"));
+  EXPECT_TRUE(put(FailuresKey(base), "2"));
+  EXPECT_TRUE(del(MemberKey(base, 1)));
+  EXPECT_TRUE(del(JoinKey(base, 1, 0)));
+  EXPECT_TRUE(del(StopKey(base, 1)));
+  EXPECT_TRUE(del(DoneKey(base, 1, 0)));
+  EXPECT_EQ(view.members.size(), 1u);
+  EXPECT_EQ(view.members.count(1), 0u);
+  EXPECT_TRUE(view.joins.empty());  // an epoch whose last join went is gone
+  EXPECT_EQ(view.stops.at(1).rank, 1);
+  EXPECT_EQ(view.done.at(1), std::set<int>{0});
+  EXPECT_EQ(view.epoch, 1u);
+  EXPECT_EQ(view.failures, 2);
+  // Not ours, or not what spotvisor writes: refused, the view unchanged.
+  EXPECT_FALSE(put(MemberKey(base, 0), "not json"));
+  EXPECT_EQ(view.members.at(0).advertise, "a.pods");
+  EXPECT_FALSE(put(FailuresKey(base), "-1"));
+  EXPECT_FALSE(put(EpochKey(base), "x"));
+  EXPECT_FALSE(put(MemberKey(GroupPrefix("/spotvisor", "other"), 3), Encode(MemberRecord{"c", "c", 5, 6})));
+  EXPECT_EQ(view.failures, 2);
+  EXPECT_EQ(view.epoch, 1u);
+  EXPECT_EQ(view.members.size(), 1u);
+  EXPECT_TRUE(del(FailuresKey(base)));
+  EXPECT_EQ(view.failures, 0);
 }
 
 TEST(CoordinationRecords, RecordsRoundTripAndForeignValuesAreErrorsNotCrashes) {

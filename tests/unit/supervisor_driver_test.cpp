@@ -414,7 +414,10 @@ TEST_F(DriverTest, APeersStopRestartsTheTrainerInTheNextEpochWithoutCounting) {
   const auto attempts = Attempts(job);
   ASSERT_EQ(attempts.size(), 2u);
   EXPECT_NE(attempts[0].find("\"outcome\":\"peer-stopped\""), std::string::npos) << attempts[0];
+  // The ledger, and so the report, names the node that stopped the group and why.
+  EXPECT_NE(attempts[0].find("\"stopped_by\":\"node 0: notice: test\""), std::string::npos) << attempts[0];
   EXPECT_NE(attempts[1].find("\"outcome\":\"done\""), std::string::npos) << attempts[1];
+  EXPECT_NE(attempts[1].find("\"stopped_by\":null"), std::string::npos) << attempts[1];
   EXPECT_EQ(log.Count("event=restart_scheduled"), 0) << log.Joined();  // no backoff: not a failure
   ASSERT_NE(group, nullptr);
   EXPECT_TRUE(group->published_.empty()) << group->published_.front();

@@ -119,6 +119,27 @@ TEST(Report, NumbersOfAScriptedRun) {
   EXPECT_NE(md.find("| label model | m1 |"), std::string::npos);
 }
 
+// Multi-node (issue 14): an attempt a peer stopped says which node stopped the group, and why.
+TEST(Report, APeerStoppedAttemptNamesTheNodeThatStoppedIt) {
+  testing::TempDir dir;
+  auto journal = state::Journal::Open(dir.path());
+  ASSERT_TRUE(journal);
+  state::AttemptRecord a;
+  a.attempt = 1;
+  a.started_ms = kT0;
+  a.ended_ms = kT0 + kMin;
+  a.exit_code = 0;
+  a.outcome = "peer-stopped";
+  a.next = "rejoin the group";
+  a.stopped_by = "node 0: notice: aws spot-itn";
+  ASSERT_TRUE(journal->AppendAttempt(a));
+  auto r = BuildReport(dir.path(), kT0 + 2 * kMin);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ((*r)["attempts"][0]["stopped_by"], "node 0: notice: aws spot-itn");
+  const std::string md = RenderMarkdown(*r);
+  EXPECT_NE(md.find("| peer-stopped (by node 0: notice: aws spot-itn) |"), std::string::npos) << md;
+}
+
 TEST(Report, BaselineComparison) {
   testing::TempDir a, b;
   WriteScriptedRun(a.path());

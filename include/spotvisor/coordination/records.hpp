@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,16 +72,24 @@ std::optional<std::uint64_t> AgreedStep(const std::map<int, JoinRecord>& joined)
 // The lowest rank in 0..nodes-1 nobody holds, if any.
 std::optional<int> LowestFreeRank(const std::map<int, MemberRecord>& members, int nodes);
 
-// Everything under the job's prefix at one revision, as records (`spotvisor status`).
+// What etcd holds under the job's prefix, as records: `spotvisor status` reads it once, the
+// coordinator keeps it current from its watch.
 struct GroupView {
   std::map<int, MemberRecord> members;                       // rank -> holder
   std::map<std::uint64_t, std::map<int, JoinRecord>> joins;  // epoch -> rank -> good steps
   std::map<std::uint64_t, StopRecord> stops;                 // epoch -> its first stop
-  std::map<std::uint64_t, std::vector<int>> done;            // epoch -> ranks whose trainer succeeded
+  std::map<std::uint64_t, std::set<int>> done;               // epoch -> ranks whose trainer succeeded
   std::uint64_t epoch = 0;                                   // the newest agreed epoch (0: none yet)
   int failures = 0;                                          // the job's failures, all nodes
-  std::vector<std::string> unreadable;                       // keys whose value is not ours
+  std::vector<std::string> unreadable;                       // ReadView: the keys Fold refused
 };
+
+// One put (`deleted` false) or delete of the key `key` names, folded into `view`. False when
+// the key is none of ours or its value is not what spotvisor writes (the view is unchanged).
+// A stop or a done is never taken back: their deletes change nothing.
+bool Fold(GroupView& view, const ParsedKey& key, std::string_view value, bool deleted);
+
+// Everything under `base` at one revision.
 struct KeyValueText {
   std::string key;
   std::string value;

@@ -43,9 +43,10 @@ struct AttemptRecord {
   std::optional<std::uint64_t> resume_step;
   std::optional<int> exit_code;
   std::optional<int> signal;
-  std::string outcome;                     // done | failed | stopped | preempted | hang | budget | spawn-failed
-  std::string next;                        // what the supervisor did about it
+  std::string outcome;  // done | failed | stopped | preempted | hang | budget | spawn-failed | peer-stopped
+  std::string next;     // what the supervisor did about it
   std::optional<int> slurm_restart_count;  // SLURM_RESTART_COUNT under SLURM (0 before a requeue)
+  std::optional<std::string> stopped_by;   // peer-stopped: the node that stopped the group, and why
 };
 
 class Journal {

@@ -155,7 +155,8 @@ struct CancelTimerAction {
 struct AttemptEndedAction {
   ExitStatus status;
   Outcome outcome = Outcome::kFailed;
-  std::string next;  // what we do about it, in words
+  std::string next;        // what we do about it, in words
+  std::string stopped_by;  // a peer-stopped attempt: which node and why ("node 0: notice: aws spot-itn")
 };
 using telemetry::LogLevel;
 struct LogAction {
@@ -220,6 +221,7 @@ class Fsm {
   Phase phase_ = Phase::kIdle;
   Counters counters_;                            // persisted by the driver
   StopReason stop_reason_ = StopReason::kNone;   // why the current child is being stopped
+  std::string stop_detail_;                      // what asked for that stop (StopRequestedEvent::detail)
   StopReason pending_stop_ = StopReason::kNone;  // a stop that came while no child ran
   TimePoint started_at_{};                       // when the current child started
   int stop_requests_ = 0;                        // SIGINT/SIGTERM count during this stop
