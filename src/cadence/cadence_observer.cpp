@@ -72,8 +72,8 @@ void CadenceObserver::OnStart(supervisor::RunControl& control) {
                                      : "fixed every=" + FormatDuration(job_.cadence.every)));
 }
 
-void CadenceObserver::OnAttemptStarted(int attempt, pid_t, const std::optional<checkpoint::ResumePoint>&) {
-  attempt_ = attempt;
+void CadenceObserver::OnAttemptStarted(const supervisor::SpawnAction& start, pid_t) {
+  attempt_ = start.attempt;
   attempt_started_ = steady_clock::now();
   pending_.reset();
   if (watcher_) watcher_->Hurry(false);

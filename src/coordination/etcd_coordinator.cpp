@@ -12,6 +12,8 @@ namespace spotvisor::coordination {
 namespace detail {
 
 void EtcdCoordinator::Propose(const ProposeResumeAction& proposal, AgreedHandler on_agreed) {
+  on_finished_ = nullptr;  // the group did not finish: a peer stopped it
+  done_retry_.Cancel();
   pending_ = proposal;
   on_agreed_ = std::move(on_agreed);
   running_epoch_ = 0;
@@ -47,6 +49,37 @@ void EtcdCoordinator::PublishStop(const PublishStopAction& stop) {
     Log(LogLevel::kInfo, "event=group_stop_published epoch=" + std::to_string(epoch) + " why=" + Quote(why) +
                              " first=" + (r->succeeded ? "true" : "false"));
   });
+}
+
+void EtcdCoordinator::PublishDone(FinishedHandler on_finished) {
+  if (left_ || running_epoch_ == 0) return;
+  on_finished_ = std::move(on_finished);
+  const auto epoch = running_epoch_;
+  client_->Put({DoneKey(base_, epoch, rank_), "{}", 0, false}, [this, epoch](Result<etcd::PutResponse> r) {
+    if (left_ || !on_finished_ || epoch != running_epoch_) return;
+    if (!r) {
+      Trouble("cannot tell the group that this node's trainer finished", r.error());
+      done_retry_.After(kRetry, [this] {
+        if (on_finished_) PublishDone(std::move(on_finished_));
+      });
+      return;
+    }
+    CheckFinished();  // the watch brings it too; whichever comes first answers
+  });
+}
+
+void EtcdCoordinator::CheckFinished() {
+  if (!on_finished_ || running_epoch_ == 0) return;
+  const auto done = view_.done.find(running_epoch_);
+  if (done == view_.done.end()) return;
+  for (int r = 0; r < c_.nodes; ++r) {
+    if (done->second.count(r) == 0) return;
+  }
+  Log(LogLevel::kInfo, "event=group_finished epoch=" + std::to_string(running_epoch_) +
+                           " nodes=" + std::to_string(c_.nodes) + " detail=\"every node's trainer finished\"");
+  auto on_finished = std::move(on_finished_);
+  on_finished_ = nullptr;
+  on_finished();
 }
 
 // This node's good steps under the next epoch: one past the newest the group agreed on or

@@ -57,6 +57,7 @@ class EtcdCoordinator final : public Coordinator {
         base_(GroupPrefix(c_.prefix, job.job.name)),
         client_(std::move(client)),
         retry_(io),
+        done_retry_(io),
         me_{c_.advertise, util::ShortHostName(), static_cast<std::int64_t>(getpid()), UnixMillisNow()} {}
 
   // coordinator.hpp's; Start and Leave in membership.cpp, Propose and PublishStop in
@@ -64,6 +65,7 @@ class EtcdCoordinator final : public Coordinator {
   void Start(PeerStopHandler on_peer_stop) override;
   void Propose(const ProposeResumeAction& proposal, AgreedHandler on_agreed) override;
   void PublishStop(const PublishStopAction& stop) override;
+  void PublishDone(FinishedHandler on_finished) override;
   void Leave(bool finished) override;
 
  private:
@@ -90,6 +92,9 @@ class EtcdCoordinator final : public Coordinator {
   // `failures` key: raised to `count` (never lowered), by a txn on the value this node saw.
   void RaiseFailures(int count);
 
+  // Every rank wrote done/EPOCH for the running epoch: the waiting PublishDone is answered.
+  void CheckFinished();
+
   // Once per running epoch: the trainer stops through the usual path; `rank` caused it.
   void PeerStop(int rank, const std::string& cause, std::int64_t deadline_unix_ms);
 
@@ -97,6 +102,7 @@ class EtcdCoordinator final : public Coordinator {
   const std::string base_;                // <prefix>/<job>/
   std::unique_ptr<etcd::Client> client_;
   Timer retry_;                                 // the next try after trouble
+  Timer done_retry_;                            // the next try of PublishDone's write
   MemberRecord me_;                             // what this node's member key says
   std::unique_ptr<etcd::LeaseKeeper> keeper_;   // keeps lease_ alive
   std::unique_ptr<etcd::SnapshotWatch> watch_;  // the view below
@@ -112,7 +118,8 @@ class EtcdCoordinator final : public Coordinator {
   std::uint64_t running_epoch_ = 0;             // agreed and started (0: none)
   bool stop_delivered_ = false;                 // a peer stop for running_epoch_ went out
   PeerStopHandler on_peer_stop_;
-  bool left_ = false;                                                     // Leave() was called
+  FinishedHandler on_finished_;  // PublishDone's, until every rank is done (or a new Propose)
+  bool left_ = false;            // Leave() was called
   std::map<std::string, std::chrono::steady_clock::time_point> trouble_;  // last said, per trouble
 };
 

@@ -16,6 +16,7 @@ void EtcdCoordinator::Leave(bool finished) {
   if (left_) return;
   left_ = true;
   retry_.Cancel();
+  done_retry_.Cancel();
   watch_.reset();
   keeper_.reset();
   if (lease_ == 0) return;
@@ -116,11 +117,13 @@ void EtcdCoordinator::OnSnapshot(const etcd::RangeResponse& snapshot) {
   synced_ = true;
   if (!claimed_) ClaimRank();
   Evaluate();
+  CheckFinished();
 }
 
 void EtcdCoordinator::OnEvents(const std::vector<etcd::Event>& events) {
   for (const auto& e : events) Apply(e.kv, e.type == etcd::Event::Type::kDelete);
   Evaluate();
+  CheckFinished();
 }
 
 void EtcdCoordinator::OnConnection(bool connected, const std::string& why) {

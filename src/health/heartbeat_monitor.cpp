@@ -65,8 +65,8 @@ void HeartbeatMonitor::OnStart(supervisor::RunControl& control) {
       "event=hang_detection " + Source() + " hang_timeout=" + FormatDuration(job_.health.hang_timeout));
 }
 
-void HeartbeatMonitor::OnAttemptStarted(int attempt, pid_t, const std::optional<checkpoint::ResumePoint>&) {
-  attempt_ = attempt;
+void HeartbeatMonitor::OnAttemptStarted(const supervisor::SpawnAction& start, pid_t) {
+  attempt_ = start.attempt;
   last_line_.reset();
   last_step_.reset();
   started_wall_ = system_clock::now();

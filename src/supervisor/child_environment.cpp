@@ -1,17 +1,15 @@
 // Argv and environment of one attempt; see child_environment.hpp.
 #include "child_environment.hpp"
 
+#include "spotvisor/supervisor/group_vars.hpp"
+
 namespace spotvisor::supervisor {
 
 config::TemplateVars AttemptVars(const config::JobConfig& job, const SpawnAction& attempt) {
   config::TemplateVars vars{{"attempt", std::to_string(attempt.attempt)}, {"job", job.job.name}};
   if (job.checkpoints.dir) vars["checkpoint_dir"] = job.checkpoints.dir->string();
   if (job.job.result_file) vars["result_file"] = job.job.result_file->string();
-  vars["node_rank"] = std::to_string(attempt.place.rank);
-  vars["nnodes"] = std::to_string(attempt.place.world);
-  vars["master_addr"] = attempt.place.master_addr;
-  vars["master_port"] = std::to_string(attempt.place.master_port);
-  vars["epoch"] = std::to_string(attempt.place.epoch);
+  vars.merge(GroupVars(attempt.place));
   if (attempt.resume) {
     vars["checkpoint"] = attempt.resume->path.string();
     vars["step"] = std::to_string(attempt.resume->step);
@@ -42,11 +40,7 @@ Result<process::SpawnSpec> BuildSpawnSpec(const config::JobConfig& job, const Sp
   spec.env["SPOTVISOR_CHECKPOINT_DIR"] = job.checkpoints.dir ? job.checkpoints.dir->string() : "";
   spec.env["SPOTVISOR_RESUME_FROM"] = attempt.resume ? attempt.resume->path.string() : "";
   spec.env["SPOTVISOR_RESUME_STEP"] = attempt.resume ? std::to_string(attempt.resume->step) : "";
-  spec.env["SPOTVISOR_NODE_RANK"] = std::to_string(attempt.place.rank);
-  spec.env["SPOTVISOR_NNODES"] = std::to_string(attempt.place.world);
-  spec.env["SPOTVISOR_EPOCH"] = std::to_string(attempt.place.epoch);
-  spec.env["SPOTVISOR_MASTER_ADDR"] = attempt.place.master_addr;
-  spec.env["SPOTVISOR_MASTER_PORT"] = std::to_string(attempt.place.master_port);
+  for (auto& [name, value] : GroupEnvironment(attempt.place)) spec.env[name] = value;
   return spec;
 }
 

@@ -74,6 +74,7 @@ class Driver::Impl final : public RunControl {
   void OnSelected(Result<checkpoint::Selection> selection);
   void Perform(const ProposeResumeAction& a);
   void Perform(const PublishStopAction& a);
+  void Perform(const PublishDoneAction& a);
   void OnNotice(const preemption::Notice& n);
   void OnNoticeCleared();
   void ValidateAfterDrain();

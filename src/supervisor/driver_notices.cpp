@@ -63,6 +63,10 @@ void Driver::Impl::Perform(const ProposeResumeAction& a) {
 
 void Driver::Impl::Perform(const PublishStopAction& a) { coordinator_->PublishStop(a); }
 
+void Driver::Impl::Perform(const PublishDoneAction&) {
+  coordinator_->PublishDone([this] { asio::post(io_, [this] { Dispatch(GroupFinishedEvent{}); }); });
+}
+
 void Driver::Impl::OnNotice(const preemption::Notice& n) {
   const auto now = std::chrono::system_clock::now();
   std::optional<std::chrono::milliseconds> until_deadline;

@@ -65,7 +65,7 @@ void Driver::Impl::Perform(const SpawnAction& a) {
                            " resume=" + Quote(a.resume ? a.resume->path.string() : "none") + " argv=" + Quote(argv) +
                            " signal_target=" + config::ToString(job_.signals.Recipients()) +
                            " signal_target_why=" + Quote(job_.signals.target_why));
-  for (auto& o : observers_) o->OnAttemptStarted(a.attempt, pid, a.resume);
+  for (auto& o : observers_) o->OnAttemptStarted(a, pid);
 }
 
 void Driver::Impl::Perform(const SignalAction& a) {

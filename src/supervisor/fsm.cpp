@@ -34,6 +34,8 @@ const char* PhaseName(Phase p) {
       return "backoff";
     case Phase::kDrained:
       return "drained";
+    case Phase::kFinishing:
+      return "finishing";
     case Phase::kFinished:
       return "finished";
   }
@@ -58,6 +60,7 @@ std::vector<Action> Fsm::Handle(const Event& event, TimePoint now) {
         if constexpr (std::is_same_v<E, TimerFiredEvent>) return OnTimer(e, now);
         if constexpr (std::is_same_v<E, WorkersGoneEvent>) return OnWorkersGone(now);
         if constexpr (std::is_same_v<E, GroupAgreedEvent>) return OnGroupAgreed(e, now);
+        if constexpr (std::is_same_v<E, GroupFinishedEvent>) return OnGroupFinished();
       },
       event);
 }
@@ -130,11 +133,20 @@ std::vector<Action> Fsm::OnGroupAgreed(const GroupAgreedEvent& e, TimePoint now)
   counters_.last_resume_step = step;
   counters_.attempts += 1;
   phase_ = Phase::kRunning;
+  world_ = e.place.world;
   started_at_ = now;
   stop_reason_ = StopReason::kNone;
   stop_requests_ = 0;
   actions.push_back(SpawnAction{e.point, counters_.attempts, counters_.attempts - 1, e.place});
   return actions;
+}
+
+// Every node's trainer succeeded in this epoch: the job is done.
+std::vector<Action> Fsm::OnGroupFinished() {
+  if (phase_ != Phase::kFinishing) return {};
+  return Finish(ExitCode::kDone,
+                "the job finished: every node's trainer (" + std::to_string(world_) + " nodes) exited with success",
+                {CancelTimerAction{TimerKind::kJoin}});
 }
 
 std::vector<Action> Fsm::OnSpawnFailed(const SpawnFailedEvent& e, TimePoint now) {
@@ -164,6 +176,18 @@ std::vector<Action> Fsm::OnChildExited(const ChildExitedEvent& e, TimePoint now)
   stop_reason_ = StopReason::kNone;
   switch (reason) {
     case StopReason::kNone:
+      if (IsSuccess(st) && world_ > 1) {
+        // Done only when every node's trainer is: until then a peer may still fail, and the
+        // group then needs this node again.
+        phase_ = Phase::kFinishing;
+        actions.push_back(AttemptEndedAction{st, Outcome::kDone, "wait for every node to finish"});
+        actions.push_back(
+            Note(LogLevel::kInfo, "event=group_finishing nodes=" + std::to_string(world_) +
+                                      " detail=\"this node's trainer finished; waiting for the others'\""));
+        actions.push_back(PublishDoneAction{});
+        actions.push_back(ArmTimerAction{TimerKind::kJoin, now + job_.coordination.join_timeout});
+        return actions;
+      }
       if (IsSuccess(st)) {
         actions.push_back(AttemptEndedAction{st, Outcome::kDone, "exit 0"});
         return Finish(ExitCode::kDone, "the job finished: the trainer exited with " + Describe(st), std::move(actions));

@@ -16,9 +16,9 @@ using std::chrono::milliseconds;
 
 std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint now) {
   const bool by_signal = e.reason == StopReason::kSignal;
-  // A peer's stop ends a running trainer's epoch; with no trainer there is nothing to stop
-  // (the next start is agreed with the group anyway).
-  if (e.reason == StopReason::kPeer && phase_ != Phase::kRunning) return {};
+  // A peer's stop ends a running trainer's epoch, or one this node finished and waits on;
+  // with no trainer there is nothing to stop (the next start is agreed with the group anyway).
+  if (e.reason == StopReason::kPeer && phase_ != Phase::kRunning && phase_ != Phase::kFinishing) return {};
   switch (phase_) {
     case Phase::kIdle:
     case Phase::kSelecting:
@@ -45,6 +45,21 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
       if (by_signal)
         return Finish(ExitCode::kStopped, "stopped on request after a preemption notice; the job is resumable");
       return {};
+    case Phase::kFinishing:
+      // This node's trainer is done, but not the group's: a peer that stopped or failed
+      // needs this node for the group's next start; nothing of ours runs to stop.
+      if (e.reason == StopReason::kPeer) {
+        return Select(now,
+                      {CancelTimerAction{TimerKind::kJoin},
+                       Note(LogLevel::kWarning, "event=group_not_finished detail=\"" + e.detail +
+                                                    " after this node's trainer finished: rejoining the group\"")});
+      }
+      if (by_signal) {
+        return Finish(ExitCode::kStopped,
+                      "stopped on request while waiting for the other nodes to finish; the job is resumable",
+                      {CancelTimerAction{TimerKind::kJoin}});
+      }
+      return {};  // a notice, a hang or the budget: no trainer runs here, the group's decides
     case Phase::kJoining: {
       // No trainer yet and nothing of ours in flight: a stop acts at once. The group hears
       // of it (its coordinator takes back this node's join) unless nothing changes here.
@@ -176,6 +191,11 @@ std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
       if (phase_ != Phase::kSelecting) return {};
       return OnSelectTimeout();
     case TimerKind::kJoin:
+      if (phase_ == Phase::kFinishing) {
+        return Finish(ExitCode::kStopped, "this node's trainer finished, but not every node's within " +
+                                              FormatDuration(job_.coordination.join_timeout) +
+                                              "; the job is resumable");
+      }
       if (phase_ != Phase::kJoining) return {};
       return Finish(ExitCode::kStopped, "the group did not agree on a start within " +
                                             FormatDuration(job_.coordination.join_timeout) + "; the job is resumable");

@@ -3,6 +3,7 @@
 
 #include "spotvisor/config/templates.hpp"
 #include "spotvisor/state/journal.hpp"
+#include "spotvisor/supervisor/group_vars.hpp"
 #include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::telemetry {
@@ -46,6 +47,9 @@ void RunHooks::Launch(hooks::HookRunner& runner, const std::string& name, const 
   vars["result_file"] = job_.job.result_file ? job_.job.result_file->string() : "";
   vars["state_dir"] = job_.telemetry.state_dir.string();
   vars["hook"] = name;
+  if (place_) {
+    for (auto& [k, v] : supervisor::GroupVars(*place_)) vars[k] = v;
+  }
   for (auto& [k, v] : extra) vars[k] = v;
   const auto started_ms = state::UnixMillisNow();
   auto done = [this, name, started_ms, after](const hooks::HookResult& r) {
@@ -65,6 +69,9 @@ void RunHooks::Launch(hooks::HookRunner& runner, const std::string& name, const 
        {std::pair{"SPOTVISOR_CHECKPOINT", "checkpoint"}, std::pair{"SPOTVISOR_STEP", "step"},
         std::pair{"SPOTVISOR_EXIT_CODE", "exit_code"}, std::pair{"SPOTVISOR_REPORT", "report"}}) {
     if (!vars[var].empty()) env[key] = vars[var];
+  }
+  if (place_) {
+    for (auto& [k, v] : supervisor::GroupEnvironment(*place_)) env[k] = v;
   }
   runner.Run(name, *argv, spec.timeout, env, done);
 }

@@ -8,11 +8,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "spotvisor/config/job_config.hpp"
 #include "spotvisor/hooks/hook_runner.hpp"
 #include "spotvisor/process/child_table.hpp"
+#include "spotvisor/supervisor/fsm.hpp"
 
 namespace spotvisor::telemetry {
 
@@ -26,6 +28,10 @@ class RunHooks {
   // Runs hooks.before_start and waits for it (bounded by its timeout). Before Start.
   void RunBeforeStart(int attempt, process::ChildTable& children);
   void Start(boost::asio::io_context& io, process::ChildTable& children);
+  // The group place of the newest start: the hooks after it get {node_rank}, {nnodes},
+  // {master_addr}, {master_port}, {epoch} and SPOTVISOR_NODE_RANK...; before it (before_start
+  // runs before the group agrees) those are empty and unset.
+  void SetPlace(const supervisor::GroupPlace& place) { place_ = place; }
 
   // Runs `spec` (nothing when its command is empty) with `extra` placeholders; `after`
   // runs once it finished, or at once when there is no hook.
@@ -36,9 +42,10 @@ class RunHooks {
   void Launch(hooks::HookRunner& runner, const std::string& name, const config::HookSpec& spec, int attempt,
               std::map<std::string, std::string> extra, std::function<void()> after);
 
-  const config::JobConfig& job_;               // not owned
-  Done done_;                                  // io thread
-  std::unique_ptr<hooks::HookRunner> runner_;  // from Start
+  const config::JobConfig& job_;                 // not owned
+  Done done_;                                    // io thread
+  std::unique_ptr<hooks::HookRunner> runner_;    // from Start
+  std::optional<supervisor::GroupPlace> place_;  // from SetPlace
 };
 
 }  // namespace spotvisor::telemetry

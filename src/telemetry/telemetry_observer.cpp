@@ -90,14 +90,15 @@ class TelemetryObserver final : public supervisor::RunObserver {
     record_.Save();
   }
 
-  void OnAttemptStarted(int attempt, pid_t pid, const std::optional<checkpoint::ResumePoint>& resume) override {
+  void OnAttemptStarted(const supervisor::SpawnAction& start, pid_t pid) override {
     state::AttemptRecord r;
-    r.attempt = attempt;
+    r.attempt = start.attempt;
     r.pid = pid;
     r.started_ms = state::UnixMillisNow();
-    if (resume) r.resume_from = resume->path.string(), r.resume_step = resume->step;
+    if (start.resume) r.resume_from = start.resume->path.string(), r.resume_step = start.resume->step;
     current_ = r;
-    record_.AttemptStarted(attempt);
+    hooks_.SetPlace(start.place);
+    record_.AttemptStarted(start.attempt);
     trainer_started_ = steady_clock::now();
     stop_signal_at_.reset();
     systemd_.Ready();

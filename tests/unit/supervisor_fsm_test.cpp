@@ -34,6 +34,7 @@ std::string Kind(const Action& a) {
         if constexpr (std::is_same_v<T, WatchWorkersAction>) return "watch";
         if constexpr (std::is_same_v<T, KillGroupAction>) return "kill";
         if constexpr (std::is_same_v<T, PublishStopAction>) return "publish";
+        if constexpr (std::is_same_v<T, PublishDoneAction>) return "publish_done";
         if constexpr (std::is_same_v<T, ArmTimerAction>) return "arm:" + std::to_string(static_cast<int>(x.kind));
         if constexpr (std::is_same_v<T, CancelTimerAction>) return "cancel";
         if constexpr (std::is_same_v<T, AttemptEndedAction>) return "ended:" + std::string(ToString(x.outcome));
@@ -139,6 +140,35 @@ TEST_F(FsmTest, APeersStopIsNeverDoneNorCountedAndTheNodeRejoins) {
   EXPECT_EQ(fsm->counters().preemptions, 0);
   EXPECT_EQ(fsm->counters().consecutive_failures, 0);
   EXPECT_EQ(fsm->phase(), Phase::kSelecting);
+}
+
+// Multi-node: "done" is every node's trainer succeeding. This node's success waits for the
+// group's; a peer that fails meanwhile brings this node back into the group's next start,
+// uncounted; the group's answer ends it with 0.
+TEST_F(FsmTest, ANodeIsDoneOnlyWhenEveryNodesTrainerIs) {
+  const GroupAgreedEvent two{std::nullopt, GroupPlace{0, 2, 1, "10.0.0.5", 29500}};
+  const StopRequestedEvent peer_failed{StopReason::kPeer, std::nullopt, "node 1: trainer failed: exit code 3"};
+  // The group's coordinator answers here (not a LocalCoordinator at once): plain Handle.
+  const std::vector<Row> rows = {{StartEvent{}, 0, {"select", "arm:3"}},
+                                 {At(std::nullopt), 1, {"propose", "arm:5"}},
+                                 {two, 2, {"spawn"}},
+                                 {kExit0, 500, {"ended:done", "publish_done", "arm:5"}},
+                                 {peer_failed, 600, {"select", "arm:3"}},
+                                 {GroupFinishedEvent{}, 601, {}},  // late: this node no longer waits
+                                 {At(10), 700, {"propose", "arm:5"}},
+                                 {two, 701, {"spawn"}},
+                                 {kExit0, 900, {"ended:done", "publish_done", "arm:5"}},
+                                 {GroupFinishedEvent{}, 950, {"exit:0"}}};
+  Fsm fsm(job_, Counters{}, 1);
+  std::vector<Action> last;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    last = fsm.Handle(rows[i].event, t0_ + milliseconds(rows[i].at_ms));
+    EXPECT_EQ(Kinds(last), rows[i].expect) << "row " << i;
+  }
+  EXPECT_EQ(fsm.counters().failures, 0);
+  EXPECT_EQ(fsm.phase(), Phase::kFinished);
+  ASSERT_TRUE(std::holds_alternative<ExitAction>(last.back()));
+  EXPECT_NE(std::get<ExitAction>(last.back()).message.find("every node's trainer (2 nodes)"), std::string::npos);
 }
 
 // The peer's notice caps this node's grace as it caps its own.
@@ -757,6 +787,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       TimerFiredEvent{TimerKind::kLauncher},
       WorkersGoneEvent{},
       GroupAgreedEvent{},
+      GroupFinishedEvent{},
   };
   // Every alternative of Event has a column, in order; TimerFiredEvent one per TimerKind.
   std::set<std::size_t> kinds_seen;
@@ -774,6 +805,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws terminate"};
   const StopRequestedEvent sigterm{StopReason::kSignal, std::nullopt, "SIGTERM"};
   const GroupAgreedEvent agreed{};
+  const GroupAgreedEvent agreed_by_two{std::nullopt, GroupPlace{0, 2, 1, "10.0.0.5", 29500}};
   // The events that lead to each phase.
   const std::map<Phase, std::vector<Event>> paths = {
       {Phase::kIdle, {}},
@@ -783,6 +815,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       {Phase::kStopping, {StartEvent{}, ResumeSelectedEvent{}, agreed, sigterm}},
       {Phase::kBackoff, {StartEvent{}, ResumeSelectedEvent{}, agreed, exit1}},
       {Phase::kDrained, {StartEvent{}, ResumeSelectedEvent{}, agreed, notice, exit1}},
+      {Phase::kFinishing, {StartEvent{}, ResumeSelectedEvent{}, agreed_by_two, exit0}},
       {Phase::kFinished, {StartEvent{}, ResumeSelectedEvent{}, agreed, exit0}},
   };
   struct Cell {
@@ -793,10 +826,12 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   using V = std::vector<std::string>;
   // Columns: start, resume selected, spawn failed, child exited (1), stop (SIGTERM), a
   // peer's stop (only a running trainer stops), checkpoint requested, notice cleared, timers grace / kill / backoff /
-  // select / drained / join / launcher (none released in these paths: nothing), workers gone, group agreed.
+  // select / drained / join / launcher (none released in these paths: nothing), workers gone, group agreed,
+  // group finished.
   const std::map<Phase, std::vector<Cell>> table = {
       {P::kIdle,
        {{P::kSelecting, V{"select", "arm:3"}},
+        {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
@@ -830,6 +865,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kSelecting, V{}},
         {P::kSelecting, V{}},
         {P::kSelecting, V{}},
+        {P::kSelecting, V{}},
         {P::kSelecting, V{}}}},
       {P::kJoining,
        {{P::kJoining, V{}},
@@ -848,7 +884,8 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kFinished, V{"exit:75"}},  // the group never agreed
         {P::kJoining, V{}},
         {P::kJoining, V{}},
-        {P::kRunning, V{"spawn"}}}},
+        {P::kRunning, V{"spawn"}},
+        {P::kJoining, V{}}}},
       {P::kRunning,
        {{P::kRunning, V{}},
         {P::kRunning, V{}},
@@ -860,6 +897,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kFinished, V{"exit:1"}},  // a group that outlives SIGKILL, whoever sent it
+        {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kRunning, V{}},
@@ -884,6 +922,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
+        {P::kStopping, V{}},
         {P::kStopping, V{}}}},
       {P::kBackoff,
        {{P::kBackoff, V{}},
@@ -897,6 +936,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kSelecting, V{"select", "arm:3"}},
+        {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
@@ -920,9 +960,30 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDrained, V{}},
         {P::kDrained, V{}},
         {P::kDrained, V{}},
+        {P::kDrained, V{}},
         {P::kDrained, V{}}}},
+      {P::kFinishing,
+       {{P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinished, V{"exit:75"}},
+        {P::kSelecting, V{"select", "arm:3"}},  // a peer failed after this node finished: rejoin
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinished, V{"exit:75"}},  // the others did not finish in time
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinished, V{"exit:0"}}}},
       {P::kFinished,
        {{P::kFinished, V{}},
+        {P::kFinished, V{}},
         {P::kFinished, V{}},
         {P::kFinished, V{}},
         {P::kFinished, V{}},

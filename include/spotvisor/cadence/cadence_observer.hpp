@@ -30,7 +30,7 @@ class CadenceObserver final : public supervisor::RunObserver {
   ~CadenceObserver() override;  // waits for journal appends in flight
 
   void OnStart(supervisor::RunControl& control) override;
-  void OnAttemptStarted(int attempt, pid_t pid, const std::optional<checkpoint::ResumePoint>& resume) override;
+  void OnAttemptStarted(const supervisor::SpawnAction& start, pid_t pid) override;
   void OnAttemptEnded(const state::AttemptRecord& record) override;
   void OnNotice(const preemption::Notice& notice) override;
   void OnSignalSent(int signo, config::SignalTarget to) override;

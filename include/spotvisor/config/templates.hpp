@@ -16,9 +16,10 @@ using TemplateVars = std::map<std::string, std::string>;
 
 // The placeholders a hook's argv may use (hooks/hook_runner.hpp says what each holds): the
 // loader refuses others, and a hook gets every one, empty where it has no value.
-inline const std::set<std::string> kHookTemplates{"job",        "attempt", "checkpoint_dir", "result_file",
-                                                  "checkpoint", "step",    "state_dir",      "report",
-                                                  "exit_code",  "hook",    "provider",       "notice_kind"};
+inline const std::set<std::string> kHookTemplates{
+    "job",       "attempt", "checkpoint_dir", "result_file", "checkpoint", "step",
+    "state_dir", "report",  "exit_code",      "hook",        "provider",   "notice_kind",
+    "node_rank", "nnodes",  "master_addr",    "master_port", "epoch"};
 
 // Every `{name}` in `text` must be in `vars`; the error names the placeholder.
 Result<std::string> ExpandTemplate(const std::string& text, const TemplateVars& vars);

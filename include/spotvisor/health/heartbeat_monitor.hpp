@@ -27,7 +27,7 @@ class HeartbeatMonitor final : public supervisor::RunObserver {
   ~HeartbeatMonitor() override;  // waits for a stat in flight
 
   void OnStart(supervisor::RunControl& control) override;
-  void OnAttemptStarted(int attempt, pid_t pid, const std::optional<checkpoint::ResumePoint>& resume) override;
+  void OnAttemptStarted(const supervisor::SpawnAction& start, pid_t pid) override;
   void OnPhase(supervisor::Phase phase) override;
   void OnTrainerLine(std::string_view line) override;
   void OnExit(int code, const std::string& message) override;

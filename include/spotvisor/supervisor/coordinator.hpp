@@ -17,6 +17,7 @@ class Coordinator {
  public:
   using AgreedHandler = std::function<void(GroupAgreedEvent)>;
   using PeerStopHandler = std::function<void(StopRequestedEvent)>;
+  using FinishedHandler = std::function<void()>;
   virtual ~Coordinator() = default;
   // Once, before the first Propose: where the group's stops go (a single node has no peers).
   virtual void Start(PeerStopHandler on_peer_stop) { (void)on_peer_stop; }
@@ -25,6 +26,10 @@ class Coordinator {
   virtual void Propose(const ProposeResumeAction& proposal, AgreedHandler on_agreed) = 0;
   // This node's trainer is stopping or failed: every peer's stops too.
   virtual void PublishStop(const PublishStopAction& stop) { (void)stop; }
+  // This node's trainer succeeded in the running epoch: `on_finished` is called once every
+  // node's has (possibly before PublishDone returns; the same rule as Propose's). A peer's
+  // stop meanwhile comes as usual, through the PeerStopHandler. A group of one: at once.
+  virtual void PublishDone(FinishedHandler on_finished) { on_finished(); }
   // The supervisor exits: give up this node's place now rather than when its lease lapses;
   // `finished`: its trainer succeeded (the job is done here), which the peers must not take
   // for a node lost. Whatever it starts finishes on the io_context, within request timeouts.

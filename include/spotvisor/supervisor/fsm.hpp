@@ -37,6 +37,8 @@ enum class Phase {
   kBackoff,    // waiting before the next start; kBackoff
   kDrained,    // stopped for a preemption notice; waiting for the machine to go, or to
                // resume; kDrained (provider.drained_timeout): the machine stayed, resume
+  kFinishing,  // multi-node: this node's trainer succeeded, waiting until every node's has
+               // (a peer's stop instead: rejoin); deadline kJoin (join_timeout): exit 75
   kFinished,   // an Exit action was issued; terminal
 };
 
@@ -51,7 +53,7 @@ enum class TimerKind {
   kBackoff,   // the restart delay is over: select
   kSelect,    // the selection took checkpoints.select_timeout: give up (a stuck filesystem)
   kDrained,   // drained for provider.drained_timeout and the machine is still here: resume
-  kJoin,      // the group did not agree on a start within coordination.join_timeout: exit 75
+  kJoin,      // the group did not agree on a start (or finish) within coordination.join_timeout: exit 75
   kLauncher,  // a launcher outlived its workers by signals.kill_timeout after SIGTERM: SIGKILL
 };
 inline constexpr TimerKind kTimerKinds[] = {TimerKind::kGrace,   TimerKind::kKill,    TimerKind::kBackoff,
@@ -104,9 +106,11 @@ struct GroupAgreedEvent {
   GroupPlace place;
   int group_failures = 0;  // failures the whole group has counted (multi-node: etcd's; 0 alone)
 };
-using Event =
-    std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent, StopRequestedEvent,
-                 CheckpointRequestedEvent, NoticeClearedEvent, TimerFiredEvent, WorkersGoneEvent, GroupAgreedEvent>;
+// Every node's trainer of the running epoch succeeded (the coordinator's answer to PublishDoneAction).
+struct GroupFinishedEvent {};
+using Event = std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent, StopRequestedEvent,
+                           CheckpointRequestedEvent, NoticeClearedEvent, TimerFiredEvent, WorkersGoneEvent,
+                           GroupAgreedEvent, GroupFinishedEvent>;
 
 // ---- actions ----
 struct SelectResumeAction {};
@@ -144,6 +148,9 @@ struct PublishStopAction {
   std::optional<std::chrono::milliseconds> grace_cap;  // a notice's time left, for the peers' grace
   std::optional<int> failures;                         // a failure of this node's: the job's failure count with it
 };
+// This node's trainer succeeded: tell the group, and answer GroupFinishedEvent once every
+// node's has (multi-node only: a single node is done at once).
+struct PublishDoneAction {};
 struct ArmTimerAction {
   TimerKind kind;
   TimePoint at;
@@ -167,9 +174,10 @@ struct ExitAction {
   ExitCode code = ExitCode::kDone;
   std::string message;  // one line for people
 };
-using Action = std::variant<SelectResumeAction, ProposeResumeAction, SpawnAction, SignalAction, HoldLaunchersAction,
-                            ReleaseLaunchersAction, WatchWorkersAction, KillGroupAction, PublishStopAction,
-                            ArmTimerAction, CancelTimerAction, AttemptEndedAction, LogAction, ExitAction>;
+using Action =
+    std::variant<SelectResumeAction, ProposeResumeAction, SpawnAction, SignalAction, HoldLaunchersAction,
+                 ReleaseLaunchersAction, WatchWorkersAction, KillGroupAction, PublishStopAction, PublishDoneAction,
+                 ArmTimerAction, CancelTimerAction, AttemptEndedAction, LogAction, ExitAction>;
 
 // What survives a supervisor restart (the journal stores it).
 struct Counters {
@@ -206,6 +214,7 @@ class Fsm {
   std::vector<Action> OnTimer(const TimerFiredEvent& e, TimePoint now);
   std::vector<Action> OnWorkersGone(TimePoint now);
   std::vector<Action> OnGroupAgreed(const GroupAgreedEvent& e, TimePoint now);
+  std::vector<Action> OnGroupFinished();
 
   // A failure or hang: count it, then either give up or back off.
   std::vector<Action> Fail(const ExitStatus& status, Outcome outcome, TimePoint now);
@@ -228,6 +237,7 @@ class Fsm {
   bool launchers_held_ = false;                  // HoldLaunchersAction issued, not yet released
   bool launcher_released_ = false;               // its workers gone, the launcher got SIGTERM (kLauncher armed)
   TimePoint grace_at_{};                         // when the grace of the current stop ends
+  int world_ = 1;                                // nodes in the group of the current start
   std::mt19937_64 rng_;                          // jitter
 };
 

@@ -56,9 +56,8 @@ class RunObserver {
   virtual void BeforeSelection() {}
   // A checkpoint was chosen (or none) and rejected ones listed, before a start.
   virtual void OnSelection(const checkpoint::Selection& selection) { (void)selection; }
-  virtual void OnAttemptStarted(int attempt, pid_t pid, const std::optional<checkpoint::ResumePoint>& resume) {
-    (void)attempt, (void)pid, (void)resume;
-  }
+  // The trainer started as the Fsm asked (`start`: attempt, resume point, group place).
+  virtual void OnAttemptStarted(const SpawnAction& start, pid_t pid) { (void)start, (void)pid; }
   // The whole group is gone; `record` is what the journal got.
   virtual void OnAttemptEnded(const state::AttemptRecord& record) { (void)record; }
   // A signal of signals.stop_on reached spotvisor (the stop it asks for follows).
