@@ -14,6 +14,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -118,7 +119,12 @@ struct Stream::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void Open(OpenHandler done) {
-    if (endpoint.tls && !secure) return done(asio::error::operation_not_supported, "https without a TLS context");
+    if (endpoint.tls && !secure) {  // a caller's mistake; answered like any failure, later
+      asio::post(timer.get_executor(), [done = std::move(done)] {
+        done(asio::error::operation_not_supported, "https without a TLS context");
+      });
+      return;
+    }
     error_code ec;
     const auto address = asio::ip::make_address(endpoint.host, ec);
     if (!ec) return Connect({tcp::endpoint(address, endpoint.port)}, std::move(done));
