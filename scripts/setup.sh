@@ -10,7 +10,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   # libraries (README: dependency table)
   libboost1.81-dev libboost-filesystem1.81-dev libspdlog-dev libyaml-cpp-dev libcli11-dev
-  nlohmann-json3-dev libxxhash-dev
+  nlohmann-json3-dev libxxhash-dev libssl-dev
   # tests
   libgtest-dev libgmock-dev clang libclang-rt-14-dev
   python3 python3-torch python3-numpy

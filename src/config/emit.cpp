@@ -304,6 +304,15 @@ std::string ToYaml(const JobConfig& c) {
   y << YAML::Key << "advertise" << YAML::Value << g.advertise;
   y << YAML::Key << "master_port" << YAML::Value << g.master_port;
   Optional(y, "credentials", "coordination.credentials", OptPath(g.credentials));
+  if (g.tls.set()) {
+    y << YAML::Key << "tls" << YAML::Value << YAML::BeginMap;
+    Optional(y, "ca", "coordination.tls.ca (the system's trust store)", OptPath(g.tls.ca));
+    Optional(y, "cert", "coordination.tls.cert", OptPath(g.tls.cert));
+    Optional(y, "key", "coordination.tls.key", OptPath(g.tls.key));
+    y << YAML::EndMap;
+  } else {
+    y << YAML::Newline << YAML::Comment("coordination.tls: not set (https members: the system's trust store)");
+  }
   y << YAML::EndMap;
   y << YAML::EndMap;
   return std::string(y.c_str()) + "\n";

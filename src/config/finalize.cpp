@@ -9,6 +9,7 @@
 #include "spotvisor/config/loader.hpp"
 #include "spotvisor/config/signals.hpp"
 #include "spotvisor/config/templates.hpp"
+#include "spotvisor/http/tls.hpp"
 #include "spotvisor/process/launcher.hpp"
 #include "spotvisor/process/spawn.hpp"
 #include "spotvisor/util/host_name.hpp"
@@ -85,6 +86,42 @@ Status CheckStopContract(const JobConfig& job) {
   return Ok{};
 }
 
+// coordination.etcd and coordination.tls: one scheme for all members; for https, TLS files
+// that load (read and parsed here, so a wrong file fails the check, not the first request).
+Status CheckEtcdUrls(const JobConfig& job) {
+  const auto& c = job.coordination;
+  std::size_t https = 0;
+  for (const auto& url : c.etcd) {
+    const bool secure = url.rfind("https://", 0) == 0;
+    if ((!secure && url.rfind("http://", 0) != 0) || url.size() <= (secure ? 8U : 7U)) {
+      return Error{Where(job, "coordination.etcd") + "'" + url +
+                   "' is not an etcd URL such as https://10.0.0.5:2379 or http://10.0.0.5:2379"};
+    }
+    if (secure) ++https;
+  }
+  if (https != 0 && https != c.etcd.size()) {
+    return Error{Where(job, "coordination.etcd") +
+                 "mixes http:// and https:// members; use https:// for all of them (one cluster, one scheme)"};
+  }
+  if (https == 0) {
+    if (c.tls.set()) {
+      return Error{Where(job, "coordination.tls") +
+                   "is set but the etcd members are http://; write them as https:// (or drop coordination.tls)"};
+    }
+    return Ok{};
+  }
+  if (c.tls.cert.has_value() != c.tls.key.has_value()) {
+    const std::string given = c.tls.cert ? "cert" : "key";
+    const std::string missing = c.tls.cert ? "key" : "cert";
+    return Error{Where(job, "coordination.tls." + given) + "needs coordination.tls." + missing +
+                 " too: a client certificate and its private key go together"};
+  }
+  http::TlsFile failed = http::TlsFile::kCa;
+  auto loaded = http::LoadTlsFiles({c.tls.ca.value_or(""), c.tls.cert.value_or(""), c.tls.key.value_or("")}, &failed);
+  if (!loaded) return Error{Where(job, std::string("coordination.tls.") + ToString(failed)) + loaded.error().message};
+  return Ok{};
+}
+
 // coordination: the etcd members, the group's size and this node's place in it.
 Status CheckCoordination(JobConfig& job) {
   auto& c = job.coordination;
@@ -95,15 +132,7 @@ Status CheckCoordination(JobConfig& job) {
     }
     return Ok{};
   }
-  for (const auto& url : c.etcd) {
-    if (url.rfind("https://", 0) == 0) {
-      return Error{Where(job, "coordination.etcd") + url +
-                   ": client TLS is not supported yet; use http:// on a private network"};
-    }
-    if (url.rfind("http://", 0) != 0 || url.size() <= 7) {
-      return Error{Where(job, "coordination.etcd") + "'" + url + "' is not an etcd URL such as http://10.0.0.5:2379"};
-    }
-  }
+  if (Status s = CheckEtcdUrls(job); !s) return s;
   if (c.node_rank != kAutoRank && c.node_rank >= c.nodes) {
     return Error{Where(job, "coordination.node_rank") + std::to_string(c.node_rank) +
                  " is not below coordination.nodes (" + std::to_string(c.nodes) + "); ranks are 0.." +

@@ -294,6 +294,13 @@ class Reader : public NodeReader {
         {"advertise", [&](const YAML::Node& n, const std::string& k) { v.advertise = String(n, k); }},
         {"master_port", [&](const YAML::Node& n, const std::string& k) { v.master_port = Int(n, k, 1, 65535); }},
         {"credentials", [&](const YAML::Node& n, const std::string& k) { v.credentials = Path(n, k); }},
+        {"tls", [&](const YAML::Node& n, const std::string& k) {
+           Map(n, k, {
+               {"ca", [&](const YAML::Node& f, const std::string& fk) { v.tls.ca = Path(f, fk); }},
+               {"cert", [&](const YAML::Node& f, const std::string& fk) { v.tls.cert = Path(f, fk); }},
+               {"key", [&](const YAML::Node& f, const std::string& fk) { v.tls.key = Path(f, fk); }},
+           });
+         }},
     });
   }
 

@@ -210,6 +210,8 @@ Result<std::unique_ptr<supervisor::Coordinator>> MakeEtcdCoordinator(boost::asio
   etcd::ClientOptions options;
   options.endpoints = job.coordination.etcd;
   if (job.coordination.credentials) options.credentials_file = job.coordination.credentials->string();
+  options.tls = {job.coordination.tls.ca.value_or(""), job.coordination.tls.cert.value_or(""),
+                 job.coordination.tls.key.value_or("")};
   auto client = etcd::Client::Create(io, options);
   if (!client) return Error{"coordination.etcd: " + client.error().message};
   return std::unique_ptr<supervisor::Coordinator>(std::make_unique<EtcdCoordinator>(io, job, std::move(*client)));
@@ -220,6 +222,8 @@ Result<GroupView> ReadGroup(const config::JobConfig& job) {
   etcd::ClientOptions options;
   options.endpoints = job.coordination.etcd;
   if (job.coordination.credentials) options.credentials_file = job.coordination.credentials->string();
+  options.tls = {job.coordination.tls.ca.value_or(""), job.coordination.tls.cert.value_or(""),
+                 job.coordination.tls.key.value_or("")};
   auto client = etcd::Client::Create(io, options);
   if (!client) return Error{"coordination.etcd: " + client.error().message};
   const std::string base = GroupPrefix(job.coordination.prefix, job.job.name);

@@ -15,6 +15,29 @@ std::string Shown(const std::string& key) {
   return key;
 }
 
+// The TLS context of https members (null for http ones), or why there can be none.
+Result<std::shared_ptr<http::TlsContext>> TlsFor(const std::vector<Member>& members, const ClientOptions& options) {
+  std::string http_urls;   // "http://a:2379, http://b:2379"
+  std::string https_urls;  // the same for https
+  for (const auto& m : members) {
+    std::string& urls = m.tls ? https_urls : http_urls;
+    urls += (urls.empty() ? "" : ", ") + m.url;
+  }
+  if (!http_urls.empty() && !https_urls.empty()) {
+    return Error{"etcd endpoints mix http (" + http_urls + ") and https (" + https_urls + "); use https:// for all"};
+  }
+  if (https_urls.empty()) {
+    if (!options.tls.empty())
+      return Error{"etcd: TLS files are given but the endpoints are http:// (" + http_urls + ")"};
+    return std::shared_ptr<http::TlsContext>();
+  }
+  auto material = http::LoadTlsFiles(options.tls);
+  if (!material) return Error{"etcd TLS: " + material.error().message};
+  auto context = http::MakeTlsContext(*material);
+  if (!context) return Error{"etcd TLS: " + context.error().message};
+  return context;
+}
+
 std::string RangeWords(const std::string& key, const std::string& range_end) {
   if (range_end.empty()) return "key " + Shown(key);
   if (range_end == PrefixEnd(key)) return "prefix " + Shown(key);
@@ -31,18 +54,21 @@ Result<std::unique_ptr<Client>> Client::Create(boost::asio::io_context& io, cons
     if (!member) return member.error();
     members.push_back(std::move(*member));
   }
+  auto tls = TlsFor(members, options);
+  if (!tls) return tls.error();
   std::optional<Credentials> credentials;
   if (!options.credentials_file.empty()) {
     auto read = ReadCredentialsFile(options.credentials_file);
     if (!read) return read.error();
     credentials = std::move(*read);
   }
-  return std::make_unique<Client>(io, std::move(members), std::move(credentials), options.request_timeout);
+  return std::make_unique<Client>(io, std::move(members), std::move(credentials), options.request_timeout,
+                                  std::move(*tls));
 }
 
 Client::Client(boost::asio::io_context& io, std::vector<Member> members, std::optional<Credentials> credentials,
-               Duration request_timeout)
-    : transport_(io, std::move(members), std::move(credentials)), request_timeout_(request_timeout) {}
+               Duration request_timeout, std::shared_ptr<http::TlsContext> tls)
+    : transport_(io, std::move(members), std::move(credentials), std::move(tls)), request_timeout_(request_timeout) {}
 
 template <class T>
 void Client::Call(const char* path, std::string body, std::string operation, Duration timeout,

@@ -32,7 +32,9 @@ class LineStream {
     std::function<void(bool opened, std::string message)> ended;
   };
 
-  LineStream(boost::asio::io_context& io, Member member, LineStreamRequest request, Handlers handlers);
+  // `tls`: the transport's context, required for an https member.
+  LineStream(boost::asio::io_context& io, Member member, std::shared_ptr<http::TlsContext> tls,
+             LineStreamRequest request, Handlers handlers);
   ~LineStream();
   LineStream(const LineStream&) = delete;
   LineStream& operator=(const LineStream&) = delete;

@@ -56,21 +56,19 @@ Result<Credentials> ReadCredentialsFile(const std::string& path) {
 }
 
 Result<Member> ParseMember(const std::string& url) {
-  if (url.rfind("https://", 0) == 0) {
-    return Error{"etcd endpoint '" + url + "': https is not supported (client TLS is not built); use http://"};
-  }
-  auto ep = http::ParseEndpoint(url, "etcd endpoint");  // "etcd endpoint '<url>': <why>"
-  if (!ep) return ep.error();
-  return Member{ep->host, ep->port, ep->host_header, ep->url};
+  // "etcd endpoint '<url>': <why>"
+  return http::ParseEndpoint(url, "etcd endpoint", {}, http::Schemes::kHttpOrHttps);
 }
 
 struct Transport::Impl : std::enable_shared_from_this<Impl> {
-  Impl(boost::asio::io_context& io_context, std::vector<Member> m, std::optional<Credentials> c)
-      : io(io_context), members(std::move(m)), credentials(std::move(c)), idle(members.size()) {}
+  Impl(boost::asio::io_context& io_context, std::vector<Member> m, std::optional<Credentials> c,
+       std::shared_ptr<http::TlsContext> t)
+      : io(io_context), members(std::move(m)), credentials(std::move(c)), tls(std::move(t)), idle(members.size()) {}
 
   boost::asio::io_context& io;                                 // the thread everything runs on
   std::vector<Member> members;                                 // in the user's order
   std::optional<Credentials> credentials;                      // etcd auth, if any
+  std::shared_ptr<http::TlsContext> tls;                       // for https members
   std::string token;                                           // the auth token ("" = none yet)
   std::size_t preferred = 0;                                   // the member that answered last
   std::vector<std::vector<std::unique_ptr<HttpClient>>> idle;  // free clients per member
@@ -84,11 +82,9 @@ struct Transport::Impl : std::enable_shared_from_this<Impl> {
       free.pop_back();
       return client;
     }
-    const Member& m = members[member];
-    http::Endpoint ep{m.host, m.port, m.host_header, m.url};
     http::HttpLimits limits;
     limits.body_limit = 64 * 1024 * 1024;  // a prefix read can be large; etcd caps requests, not answers
-    return std::make_unique<HttpClient>(io, ep, limits);
+    return std::make_unique<HttpClient>(io, members[member], limits, tls);
   }
 
   void Start(const std::shared_ptr<Attempt>& a) {
@@ -140,7 +136,9 @@ struct Transport::Impl : std::enable_shared_from_this<Impl> {
     const std::string& url = members[member].url;
     ++a->tries;
     if (!outcome.ok()) {
-      a->failures.push_back(url + ": " + http::ToString(outcome.error));
+      // A TLS refusal says why (a wrong CA, a missing client certificate): it will not heal.
+      const bool refused = outcome.error == http::HttpErrorKind::kTls;
+      a->failures.push_back(url + ": " + (refused ? outcome.why : http::ToString(outcome.error)));
       return Try(a);
     }
     auto& response = outcome.response;
@@ -198,8 +196,9 @@ struct Transport::Impl : std::enable_shared_from_this<Impl> {
   }
 };
 
-Transport::Transport(boost::asio::io_context& io, std::vector<Member> members, std::optional<Credentials> credentials)
-    : impl_(std::make_shared<Impl>(io, std::move(members), std::move(credentials))) {}
+Transport::Transport(boost::asio::io_context& io, std::vector<Member> members, std::optional<Credentials> credentials,
+                     std::shared_ptr<http::TlsContext> tls)
+    : impl_(std::make_shared<Impl>(io, std::move(members), std::move(credentials), std::move(tls))) {}
 
 Transport::~Transport() = default;
 
@@ -222,6 +221,7 @@ void Transport::Token(Duration timeout, std::function<void(Result<std::string>)>
 void Transport::ForgetToken() { impl_->token.clear(); }
 boost::asio::io_context& Transport::io() { return impl_->io; }
 const std::vector<Member>& Transport::members() const { return impl_->members; }
+const std::shared_ptr<http::TlsContext>& Transport::tls() const { return impl_->tls; }
 std::size_t Transport::preferred() const { return impl_->preferred; }
 void Transport::Prefer(std::size_t index) { impl_->preferred = index % impl_->members.size(); }
 

@@ -68,8 +68,8 @@ struct Watch::Impl : std::enable_shared_from_this<Impl> {
       if (auto self = weak.lock(); self && !self->stopped) self->Lost(std::move(why));
     };
     const auto& members = client.transport().members();
-    stream = std::make_unique<LineStream>(client.transport().io(), members[member % members.size()], std::move(request),
-                                          std::move(h));
+    stream = std::make_unique<LineStream>(client.transport().io(), members[member % members.size()],
+                                          client.transport().tls(), std::move(request), std::move(h));
     stream->Start();
   }
 

@@ -1,5 +1,6 @@
-// Splits a base URL into host and port and refuses what the client cannot use (https, paths,
-// user info, bad ports), naming the caller's config key and the URL in the message.
+// Splits a base URL into host and port and refuses what the client cannot use (https where
+// the caller takes plain http only, paths, user info, bad ports), naming the caller's config
+// key and the URL in the message.
 #include "spotvisor/http/endpoint.hpp"
 
 #include <cctype>
@@ -15,16 +16,21 @@ bool ValidHostChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) 
 
 }  // namespace
 
-Result<Endpoint> ParseEndpoint(std::string_view url, std::string_view key, const EndpointWords& words) {
-  constexpr std::string_view kScheme = "http://";
-  if (url.rfind("https://", 0) == 0) return Bad(key, url, words.https);
-  if (url.rfind(kScheme, 0) != 0) return Bad(key, url, "expected http://host:port");
-  std::string_view rest = url.substr(kScheme.size());
+Result<Endpoint> ParseEndpoint(std::string_view url, std::string_view key, const EndpointWords& words,
+                               Schemes schemes) {
+  const bool https = url.rfind("https://", 0) == 0;
+  if (https && schemes == Schemes::kHttp) return Bad(key, url, words.https);
+  if (!https && url.rfind("http://", 0) != 0) {
+    return Bad(key, url, schemes == Schemes::kHttp ? "expected http://host:port" : "expected http(s)://host:port");
+  }
+  std::string_view rest = url.substr(https ? 8 : 7);
   if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   if (rest.find_first_of("/?#@") != std::string_view::npos) {
     return Bad(key, url, "expected only scheme://host:port (" + std::string(words.path) + ")");
   }
   Endpoint ep;
+  ep.tls = https;
+  ep.port = https ? 443 : 80;
   bool has_port = false;       // a ':' followed the host
   std::string_view port_text;  // what followed it
   if (!rest.empty() && rest.front() == '[') {
@@ -65,8 +71,8 @@ Result<Endpoint> ParseEndpoint(std::string_view url, std::string_view key, const
     ep.port = static_cast<std::uint16_t>(port);
   }
   const std::string shown = ep.host.find(':') != std::string::npos ? "[" + ep.host + "]" : ep.host;
-  ep.host_header = ep.port == 80 ? shown : shown + ":" + std::to_string(ep.port);
-  ep.url = "http://" + shown + ":" + std::to_string(ep.port);
+  ep.host_header = ep.port == (https ? 443 : 80) ? shown : shown + ":" + std::to_string(ep.port);
+  ep.url = (https ? "https://" : "http://") + shown + ":" + std::to_string(ep.port);
   return ep;
 }
 

@@ -1,27 +1,23 @@
-// Beast implementation of HttpClient. Each exchange and each connection is a shared
-// object captured by its completion handlers, so Cancel() can drop both at any moment
-// without a handler touching freed memory; a generation check keeps stale handlers quiet.
-// The only translation unit of the http module that includes Beast.
+// HttpClient over Stream (stream.hpp, which holds Asio's sockets, TLS and Beast's
+// operations). Each exchange and each connection is a shared object captured by its
+// completion handlers, so Cancel() can drop both at any moment without a handler touching
+// freed memory; a generation check keeps stale handlers quiet.
 #include "spotvisor/http/http_client.hpp"
 
-#include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/address.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/error.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/error.hpp>
 #include <optional>
+
+#include "spotvisor/http/stream.hpp"
 
 namespace spotvisor::http {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace beast_http = beast::http;  // not spotvisor::http
-using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 
 const char* ToString(HttpErrorKind kind) {
@@ -42,6 +38,8 @@ const char* ToString(HttpErrorKind kind) {
       return "closed";
     case HttpErrorKind::kBadStatus:
       return "bad_status";
+    case HttpErrorKind::kTls:
+      return "tls";
     case HttpErrorKind::kNetwork:
       return "network";
   }
@@ -57,12 +55,12 @@ const std::string* HttpResponse::Header(std::string_view name) const {
 
 namespace {
 
-// One TCP connection and its read buffer; shared by the exchanges that reuse it.
+// One connection (with its read buffer); shared by the exchanges that reuse it.
 struct Connection {
-  Connection(asio::io_context& io, std::size_t buffer_limit) : stream(io), buffer(buffer_limit) {}
-  beast::tcp_stream stream;   // the socket with Beast's per-operation expiry
-  beast::flat_buffer buffer;  // bytes read but not yet parsed
-  bool used = false;          // carried an exchange before (so it may be stale)
+  Connection(asio::io_context& io, const Endpoint& endpoint, std::shared_ptr<TlsContext> tls, std::size_t buffer_limit)
+      : stream(io, endpoint, std::move(tls), {buffer_limit, false}) {}
+  Stream stream;      // TCP, or TLS over TCP, with Beast's per-operation expiry
+  bool used = false;  // carried an exchange before (so it may be stale)
 };
 
 // The state of one request/response exchange.
@@ -71,12 +69,13 @@ struct Exchange {
   beast_http::request<beast_http::string_body> message;                        // what is sent
   std::optional<beast_http::response_parser<beast_http::string_body>> parser;  // what is read
   std::shared_ptr<Connection> connection;                                      // the connection in use
-  asio::steady_timer::time_point deadline;                                     // end of the whole exchange
+  Stream::TimePoint deadline;                                                  // end of the whole exchange
   bool retried = false;  // already resent once on a fresh connection
   std::string target;    // for messages
 };
 
 HttpErrorKind Classify(const error_code& ec) {
+  if (Stream::IsTlsError(ec)) return HttpErrorKind::kTls;
   if (ec == asio::error::connection_refused) return HttpErrorKind::kRefused;
   if (ec == asio::error::host_unreachable || ec == asio::error::network_unreachable) {
     return HttpErrorKind::kUnreachable;
@@ -99,13 +98,13 @@ HttpErrorKind Classify(const error_code& ec) {
 }  // namespace
 
 struct HttpClient::Impl : std::enable_shared_from_this<Impl> {
-  Impl(asio::io_context& io_context, Endpoint ep, HttpLimits l)
-      : io(io_context), endpoint(std::move(ep)), limits(l), resolver(io_context) {}
+  Impl(asio::io_context& io_context, Endpoint ep, HttpLimits l, std::shared_ptr<TlsContext> t)
+      : io(io_context), endpoint(std::move(ep)), limits(l), tls(std::move(t)) {}
 
   asio::io_context& io;               // the thread everything runs on
   Endpoint endpoint;                  // where to connect
   HttpLimits limits;                  // body and header limits
-  tcp::resolver resolver;             // for host names (addresses skip it)
+  std::shared_ptr<TlsContext> tls;    // for an https endpoint
   std::shared_ptr<Connection> idle;   // a kept-alive connection ready for reuse
   std::shared_ptr<Exchange> current;  // the exchange in flight, if any
   Handler handler;                    // its completion handler
@@ -114,11 +113,11 @@ struct HttpClient::Impl : std::enable_shared_from_this<Impl> {
   bool Stale(const std::shared_ptr<Exchange>& ex) const { return current != ex || ex->generation != generation; }
 
   std::shared_ptr<Connection> NewConnection() {
-    return std::make_shared<Connection>(io, limits.header_limit + limits.body_limit + 8192);
+    return std::make_shared<Connection>(io, endpoint, tls, limits.header_limit + limits.body_limit + 8192);
   }
 
   void Start(const std::shared_ptr<Exchange>& ex) {
-    if (idle && idle->stream.socket().is_open()) {
+    if (idle && idle->stream.IsOpen()) {
       ex->connection = std::move(idle);
       idle.reset();
       Write(ex);
@@ -130,50 +129,18 @@ struct HttpClient::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void Connect(const std::shared_ptr<Exchange>& ex) {
-    error_code ec;
-    const auto address = asio::ip::make_address(endpoint.host, ec);
-    if (!ec) {
-      ConnectTo(ex, {tcp::endpoint(address, endpoint.port)});
-      return;
-    }
-    // A host name: resolve under the same deadline (a timer cancels the resolver).
-    auto timer = std::make_shared<asio::steady_timer>(io, ex->deadline);
     auto self = shared_from_this();
-    timer->async_wait([self, ex](const error_code& wait_ec) {
-      if (!wait_ec && !self->Stale(ex)) self->resolver.cancel();
-    });
-    resolver.async_resolve(endpoint.host, std::to_string(endpoint.port),
-                           [self, ex, timer](const error_code& rec, tcp::resolver::results_type r) {
-                             timer->cancel();
-                             if (self->Stale(ex)) return;
-                             if (rec == asio::error::operation_aborted) {
-                               self->Finish(ex, HttpErrorKind::kTimeout, "resolving timed out");
-                               return;
-                             }
-                             if (rec) {
-                               self->Finish(ex, HttpErrorKind::kNetwork, "cannot resolve: " + rec.message());
-                               return;
-                             }
-                             self->ConnectTo(ex, {r.begin(), r.end()});
-                           });
-  }
-
-  void ConnectTo(const std::shared_ptr<Exchange>& ex, std::vector<tcp::endpoint> endpoints) {
-    auto self = shared_from_this();
-    ex->connection->stream.expires_at(ex->deadline);
-    ex->connection->stream.async_connect(endpoints, [self, ex](const error_code& ec, const tcp::endpoint&) {
+    ex->connection->stream.Open(ex->deadline, [self, ex](const error_code& ec, const std::string& what) {
       if (self->Stale(ex)) return;
-      if (ec) return self->Fail(ex, ec, "connect");
-      error_code ignored;  // small requests: no Nagle delay
-      ex->connection->stream.socket().set_option(tcp::no_delay(true), ignored);
+      if (ec) return self->Finish(ex, Classify(ec), what);
       self->Write(ex);
     });
   }
 
   void Write(const std::shared_ptr<Exchange>& ex) {
     auto self = shared_from_this();
-    ex->connection->stream.expires_at(ex->deadline);
-    beast_http::async_write(ex->connection->stream, ex->message, [self, ex](const error_code& ec, std::size_t) {
+    ex->connection->stream.ExpiresAt(ex->deadline);
+    ex->connection->stream.Write(ex->message, [self, ex](const error_code& ec) {
       if (self->Stale(ex)) return;
       if (ec) return self->Fail(ex, ec, "write");
       self->Read(ex);
@@ -185,19 +152,18 @@ struct HttpClient::Impl : std::enable_shared_from_this<Impl> {
     ex->parser.emplace();
     ex->parser->header_limit(static_cast<std::uint32_t>(limits.header_limit));
     ex->parser->body_limit(limits.body_limit);
-    ex->connection->stream.expires_at(ex->deadline);
-    beast_http::async_read(ex->connection->stream, ex->connection->buffer, *ex->parser,
-                           [self, ex](const error_code& ec, std::size_t) {
-                             if (self->Stale(ex)) return;
-                             if (ec) return self->Fail(ex, ec, "read");
-                             self->Complete(ex);
-                           });
+    ex->connection->stream.ExpiresAt(ex->deadline);
+    ex->connection->stream.Read(*ex->parser, [self, ex](const error_code& ec) {
+      if (self->Stale(ex)) return;
+      if (ec) return self->Fail(ex, ec, "read");
+      self->Complete(ex);
+    });
   }
 
   void Fail(const std::shared_ptr<Exchange>& ex, const error_code& ec, const char* step) {
     const bool nothing_read = !ex->parser || !ex->parser->got_some();
     const HttpErrorKind kind = Classify(ec);
-    ex->connection->stream.close();
+    ex->connection->stream.Close();
     // A reused connection the peer had already closed: resend once on a fresh one.
     if (ex->connection->used && !ex->retried && nothing_read &&
         (kind == HttpErrorKind::kClosed || kind == HttpErrorKind::kNetwork)) {
@@ -207,7 +173,7 @@ struct HttpClient::Impl : std::enable_shared_from_this<Impl> {
       Connect(ex);
       return;
     }
-    std::string what = std::string(step) + ": " + ec.message();
+    std::string what = std::string(step) + ": " + ex->connection->stream.Explain(ec);
     if (ec == beast_http::error::partial_message) what = "truncated response: " + ec.message();
     if (kind == HttpErrorKind::kClosed && nothing_read) what = "closed without answering";
     Finish(ex, kind, what);
@@ -224,19 +190,20 @@ struct HttpClient::Impl : std::enable_shared_from_this<Impl> {
     auto connection = std::move(ex->connection);
     connection->used = true;
     // Reuse only a clean connection: kept alive and nothing unread left in the buffer.
-    if (message.keep_alive() && connection->buffer.size() == 0) {
+    if (message.keep_alive() && connection->stream.Buffered() == 0) {
       idle = std::move(connection);
     } else {
-      connection->stream.close();
+      connection->stream.Close();
     }
     Deliver(ex, std::move(outcome));
   }
 
   void Finish(const std::shared_ptr<Exchange>& ex, HttpErrorKind kind, std::string what) {
-    if (ex->connection) ex->connection->stream.close();
+    if (ex->connection) ex->connection->stream.Close();
     HttpOutcome outcome;
     outcome.error = kind;
     outcome.message = std::string(ex->message.method_string()) + " " + endpoint.url + ex->target + ": " + what;
+    outcome.why = std::move(what);
     Deliver(ex, std::move(outcome));
   }
 
@@ -251,18 +218,17 @@ struct HttpClient::Impl : std::enable_shared_from_this<Impl> {
   void Cancel() {
     ++generation;
     handler = nullptr;
-    resolver.cancel();
-    if (current && current->connection) current->connection->stream.close();
+    if (current && current->connection) current->connection->stream.Close();
     current.reset();
   }
 };
 
-HttpClient::HttpClient(asio::io_context& io, Endpoint endpoint, HttpLimits limits)
-    : impl_(std::make_shared<Impl>(io, std::move(endpoint), limits)) {}
+HttpClient::HttpClient(asio::io_context& io, Endpoint endpoint, HttpLimits limits, std::shared_ptr<TlsContext> tls)
+    : impl_(std::make_shared<Impl>(io, std::move(endpoint), limits, std::move(tls))) {}
 
 HttpClient::~HttpClient() {
   impl_->Cancel();
-  if (impl_->idle) impl_->idle->stream.close();
+  if (impl_->idle) impl_->idle->stream.Close();
   impl_->idle.reset();
 }
 
@@ -280,7 +246,7 @@ void HttpClient::Send(HttpRequest request, Handler done) {
   auto ex = std::make_shared<Exchange>();
   ex->generation = ++impl.generation;
   ex->target = request.target;
-  ex->deadline = asio::steady_timer::clock_type::now() + request.timeout;
+  ex->deadline = Stream::TimePoint::clock::now() + request.timeout;
   const beast_http::verb verb = beast_http::string_to_verb(request.method);
   ex->message = beast_http::request<beast_http::string_body>(
       verb == beast_http::verb::unknown ? beast_http::verb::get : verb, request.target, 11);

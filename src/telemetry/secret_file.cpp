@@ -14,8 +14,6 @@
 namespace spotvisor::telemetry {
 namespace {
 
-constexpr std::size_t kMaxSecretBytes = 4096;
-
 std::string Octal(mode_t mode) {
   char buf[8];
   std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
@@ -24,7 +22,8 @@ std::string Octal(mode_t mode) {
 
 }  // namespace
 
-Result<std::string> ReadSecretFile(const std::filesystem::path& path, std::string_view what) {
+Result<std::string> ReadSecretFile(const std::filesystem::path& path, std::string_view what, std::size_t max_kib) {
+  const std::size_t max_bytes = max_kib * 1024;
   const std::string name = std::string(what) + " file " + path.string();
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) return Error{"cannot read the " + name + " (" + std::strerror(errno) + ")"};
@@ -38,7 +37,7 @@ Result<std::string> ReadSecretFile(const std::filesystem::path& path, std::strin
     return Error{"refusing the " + name + ": it is accessible by group or others (mode " + Octal(st.st_mode) +
                  "); run chmod 600 " + path.string()};
   }
-  std::string content(kMaxSecretBytes + 1, '\0');
+  std::string content(max_bytes + 1, '\0');
   std::size_t used = 0;
   while (used < content.size()) {
     const ssize_t n = read(fd, content.data() + used, content.size() - used);
@@ -52,7 +51,7 @@ Result<std::string> ReadSecretFile(const std::filesystem::path& path, std::strin
     used += static_cast<std::size_t>(n);
   }
   close(fd);
-  if (used > kMaxSecretBytes) return Error{"the " + name + " is larger than 4 KiB"};
+  if (used > max_bytes) return Error{"the " + name + " is larger than " + std::to_string(max_kib) + " KiB"};
   content.resize(used);
   while (!content.empty() &&
          (content.back() == ' ' || content.back() == '\n' || content.back() == '\r' || content.back() == '\t')) {

@@ -40,7 +40,7 @@ import time
 import unittest
 from datetime import datetime
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 from tests.e2e.support import (DIST_WORKER, EXAMPLE_ARGS, TORCH_TRAINER, E2ECase, NeedsTorchrun, deadline, events,
                                read_attempts, reference_digest, write_job)
@@ -57,9 +57,11 @@ def free_port() -> int:
 class Etcd:
     """One etcd member on loopback, its data in `workdir`; killed by pid at the end."""
 
-    def __init__(self, workdir: Path, name: str = "m0", peer: int = 0, cluster: str = "") -> None:
+    def __init__(self, workdir: Path, name: str = "m0", peer: int = 0, cluster: str = "",
+                 scheme: str = "http", extra: Sequence[str] = ()) -> None:
+        """`scheme` https wants the TLS flags in `extra` (--cert-file, --key-file, ...)."""
         self.client_port, peer = free_port(), peer or free_port()
-        self.url = f"http://127.0.0.1:{self.client_port}"
+        self.url = f"{scheme}://127.0.0.1:{self.client_port}"
         peer_url = f"http://127.0.0.1:{peer}"
         self.log = workdir / f"etcd-{name}.log"
         with open(self.log, "ab") as out:
@@ -67,7 +69,7 @@ class Etcd:
                 [ETCD, "--name", name, "--data-dir", str(workdir / f"etcd-{name}"), "--listen-client-urls", self.url,
                  "--advertise-client-urls", self.url, "--listen-peer-urls", peer_url,
                  "--initial-advertise-peer-urls", peer_url, "--initial-cluster", cluster or f"{name}={peer_url}",
-                 "--initial-cluster-token", workdir.name],
+                 "--initial-cluster-token", workdir.name, *extra],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         end = deadline(30)
         while time.monotonic() < end:

@@ -304,10 +304,11 @@ TEST(EtcdAuth, PasswordFileAuthenticatesAndAWorldReadableOneIsRefused) {
 
 TEST(EtcdClientOptions, BadEndpointsAreRefusedByName) {
   boost::asio::io_context io;
-  auto tls = Client::Create(io, {{"https://10.0.0.5:2379"}, "", seconds(1)});
-  ASSERT_FALSE(tls);
-  EXPECT_EQ(tls.error().message,
-            "etcd endpoint 'https://10.0.0.5:2379': https is not supported (client TLS is not built); use http://");
+  auto path = Client::Create(io, {{"https://10.0.0.5:2379/v3"}, "", seconds(1)});
+  ASSERT_FALSE(path);
+  EXPECT_EQ(path.error().message.rfind("etcd endpoint 'https://10.0.0.5:2379/v3': expected only scheme://host:port", 0),
+            0U)
+      << path.error().message;
   auto none = Client::Create(io, {{}, "", seconds(1)});
   ASSERT_FALSE(none);
   EXPECT_EQ(none.error().message, "etcd: no endpoint given");

@@ -32,8 +32,9 @@ int FreeLoopbackPort() {
   return ntohs(addr.sin_port);
 }
 
-EtcdCluster::EtcdCluster(int members)
-    : token_("spotvisor-test-" + std::to_string(getpid()) + "-" + std::to_string(FreeLoopbackPort())) {
+EtcdCluster::EtcdCluster(int members, std::optional<EtcdTls> tls)
+    : tls_(std::move(tls)),
+      token_("spotvisor-test-" + std::to_string(getpid()) + "-" + std::to_string(FreeLoopbackPort())) {
   for (int i = 0; i < members; ++i) {
     members_.push_back({"m" + std::to_string(i), FreeLoopbackPort(), FreeLoopbackPort(), -1, false});
   }
@@ -48,7 +49,7 @@ EtcdCluster::~EtcdCluster() {
 }
 
 std::string EtcdCluster::ClientUrl(int member) const {
-  return "http://127.0.0.1:" + std::to_string(members_.at(member).client_port);
+  return std::string(tls_ ? "https" : "http") + "://127.0.0.1:" + std::to_string(members_.at(member).client_port);
 }
 
 std::vector<std::string> EtcdCluster::ClientUrls() const {
@@ -65,35 +66,41 @@ void EtcdCluster::Launch(int member) {
   }
   const std::string client = ClientUrl(member);
   const std::string peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
-  const Spawned s = Spawn({"/usr/bin/setpriv",
-                           "--pdeathsig",
-                           "KILL",
-                           "/usr/bin/etcd",
-                           "--name",
-                           m.name,
-                           "--data-dir",
-                           (dir_ / (m.name + ".data")).string(),
-                           "--listen-client-urls",
-                           client,
-                           "--advertise-client-urls",
-                           client,
-                           "--listen-peer-urls",
-                           peer,
-                           "--initial-advertise-peer-urls",
-                           peer,
-                           "--initial-cluster",
-                           initial,
-                           "--initial-cluster-token",
-                           token_,
-                           "--initial-cluster-state",
-                           m.started_once ? "existing" : "new",
-                           "--heartbeat-interval",
-                           "50",
-                           "--election-timeout",
-                           "500",
-                           "--log-level",
-                           "warn"},
-                          dir_ / (m.name + ".out"));
+  std::vector<std::string> argv{"/usr/bin/setpriv",
+                                "--pdeathsig",
+                                "KILL",
+                                "/usr/bin/etcd",
+                                "--name",
+                                m.name,
+                                "--data-dir",
+                                (dir_ / (m.name + ".data")).string(),
+                                "--listen-client-urls",
+                                client,
+                                "--advertise-client-urls",
+                                client,
+                                "--listen-peer-urls",
+                                peer,
+                                "--initial-advertise-peer-urls",
+                                peer,
+                                "--initial-cluster",
+                                initial,
+                                "--initial-cluster-token",
+                                token_,
+                                "--initial-cluster-state",
+                                m.started_once ? "existing" : "new",
+                                "--heartbeat-interval",
+                                "50",
+                                "--election-timeout",
+                                "500",
+                                "--log-level",
+                                "warn"};
+  if (tls_) {
+    argv.insert(argv.end(), {"--cert-file", tls_->cert.string(), "--key-file", tls_->key.string()});
+    if (tls_->client_cert_auth) {
+      argv.insert(argv.end(), {"--client-cert-auth", "--trusted-ca-file", tls_->ca.string()});
+    }
+  }
+  const Spawned s = Spawn(argv, dir_ / (m.name + ".out"));
   m.pid = s.pid;
   m.started_once = true;
 }
@@ -117,7 +124,10 @@ bool EtcdCluster::WaitServing(int member, std::chrono::milliseconds timeout) con
   return WaitUntil(
       [&] {
         boost::asio::io_context io;
-        auto client = etcd::Client::Create(io, {{ClientUrl(member)}, "", std::chrono::milliseconds(500)});
+        etcd::ClientOptions options{{ClientUrl(member)}, "", std::chrono::milliseconds(500)};
+        if (tls_) options.tls = tls_->client;
+        auto client = etcd::Client::Create(io, options);
+        if (!client) throw std::runtime_error(client.error().message);
         std::optional<bool> ok;
         (*client)->Range({"ready-check"}, [&](Result<etcd::RangeResponse> r) { ok = r.ok(); });
         io.run_for(std::chrono::seconds(1));
@@ -130,6 +140,11 @@ std::string EtcdCluster::Output(int member) const { return ReadFile(dir_ / (memb
 
 int EtcdCluster::Etcdctl(const std::vector<std::string>& args, std::string* out) const {
   std::vector<std::string> argv{"/usr/bin/etcdctl", "--endpoints", ClientUrl(0)};
+  if (tls_) {
+    const auto& c = tls_->client;
+    if (!c.ca.empty()) argv.insert(argv.end(), {"--cacert", c.ca.string()});
+    if (!c.cert.empty()) argv.insert(argv.end(), {"--cert", c.cert.string(), "--key", c.key.string()});
+  }
   argv.insert(argv.end(), args.begin(), args.end());
   TempDir tmp;
   const Spawned s = Spawn(argv, tmp / "out.txt", {{"ETCDCTL_API", "3"}});

@@ -25,6 +25,28 @@ TEST(HttpEndpointTest, Parses) {
   EXPECT_TRUE(ParseEndpoint("http://metadata.google.internal", "provider.endpoint").ok());
 }
 
+TEST(HttpEndpointTest, HttpsWhereTheCallerTakesIt) {
+  auto a = ParseEndpoint("https://etcd-0.example:2379", "coordination.etcd", {}, Schemes::kHttpOrHttps);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_TRUE(a->tls);
+  EXPECT_EQ(a->host, "etcd-0.example");
+  EXPECT_EQ(a->port, 2379);
+  EXPECT_EQ(a->host_header, "etcd-0.example:2379");
+  EXPECT_EQ(a->url, "https://etcd-0.example:2379");
+  auto b = ParseEndpoint("https://[::1]/", "coordination.etcd", {}, Schemes::kHttpOrHttps);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(b->port, 443);
+  EXPECT_EQ(b->host_header, "[::1]");
+  EXPECT_EQ(b->url, "https://[::1]:443");
+  auto c = ParseEndpoint("http://10.0.0.5:2379", "coordination.etcd", {}, Schemes::kHttpOrHttps);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->tls);
+  EXPECT_EQ(ParseEndpoint("ftp://x", "coordination.etcd", {}, Schemes::kHttpOrHttps).error().message,
+            "coordination.etcd 'ftp://x': expected http(s)://host:port");
+  EXPECT_FALSE(ParseEndpoint("https://x:2379/v3", "coordination.etcd", {}, Schemes::kHttpOrHttps).ok());
+  EXPECT_FALSE(ParseEndpoint("https://", "coordination.etcd", {}, Schemes::kHttpOrHttps).ok());
+}
+
 TEST(HttpEndpointTest, Refuses) {
   for (const char* bad : {"", "127.0.0.1:1338", "https://169.254.169.254", "http://", "http://:80", "http://host:0",
                           "http://host:65536", "http://host:", "http://host:8x", "http://host/latest",

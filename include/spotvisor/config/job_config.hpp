@@ -170,6 +170,14 @@ struct SlurmSection {
 // A multi-node job (README "Multi-node jobs"): one spotvisor per node, agreeing through etcd
 // on when and from where the group starts, and stopping together. Off unless `etcd` is set.
 inline constexpr int kAutoRank = -1;
+// Client TLS for https etcd members (coordination.tls).
+struct CoordinationTls {
+  std::optional<std::filesystem::path> ca;    // PEM CA certificates; not set: the system's trust store
+  std::optional<std::filesystem::path> cert;  // PEM client certificate (mutual TLS); set with `key`
+  std::optional<std::filesystem::path> key;   // its PEM private key, unencrypted, mode 0600
+  bool set() const { return ca || cert || key; }
+};
+
 struct CoordinationSection {
   std::vector<std::string> etcd;                     // member URLs (v3 JSON gateway); empty = one node alone
   int nodes = 1;                                     // the group starts only when all are there
@@ -180,6 +188,7 @@ struct CoordinationSection {
   std::string advertise;                             // this node's address for peers; empty: the canonical host name
   int master_port = 29500;                           // {master_port}: node 0's rendezvous port
   std::optional<std::filesystem::path> credentials;  // etcd "name:password", mode 0600
+  CoordinationTls tls;                               // https members only
   bool enabled() const { return !etcd.empty(); }
 };
 

@@ -17,9 +17,10 @@
 namespace spotvisor::etcd {
 
 struct ClientOptions {
-  std::vector<std::string> endpoints;                  // "http://10.0.0.5:2379", at least one
+  std::vector<std::string> endpoints;                  // "http://10.0.0.5:2379", at least one; all http or all https
   std::string credentials_file;                        // "name:password", mode 0600; empty: no auth
   Duration request_timeout = std::chrono::seconds(2);  // deadline of one request, all members together
+  http::TlsFiles tls;                                  // https only: CA (empty: the system's), client cert and key
 };
 
 template <class T>
@@ -27,10 +28,11 @@ using Callback = std::function<void(Result<T>)>;
 
 class Client {
  public:
-  // Checks every endpoint URL and reads the credentials file; connects to nothing yet.
+  // Checks every endpoint URL, reads the credentials file and the TLS files; connects to
+  // nothing yet. Refuses a mix of http and https members, and TLS files for http ones.
   static Result<std::unique_ptr<Client>> Create(boost::asio::io_context& io, const ClientOptions& options);
   Client(boost::asio::io_context& io, std::vector<Member> members, std::optional<Credentials> credentials,
-         Duration request_timeout);
+         Duration request_timeout, std::shared_ptr<http::TlsContext> tls = nullptr);
 
   void Put(PutRequest request, Callback<PutResponse> done);
   void Range(RangeRequest request, Callback<RangeResponse> done);

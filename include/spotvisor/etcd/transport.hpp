@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "spotvisor/http/endpoint.hpp"
+#include "spotvisor/http/tls.hpp"
 #include "spotvisor/util/result.hpp"
 #include "spotvisor/util/units.hpp"
 
@@ -31,15 +33,10 @@ struct Credentials {
 // checked on what was opened); the error names the file, never its content.
 Result<Credentials> ReadCredentialsFile(const std::string& path);
 
-// One member: where to connect, and its URL for messages.
-struct Member {
-  std::string host;         // name or address, without brackets
-  std::uint16_t port = 0;   // TCP port
-  std::string host_header;  // the Host header value
-  std::string url;          // "http://host:port"
-};
+// One member: where to connect (https: over TLS), and its URL for messages.
+using Member = http::Endpoint;
 
-// "http://10.0.0.5:2379" -> Member. Plain http only (client TLS is not built).
+// "http://10.0.0.5:2379" or "https://etcd-0.example:2379" -> Member.
 Result<Member> ParseMember(const std::string& url);
 
 class Transport {
@@ -47,7 +44,9 @@ class Transport {
   // The body of a 200 answer, or an Error naming the operation and each endpoint tried.
   using Done = std::function<void(Result<std::string>)>;
 
-  Transport(boost::asio::io_context& io, std::vector<Member> members, std::optional<Credentials> credentials);
+  // `tls` is required when the members are https (and unused when they are http).
+  Transport(boost::asio::io_context& io, std::vector<Member> members, std::optional<Credentials> credentials,
+            std::shared_ptr<http::TlsContext> tls = nullptr);
   ~Transport();
   Transport(const Transport&) = delete;
   Transport& operator=(const Transport&) = delete;
@@ -65,6 +64,8 @@ class Transport {
 
   boost::asio::io_context& io();
   const std::vector<Member>& members() const;
+  // The TLS context of https members (streams use it too); null for http.
+  const std::shared_ptr<http::TlsContext>& tls() const;
   // The index of the member that answered last (streams start there too).
   std::size_t preferred() const;
   void Prefer(std::size_t index);

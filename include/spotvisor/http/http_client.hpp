@@ -1,7 +1,8 @@
-// A small HTTP/1.1 client (the metadata watchers, preflight's probes, the tests): one exchange
-// at a time over one kept-alive connection, a deadline on every exchange (resolve, connect,
-// write and read together), body and header limits, no proxy, no X-Forwarded-For. Runs on
-// the io_context thread that created it; handlers run on that thread. Beast lives in the .cpp.
+// A small HTTP/1.1 client (the metadata watchers, preflight's probes, etcd, the tests): one
+// exchange at a time over one kept-alive connection (TLS for an https endpoint, stream.hpp),
+// a deadline on every exchange (resolve, connect, handshake, write and read together), body
+// and header limits, no proxy, no X-Forwarded-For. Runs on the io_context thread that
+// created it; handlers run on that thread.
 #pragma once
 
 #include <cstddef>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "spotvisor/http/endpoint.hpp"
+#include "spotvisor/http/tls.hpp"
 #include "spotvisor/util/units.hpp"
 
 namespace boost::asio {
@@ -30,6 +32,7 @@ enum class HttpErrorKind {
   kGarbage,      // not HTTP, or a truncated message
   kClosed,       // the peer closed the connection without answering
   kBadStatus,    // an answer, but a status the caller did not expect (set by callers)
+  kTls,          // TLS refused: the handshake, the certificate check or an alert from the peer
   kNetwork,      // any other socket or resolver failure
 };
 
@@ -60,6 +63,7 @@ struct HttpResponse {
 struct HttpOutcome {
   HttpErrorKind error = HttpErrorKind::kNone;  // kNone: `response` holds the answer
   std::string message;                         // what happened, for logs (names the URL)
+  std::string why;                             // the same without the request ("connect: Connection refused")
   HttpResponse response;
   bool ok() const { return error == HttpErrorKind::kNone; }
 };
@@ -73,7 +77,9 @@ class HttpClient {
  public:
   using Handler = std::function<void(HttpOutcome)>;
 
-  HttpClient(boost::asio::io_context& io, Endpoint endpoint, HttpLimits limits = {});
+  // `tls` is required for an https endpoint (every exchange fails with kTls without it).
+  HttpClient(boost::asio::io_context& io, Endpoint endpoint, HttpLimits limits = {},
+             std::shared_ptr<TlsContext> tls = nullptr);
   ~HttpClient();  // cancels; the pending handler is dropped
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
