@@ -31,7 +31,7 @@ class Reader : public NodeReader {
         {"cadence", [&](const YAML::Node& n, const std::string& p) { ReadCadence(n, p); }},
         {"health", [&](const YAML::Node& n, const std::string& p) { ReadHealth(n, p); }},
         {"telemetry", [&](const YAML::Node& n, const std::string& p) { ReadTelemetry(n, p); }},
-        {"cost", [&](const YAML::Node& n, const std::string& p) { ReadCost(n, p); }},
+        {"cost", [&](const YAML::Node& n, const std::string& p) { ReadCostSection(*this, n, p, job_.cost); }},
         {"hooks", [&](const YAML::Node& n, const std::string& p) { ReadHooks(n, p); }},
         {"slurm", [&](const YAML::Node& n, const std::string& p) { ReadSlurm(n, p); }},
         {"coordination", [&](const YAML::Node& n, const std::string& p) { ReadCoordination(n, p); }},
@@ -302,57 +302,6 @@ class Reader : public NodeReader {
            });
          }},
     });
-  }
-
-  // A price or quantity: a number >= 0, `unknown`, or a range [low, high].
-  CostValue Cost(const YAML::Node& n, const std::string& key) {
-    if (n.IsSequence()) {
-      if (n.size() != 2) Fail(n, key, "a range is [low, high]");
-      const double low = Number(n[0], key, 0, 1e15), high = Number(n[1], key, 0, 1e15);
-      if (low > high) Fail(n, key, "range [low, high] has low > high");
-      return CostValue{true, low, high};
-    }
-    if (n.IsScalar() && n.Scalar() == "unknown") return CostValue{};
-    const double v = Number(n, key, 0, 1e15);
-    return CostValue{true, v, v};
-  }
-
-  void ReadCost(const YAML::Node& node, const std::string& p) {
-    auto& v = job_.cost;
-    if (node.IsNull()) return;  // `cost:` with nothing under it: no prices
-    v.configured = true;
-    Map(node, p, {
-        {"currency", [&](const YAML::Node& n, const std::string& k) { v.currency = String(n, k); }},
-        {"gpu_hour", [&](const YAML::Node& n, const std::string& k) { v.gpu_hour = Cost(n, k); }},
-        {"gpus", [&](const YAML::Node& n, const std::string& k) { v.gpus = Int(n, k, 1, 100000); }},
-        {"node_hour", [&](const YAML::Node& n, const std::string& k) { v.node_hour = Cost(n, k); }},
-        {"billing_minimum", [&](const YAML::Node& n, const std::string& k) { v.billing_minimum = Dur(n, k); }},
-        {"billing_from", [&](const YAML::Node& n, const std::string& k) {
-           v.bill_from_boot = Enum<bool>(n, k, {{"start", false}, {"boot", true}});
-         }},
-        {"disk_gb", [&](const YAML::Node& n, const std::string& k) { v.disk_gb = Cost(n, k); }},
-        {"disk_gb_month", [&](const YAML::Node& n, const std::string& k) { v.disk_gb_month = Cost(n, k); }},
-        {"snapshot_gb", [&](const YAML::Node& n, const std::string& k) { v.snapshot_gb = Cost(n, k); }},
-        {"snapshot_gb_month", [&](const YAML::Node& n, const std::string& k) { v.snapshot_gb_month = Cost(n, k); }},
-        {"egress_gb", [&](const YAML::Node& n, const std::string& k) { v.egress_gb = Cost(n, k); }},
-        {"egress_per_gb", [&](const YAML::Node& n, const std::string& k) { v.egress_per_gb = Cost(n, k); }},
-        {"public_ip_hour", [&](const YAML::Node& n, const std::string& k) { v.public_ip_hour = Cost(n, k); }},
-        {"support_month", [&](const YAML::Node& n, const std::string& k) { v.support_month = Cost(n, k); }},
-        {"other_hour", [&](const YAML::Node& n, const std::string& k) {
-           if (!n.IsMap()) Fail(n, k, "expected a mapping name: price per hour");
-           for (const auto& kv : n) v.other_hour[kv.first.as<std::string>()] = Cost(kv.second, k + "." + kv.first.as<std::string>());
-         }},
-        {"unknown", [&](const YAML::Node& n, const std::string& k) { v.unknown = StringList(n, k); }},
-        {"budget", [&](const YAML::Node& n, const std::string& k) { v.budget = Number(n, k, 0, 1e15); }},
-        {"warn_fraction", [&](const YAML::Node& n, const std::string& k) { v.warn_fraction = Number(n, k, 0, 1); }},
-        {"check_interval", [&](const YAML::Node& n, const std::string& k) {
-           v.check_interval = Dur(n, k);
-           if (v.check_interval.count() <= 0) Fail(n, k, "must be longer than 0");
-         }},
-    });
-    if (v.gpu_hour.known && v.node_hour.known) {
-      Fail(node, p, "set gpu_hour or node_hour, not both (a node-hour price already includes its GPUs)");
-    }
   }
 
   void ReadHooks(const YAML::Node& node, const std::string& p) {

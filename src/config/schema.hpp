@@ -14,4 +14,8 @@ namespace spotvisor::config {
 // ConfigError with the finished message (file:line: key: what) on the first bad key or value.
 void ReadJobDocument(const YAML::Node& root, JobConfig& job, const std::string& origin);
 
+class NodeReader;
+// The `cost:` section at `path` into `cost` (schema_cost.cpp); throws as ReadJobDocument does.
+void ReadCostSection(NodeReader& reader, const YAML::Node& node, const std::string& path, CostSection& cost);
+
 }  // namespace spotvisor::config

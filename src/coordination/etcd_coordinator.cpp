@@ -155,36 +155,41 @@ void EtcdCoordinator::Evaluate() {
   }
 }
 
+namespace {
+
+// A txn that moves the decimal counter at `key` from `seen` (0: the key is absent) to `value`,
+// and fails if another node moved it first.
+etcd::TxnRequest MoveCounter(const std::string& key, std::uint64_t seen, std::uint64_t value) {
+  etcd::TxnRequest txn;
+  txn.compare.push_back(seen == 0 ? etcd::Compare::Absent(key)
+                                  : etcd::Compare::Value(key, etcd::Compare::Result::kEqual, std::to_string(seen)));
+  txn.success.emplace_back(etcd::PutRequest{key, std::to_string(value), 0, false});
+  return txn;
+}
+
+}  // namespace
+
 // `epoch` key: the newest agreed epoch, moved forward only (a txn on its old value).
 void EtcdCoordinator::AdvanceEpochKey(std::uint64_t epoch) {
   if (epoch <= view_.epoch) return;
-  etcd::TxnRequest txn;
-  const std::string key = EpochKey(base_);
-  txn.compare.push_back(view_.epoch == 0
-                            ? etcd::Compare::Absent(key)
-                            : etcd::Compare::Value(key, etcd::Compare::Result::kEqual, std::to_string(view_.epoch)));
-  txn.success.emplace_back(etcd::PutRequest{key, std::to_string(epoch), 0, false});
-  client_->Txn(std::move(txn), [](auto) {});  // another node may have moved it first
+  // Another node may have moved it first: nothing to do then.
+  client_->Txn(MoveCounter(EpochKey(base_), view_.epoch, epoch), [](auto) {});
 }
 
 void EtcdCoordinator::RaiseFailures(int count) {
   if (count <= view_.failures) return;
-  etcd::TxnRequest txn;
-  const std::string key = FailuresKey(base_);
-  txn.compare.push_back(view_.failures == 0
-                            ? etcd::Compare::Absent(key)
-                            : etcd::Compare::Value(key, etcd::Compare::Result::kEqual, std::to_string(view_.failures)));
-  txn.success.emplace_back(etcd::PutRequest{key, std::to_string(count), 0, false});
-  client_->Txn(std::move(txn), [this, count](Result<etcd::TxnResponse> r) {
-    if (!r) {
-      Trouble("could not count this node's failure for the job", r.error());
-      return;
-    }
-    if (r->succeeded) {
-      view_.failures = std::max(view_.failures, count);
-      Log(LogLevel::kInfo, "event=group_failures count=" + std::to_string(count));
-    }
-  });
+  client_->Txn(
+      MoveCounter(FailuresKey(base_), static_cast<std::uint64_t>(view_.failures), static_cast<std::uint64_t>(count)),
+      [this, count](Result<etcd::TxnResponse> r) {
+        if (!r) {
+          Trouble("could not count this node's failure for the job", r.error());
+          return;
+        }
+        if (r->succeeded) {
+          view_.failures = std::max(view_.failures, count);
+          Log(LogLevel::kInfo, "event=group_failures count=" + std::to_string(count));
+        }
+      });
 }
 
 // Once per running epoch: the trainer stops through the usual path.
