@@ -165,6 +165,8 @@ class SignalFlags:
         self._notice_file = notice_file
         self._stop = False
         self._checkpoint = False
+        self._checkpoint_signals = 0        # checkpoint signals handled so far
+        self._checkpoint_signals_agreed: Optional[int] = None  # ... as of the last agree()
         self._received: List[int] = []
         self._previous: Dict[int, Any] = {}
         if install:
@@ -176,6 +178,7 @@ class SignalFlags:
             self._stop = True
         elif signum == self.checkpoint_signal:
             self._checkpoint = True
+            self._checkpoint_signals += 1
         if len(self._received) < 64:
             self._received.append(signum)
 
@@ -254,8 +257,10 @@ class SignalFlags:
         self._checkpoint = True
 
     def clear_checkpoint(self) -> None:
-        """Call after a successful save; a stop request stays set."""
-        self._checkpoint = False
+        """Call after a successful save; a stop request stays set, and so does a checkpoint
+        signal that arrived after the last `agree()` (it asks for the next save)."""
+        agreed = self._checkpoint_signals_agreed
+        self._checkpoint = agreed is not None and self._checkpoint_signals != agreed
 
     def agree(self) -> Tuple[bool, bool]:
         """(stop, checkpoint), agreed by every rank when torch.distributed is initialized.
@@ -265,14 +270,21 @@ class SignalFlags:
         flag becomes every rank's flag (an all-reduce with MAX), so all ranks save the
         same step and stop together. Without torch.distributed it just reads the flags.
         """
+        self._checkpoint_signals_agreed = self._checkpoint_signals
+        stop, checkpoint = self._stop, self._checkpoint
         torch = sys.modules.get("torch")
         dist = getattr(torch, "distributed", None) if torch is not None else None
         if dist is not None and dist.is_available() and dist.is_initialized():
-            flags = torch.tensor([int(self._stop), int(self._checkpoint)], dtype=torch.int32)
+            flags = torch.tensor([int(stop), int(checkpoint)], dtype=torch.int32)
             dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-            self._stop = self._stop or bool(flags[0].item())
-            self._checkpoint = self._checkpoint or bool(flags[1].item())
-        return self._stop, self._checkpoint
+            stop, checkpoint = bool(flags[0].item()), bool(flags[1].item())
+            # Return what every rank agreed, never the local flags read again: a signal
+            # handled on this rank after the all-reduce would make it alone save (or stop)
+            # while the others train on, and the ranks hang in mismatched collectives. Such
+            # a signal stays set and every rank acts on it at the next boundary.
+            self._stop = self._stop or stop
+            self._checkpoint = self._checkpoint or checkpoint
+        return stop, checkpoint
 
     # --- notice ---------------------------------------------------------------------
     def notice(self) -> Optional[Notice]:

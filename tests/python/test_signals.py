@@ -38,6 +38,19 @@ class SignalFlagsTest(unittest.TestCase):
             self.assertEqual(flags.received, (signal.SIGUSR1, signal.SIGTERM))
             self.assertEqual(flags.agree(), (True, False))  # no torch.distributed: local flags
 
+    def test_clear_keeps_a_checkpoint_signal_that_came_after_agree(self):
+        with SignalFlags() as flags:
+            os.kill(os.getpid(), signal.SIGUSR1)
+            self.assertTrue(wait_until(lambda: flags.checkpoint_requested))
+            self.assertEqual(flags.agree(), (False, True))
+            os.kill(os.getpid(), signal.SIGUSR1)           # lands during the save
+            self.assertTrue(wait_until(lambda: len(flags.received) == 2))
+            flags.clear_checkpoint()
+            self.assertTrue(flags.checkpoint_requested)    # asks for the next save
+            self.assertEqual(flags.agree(), (False, True))
+            flags.clear_checkpoint()
+            self.assertFalse(flags.checkpoint_requested)
+
     def test_configured_signals_and_previous_handlers_restored(self):
         seen = []
         previous = signal.signal(signal.SIGUSR2, lambda s, f: seen.append(s))
@@ -145,3 +158,40 @@ class NoticeFileTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(harness.HAS_TORCH, "torch is needed")
+class AgreeUnderTorchDistributedTest(unittest.TestCase):
+    """agree() returns what the all-reduce agreed, never the local flags read again."""
+
+    def setUp(self):
+        import torch.distributed as dist
+        if not (dist.is_available() and dist.is_gloo_available()):
+            self.skipTest("torch.distributed with gloo is not available")
+        self.dist = dist
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        dist.init_process_group("gloo", init_method=f"file://{tmp.name}/store", rank=0, world_size=1)
+        self.addCleanup(dist.destroy_process_group)
+
+    def test_a_signal_handled_after_the_all_reduce_waits_for_the_next_boundary(self):
+        # The race seen with torchrun and a cadence: one rank handled SIGUSR1 between the
+        # all-reduce and the return, saved alone (all_gather_object) while its peer ran the
+        # next step's backward, and both hung.
+        real = self.dist.all_reduce
+        signalled = []
+
+        def all_reduce_then_signal(*args, **kwargs):
+            result = real(*args, **kwargs)
+            if not signalled:
+                signalled.append(True)
+                os.kill(os.getpid(), signal.SIGUSR1)
+                time.sleep(0.05)                           # the handler runs in here
+            return result
+
+        with SignalFlags() as flags, mock.patch.object(self.dist, "all_reduce", all_reduce_then_signal):
+            self.assertEqual(flags.agree(), (False, False))
+            self.assertTrue(flags.checkpoint_requested)    # kept for the next boundary
+            self.assertEqual(flags.agree(), (False, True))
+            flags.clear_checkpoint()
+            self.assertFalse(flags.checkpoint_requested)
