@@ -59,6 +59,9 @@ void Driver::Impl::Perform(const SpawnAction& a) {
     current_.resume_from = a.resume->path.string();
     current_.resume_step = a.resume->step;
   }
+  // The start and the child's identity are on disk before anyone hears of it: a supervisor
+  // SIGKILLed now still counts this attempt and finds its trainer when it comes back.
+  SaveState();
   std::string argv;
   for (const auto& arg : spec->argv) argv += (argv.empty() ? "" : " ") + arg;
   Log(LogLevel::kInfo, "event=trainer_started attempt=" + std::to_string(a.attempt) + " pid=" + std::to_string(pid) +
