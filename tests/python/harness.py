@@ -55,6 +55,18 @@ def child_env(extra: Optional[dict] = None) -> dict:
     return env
 
 
+def handles(pid: int, signum: int) -> bool:
+    """Whether process `pid` has a handler installed for `signum` (SigCgt in its status)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return False
+
+
 class TrainerProcess:
     """A child in its own process group whose output lines are collected as they come."""
 
@@ -108,8 +120,9 @@ class TrainerProcess:
     def signal_group(self, signum: int) -> None:
         os.killpg(self.proc.pid, signum)
 
-    def signal_children(self, signum: int) -> int:
-        """`signum` to the child's own children (a launcher's workers); how many got it."""
+    def signal_children(self, signum: int, *, only_handlers: bool = False) -> int:
+        """`signum` to the child's own children (a launcher's workers); how many got it.
+        `only_handlers`: skip a child that has no handler for it yet (as spotvisor does)."""
         sent = 0
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
@@ -119,9 +132,15 @@ class TrainerProcess:
                     fields = f.read().rsplit(")", 1)[1].split()
             except (FileNotFoundError, IndexError, ProcessLookupError):
                 continue
-            if fields[0] != "Z" and int(fields[1]) == self.proc.pid:
+            if fields[0] == "Z" or int(fields[1]) != self.proc.pid:
+                continue
+            if only_handlers and not handles(int(entry), signum):
+                continue
+            try:
                 os.kill(int(entry), signum)
-                sent += 1
+            except ProcessLookupError:
+                continue
+            sent += 1
         return sent
 
     def wait(self, timeout: float = 60.0) -> int:

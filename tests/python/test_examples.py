@@ -5,10 +5,13 @@ an uninterrupted run. The test plays the supervisor: it starts the trainer in it
 process group, signals the group, and restarts it from the newest checkpoint."""
 
 import os
+import random
+import re
 import shutil
 import signal
 import sys
 import tempfile
+import time
 import unittest
 from pathlib import Path
 
@@ -239,6 +242,33 @@ class TorchrunTrainerTest(unittest.TestCase):
             resumed.wait_for(rf"resumed from=.*ckpt_step{stopped} step={stopped} rng=yes", 1)
             self.assertEqual(digest_of(resumed), baseline)
             self.assertEqual((root / "resumed.txt").read_text(), baseline + "\n")
+
+    def test_checkpoint_requests_at_random_moments_never_split_the_ranks(self):
+        # A SIGUSR1 handled on one rank between agree()'s all-reduce and its return once made
+        # that rank save alone while its peer trained on: both hung in mismatched collectives.
+        # Many requests at random moments (the race hit about one run in two); every one is
+        # answered by both ranks together and the run ends.
+        with tempfile.TemporaryDirectory() as tmp:
+            ckpt_dir = Path(tmp) / "ckpt"
+            argv = self.argv(ckpt_dir, "--steps", "400", "--checkpoint-every", "0", "--keep", "2", sleep="0.01")
+            with TrainerProcess(argv) as proc:
+                proc.wait_for(r"\[trainer\] start step=0", 120)
+                requests, pause = 0, random.Random()
+                lines, moved = 0, time.monotonic()
+                while proc.proc.poll() is None:
+                    requests += proc.signal_children(signal.SIGUSR1, only_handlers=True) > 0
+                    time.sleep(pause.uniform(0.02, 0.25))
+                    if len(proc.lines) != lines:
+                        lines, moved = len(proc.lines), time.monotonic()
+                    elif time.monotonic() - moved > 30:
+                        self.fail(f"no step for 30 s after {requests} requests (ranks hung):\n{proc.output_tail()}")
+                rc = proc.wait(30)
+                self.assertEqual(rc, 0, f"after {requests} requests:\n{proc.output_tail()}")
+                saved = [int(m) for m in re.findall(r"saved step=(\d+) reason=signal", proc.output)]
+                proc.wait_for(r"\[trainer\] done step=400 ", 1)
+            self.assertGreaterEqual(len(saved), 10, f"{requests} requests")
+            self.assertEqual(saved, sorted(set(saved)))       # one save per answered boundary
+            verify_manifest(ckpt_dir / "ckpt_step400")
 
 
 if __name__ == "__main__":
