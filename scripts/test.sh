@@ -25,6 +25,9 @@ finish() {
 step "setup"
 scripts/setup.sh
 [[ -x tests/npm/setup.sh ]] && tests/npm/setup.sh
+# PyTorch 2.x and the frameworks from PyPI (pinned, cached outside the clone), beside
+# Debian's torch 1.13: the launcher and format suites run on both.
+torch2_python="$(scripts/python-env.sh | tail -n 1)"
 
 step "layout (.clang-format)"
 scripts/format.sh --check
@@ -32,7 +35,7 @@ scripts/format.sh --check
 # -O2 as users build it, without debug info: a third less compile time, and no test needs it.
 step "build (-O2, -Werror)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" \
-  -DSPOTVISOR_WERROR=ON >/dev/null
+  -DSPOTVISOR_WERROR=ON -DSPOTVISOR_TORCH2_PYTHON="$torch2_python" >/dev/null
 ninja -C build -j "$jobs"
 
 # Most tests wait on child processes, so the CPU is often idle while they run. At the
@@ -57,8 +60,9 @@ builds_pid=$!
 step "tests: unit, integration, fault, e2e"
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
 
-step "python helper tests"
+step "python helper tests (torch 1.13: Debian's python3; torch 2.x: the PyPI environment)"
 /usr/bin/python3 -m unittest discover -s tests/python
+"$torch2_python" -m unittest discover -s tests/python
 
 step "clang-tidy (checks in .clang-tidy, all errors)"
 finish "$tidy_pid" clang-tidy build/tidy.out

@@ -88,9 +88,21 @@ def make_dataset(torch, seed: int):
     return TensorDataset(x, y)
 
 
+def make_scaler(torch):
+    """A disabled GradScaler (CPU), tracked to show the API. torch.amp.GradScaler arrived in
+    torch 2.3 and torch.cuda.amp.GradScaler warns (deprecated) from 2.4; 1.13 has only the
+    latter. Disabled, both save the same (empty) state, so checkpoints move between them."""
+    if hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler("cpu", enabled=False)
+    return torch.cuda.amp.GradScaler(enabled=False)
+
+
 def log(rank: int, text: str) -> None:
     if rank == 0:
-        print(text, flush=True)
+        # One write per line (print makes two): under torchrun without --tee every rank
+        # shares the launcher's stdout and stderr, and another rank's output may land between.
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
 
 
 def describe_notice(signals) -> str:
@@ -141,7 +153,7 @@ def main(argv=None) -> int:
                         generator=torch.Generator().manual_seed(args.seed))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=1e-2)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=20, gamma=0.5)
-    scaler = torch.cuda.amp.GradScaler(enabled=False)   # CPU; tracked to show the API
+    scaler = make_scaler(torch)
     loss_fn = nn.CrossEntropyLoss()
 
     ckpt = helper.Checkpointer(args.ckpt_dir, pattern=args.pattern, keep=args.keep)

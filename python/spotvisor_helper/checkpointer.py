@@ -36,7 +36,7 @@ from .errors import CheckpointError, ManifestError
 from .fsio import fsync_dir
 from .manifest import verify_manifest
 from .names import NamePattern
-from .rng import capture_rng_state, restore_rng_state
+from .rng import capture_rng_state, plain, restore_rng_state
 
 RESUME_ENV = "SPOTVISOR_RESUME_FROM"
 CHECKPOINT_DIR_ENV = "SPOTVISOR_CHECKPOINT_DIR"
@@ -71,9 +71,9 @@ def _get_object_state(obj: Any) -> Any:
     if isinstance(obj, random.Random):
         return obj.getstate()
     if hasattr(obj, "get_state") and hasattr(obj, "set_state"):    # torch.Generator, RandomState
-        return obj.get_state()
+        return plain(obj.get_state())
     if hasattr(obj, "bit_generator"):                               # numpy.random.Generator
-        return obj.bit_generator.state
+        return plain(obj.bit_generator.state)
     raise TypeError(f"cannot checkpoint {type(obj).__name__}")
 
 

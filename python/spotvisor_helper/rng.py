@@ -20,12 +20,30 @@ def _as_tuple(value: Any) -> Any:
     return value
 
 
+def plain(value: Any) -> Any:
+    """NumPy arrays and scalars as Python lists and numbers, through tuples, lists and dicts.
+
+    A NumPy array pickles as a reference to `numpy._core` (NumPy 2) or `numpy.core` (1.x):
+    a state holding one cannot be read by torch.load's default since torch 2.6
+    (weights_only=True refuses that global), nor by NumPy 1.x when NumPy 2 wrote it. NumPy's
+    setters take the lists back as they are."""
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, tuple):
+        return tuple(plain(v) for v in value)
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
 def capture_rng_state() -> Dict[str, Any]:
     """The state of every global RNG that is in use in this process."""
     state: Dict[str, Any] = {"python": random.getstate()}
     np = sys.modules.get("numpy")
     if np is not None:
-        state["numpy"] = np.random.get_state()
+        state["numpy"] = plain(np.random.get_state())
     torch = sys.modules.get("torch")
     if torch is not None:
         state["torch"] = torch.get_rng_state()

@@ -1,6 +1,7 @@
 // Signal delivery to the trainer; see trainer_signals.hpp.
 #include "trainer_signals.hpp"
 
+#include <algorithm>
 #include <csignal>
 
 #include "spotvisor/process/launcher.hpp"
@@ -26,7 +27,7 @@ std::size_t TrainerSignals::Send(int signo, config::SignalTarget to, bool only_t
       break;
     case config::SignalTarget::kAuto:  // resolved by config::Finalize; the group is the safe reading
     case config::SignalTarget::kGroup: {
-      auto members = process::GroupMembers(leader_);
+      const auto members = process::GroupMembers(leader_);
       if (process::SignalGroup(leader_, signo)) last_ = std::move(members);
       break;
     }
@@ -36,11 +37,29 @@ std::size_t TrainerSignals::Send(int signo, config::SignalTarget to, bool only_t
 
 std::size_t TrainerSignals::KillGroup() {
   const auto members = process::GroupMembers(leader_);
+  // torch >= 2's torchrun starts every worker in a session of its own (start_new_session):
+  // the group's SIGKILL misses them, and with their launcher dead they would be nobody's
+  // (no PDEATHSIG). So the launcher tree is walked first, while the workers are its children,
+  // and each one outside the group gets SIGKILL too (its own group where it leads one: its
+  // DataLoader workers and compilers with it).
+  std::vector<pid_t> outside;
+  for (pid_t pid : process::FindWorkers(leader_).workers) {
+    if (std::ranges::find(members, pid) == members.end()) outside.push_back(pid);
+  }
   killed_.clear();
   for (pid_t pid : members) killed_ += (killed_.empty() ? "" : ", ") + process::DescribeProcess(pid);
+  for (pid_t pid : outside) killed_ += (killed_.empty() ? "" : ", ") + process::DescribeProcess(pid);
   process::SignalGroup(leader_, SIGKILL);
+  for (pid_t pid : outside) {
+    const auto stat = process::ReadProcStat(pid);
+    if (stat && stat->pgrp == pid) {
+      process::SignalGroup(pid, SIGKILL);
+    } else {
+      process::SignalProcess(pid, SIGKILL);
+    }
+  }
   held_.clear();
-  return members.size();
+  return members.size() + outside.size();
 }
 
 std::size_t TrainerSignals::HoldLaunchers() {

@@ -22,7 +22,8 @@ class TrainerSignals {
   // Sends `signo` to `to` (never kAuto); how many processes it reached. With
   // `only_to_handlers`, workers that do not catch `signo` yet are skipped.
   std::size_t Send(int signo, config::SignalTarget to, bool only_to_handlers = false);
-  // SIGKILL to the whole group; how many processes were in it. What each was doing just
+  // SIGKILL to the whole group and to a launcher's workers outside it (torch 2.x starts
+  // each in a session of its own); how many processes that was. What each was doing just
   // before is in KilledStates().
   std::size_t KillGroup();
   // "1234 python S futex_wait_queue, 1240 torchrun T do_signal_stop" (for the log).

@@ -52,7 +52,10 @@ def main() -> int:
     helper.atomic_write_text(pid_dir / f"rank{rank}-restart{restart}.pid", f"{os.getpid()}\n")
 
     def log(text: str) -> None:
-        print(f"[worker] {text} rank={rank}", flush=True)
+        # One write per line: torch 2.x's torchrun, typed without --tee, leaves both ranks on
+        # its stdout, and print()'s two writes (text, newline) interleave between them.
+        sys.stdout.write(f"[worker] {text} rank={rank}\n")
+        sys.stdout.flush()
 
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 8)

@@ -2,7 +2,8 @@
 
 The tests drive the REAL `spotvisor` binary (`$SPOTVISOR_BINARY`, else `build/spotvisor`)
 and the REAL `spotvisor mock-metadata` server as subprocesses, with real PyTorch trainers
-(`/usr/bin/python3`, Debian's python3-torch) as the supervised children. Every test works
+(`/usr/bin/python3`, Debian's python3-torch 1.13, or $SPOTVISOR_E2E_TORCH_PYTHON: see
+torch_env.py) as the supervised children. Every test works
 in its own temp dir with its own job file (absolute paths to the trainers), its own
 checkpoints, state dir and result file; servers listen on 127.0.0.1:0.
 
@@ -11,6 +12,7 @@ wait names what it waited for and shows the tail of the supervisor's log.
 
 Environment:
   SPOTVISOR_BINARY      the spotvisor executable (ctest sets it)
+  SPOTVISOR_E2E_TORCH_PYTHON, SPOTVISOR_E2E_TORCH_MAJOR  the trainers' python (torch_env.py)
   SPOTVISOR_E2E_KEEP=1  keep every test's temp dir (they are kept anyway when a test fails)
   SPOTVISOR_E2E_CACHE   where reference digests are cached (default: $TMPDIR/spotvisor-e2e-cache-UID)
   SPOTVISOR_E2E_SLOW    multiply every deadline by this factor (default 1)
@@ -19,7 +21,6 @@ Environment:
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -30,32 +31,25 @@ import sys
 import tempfile
 import time
 import unittest
-import urllib.request
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Iterable, List, Optional, Sequence
+
+from tests.e2e.processes import (SLOW, MockMetadata, Supervisor, clean_env, deadline, events,  # noqa: F401
+                                  parse_fields, pid_alive, read_attempts, read_state)
+from tests.e2e.torch_env import (PYTHON, TORCH_VERSION, TORCHRUN, require_torch, require_torchrun,  # noqa: F401
+                                 torch_fingerprint, torch_missing_reason, torchrun_missing_reason)
 
 REPO = Path(__file__).resolve().parents[2]
-PYTHON = "/usr/bin/python3"
 HELPER_DIR = REPO / "python"
 TORCH_TRAINER = REPO / "examples" / "torch_trainer" / "train.py"
 DIST_WORKER = Path(__file__).resolve().parent / "dist_worker.py"
-# Plain torchrun as users type it (Debian's python3-torch installs /usr/bin/torchrun). Under
-# Python 3.11, torch 1.13 needs --redirects 1 --tee 1; --standalone picks a free port.
-TORCHRUN = ["torchrun", "--standalone", "--nproc_per_node=2", "--redirects", "1", "--tee", "1",
-            "--monitor_interval", "0.5"]
 HF_TRAINER = Path(__file__).resolve().parent / "hf_trainer.py"
-
-SLOW = float(os.environ.get("SPOTVISOR_E2E_SLOW", "1") or "1")
 
 # The example trainer's shortened schedule used by every e2e test. The digest does not
 # depend on --step-sleep, so interrupt tests may run slower than the reference.
 EXAMPLE_ARGS = ["--steps", "40", "--checkpoint-every", "10", "--keep", "0", "--seed", "1234"]
 # The in-place Hugging Face-style trainer (tests/e2e/hf_trainer.py).
 HF_ARGS = ["--steps", "30", "--save-steps", "5", "--seed", "7"]
-
-
-def deadline(seconds: float) -> float:
-    return time.monotonic() + seconds * SLOW
 
 
 # ---------------------------------------------------------------------------------------
@@ -67,50 +61,6 @@ def spotvisor_binary() -> Optional[str]:
         return os.path.abspath(path) if os.access(path, os.X_OK) else None
     fallback = REPO / "build" / "spotvisor"
     return str(fallback) if os.access(fallback, os.X_OK) else None
-
-
-def _has(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def torch_missing_reason() -> Optional[str]:
-    """None when /usr/bin/python3 (which runs every trainer) has torch and NumPy."""
-    if not os.access(PYTHON, os.X_OK):
-        return f"{PYTHON} not found (the trainers run with Debian's python3 and python3-torch)"
-    if Path(sys.executable).resolve() == Path(PYTHON).resolve():
-        ok = _has("torch") and _has("numpy")
-    else:
-        ok = _python_ok("import torch, numpy")
-    return None if ok else (f"{PYTHON} cannot import torch and NumPy "
-                            f"(Debian: apt-get install python3-torch python3-numpy)")
-
-
-def _python_ok(code: str) -> bool:
-    try:
-        return subprocess.run([PYTHON, "-c", code], stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=300).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-def torchrun_missing_reason() -> Optional[str]:
-    if not _python_ok("import torch.distributed as d, torch.distributed.run; "
-                      "assert d.is_available() and d.is_gloo_available()"):
-        return f"torchrun with the gloo backend is not available to {PYTHON}"
-    return None
-
-
-def clean_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-    """The environment for spotvisor and trainers: no SPOTVISOR_* or proxies leaking in."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("SPOTVISOR_") and k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
-    env["PYTHONUNBUFFERED"] = "1"
-    env.setdefault("OMP_NUM_THREADS", "1")
-    env.update(extra or {})
-    return env
 
 
 # ---------------------------------------------------------------------------------------
@@ -186,11 +136,7 @@ def _fingerprint(files: Iterable[Path], argv: Sequence[str]) -> str:
     h = hashlib.sha256()
     for f in sorted(set(files)):
         h.update(str(f).encode() + b"\0" + f.read_bytes() + b"\0")
-    spec = importlib.util.find_spec("torch")
-    if spec and spec.origin:
-        version = Path(spec.origin).parent / "version.py"
-        if version.exists():
-            h.update(version.read_bytes())
+    h.update(torch_fingerprint())   # the trainers' python and torch, not this runner's
     h.update(json.dumps(list(argv)).encode())
     return h.hexdigest()[:32]
 
@@ -233,212 +179,35 @@ def reference_digest(kind: str) -> str:
         shutil.rmtree(work, ignore_errors=True)
 
 
-# ---------------------------------------------------------------------------------------
-# Processes
-
-class Supervisor:
-    """One `spotvisor run`, stdout+stderr (the trainer's too) into a file. It stays in the
-    test's process group, so whatever kills a hung test (ctest's timeout) takes it along;
-    its trainer, in a group of its own, dies with it (PDEATHSIG)."""
-
-    def __init__(self, binary: str, config: Path, log: Path, extra: Sequence[str] = ()) -> None:
-        self.log_path = log
-        self.config = config
-        with open(log, "ab") as out:
-            self.proc = subprocess.Popen([binary, "run", "--config", str(config), *extra],
-                                         cwd=config.parent, env=clean_env(), stdin=subprocess.DEVNULL,
-                                         stdout=out, stderr=subprocess.STDOUT)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def text(self) -> str:
+def trainer_strays(workdir: Path) -> List[int]:
+    """Live trainer processes (the example trainer, dist_worker.py, torchrun) whose working
+    directory is `workdir`: the job's workdir, so no other test's."""
+    root = os.path.realpath(workdir)
+    names = (str(TORCH_TRAINER), str(DIST_WORKER), "torch.distributed.run", "torchrun")
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
         try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def tail(self, lines: int = 60) -> str:
-        return "\n".join(self.text().splitlines()[-lines:])
-
-    def worker_stacks(self) -> str:
-        """Where the workers of the last `target=workers` signal are: each is sent SIGABRT,
-        on which faulthandler (on in every job) prints all its threads' Python stacks to
-        its stderr, which is the log. Returns the log's tail after; for a failure message
-        about a save that never came."""
-        sent = [e for e in events(self.text(), "signal_sent") if e.get("target") == "workers" and e.get("workers")]
-        if not sent:
-            return self.tail()
-        for pid in sent[-1]["workers"].split(","):
-            try:
-                os.kill(int(pid), signal.SIGABRT)
-            except (ProcessLookupError, ValueError):
-                pass
-        time.sleep(3)
-        return self.tail(200)
-
-    def wait_for(self, pattern: str, timeout: float = 120, *, after: int = 0,
-                 flags: int = re.MULTILINE) -> "re.Match[str]":
-        """The first match of `pattern` in the log at or after offset `after`, polling."""
-        regex = re.compile(pattern, flags)
-        end = deadline(timeout)
-        while True:
-            exited = self.proc.poll() is not None
-            match = regex.search(self.text(), after)
-            if match:
-                return match
-            if exited:
-                raise AssertionError(f"spotvisor exited ({self.proc.returncode}) without a line "
-                                     f"matching {pattern!r}; log {self.log_path}:\n{self.tail()}")
-            if time.monotonic() > end:
-                raise AssertionError(f"no line matching {pattern!r} within {timeout * SLOW:.0f}s; "
-                                     f"log {self.log_path}:\n{self.tail()}")
-            time.sleep(0.05)
-
-    def wait_event(self, name: str, timeout: float = 120, where=lambda e: True) -> Dict[str, str]:
-        """The first `event=NAME` line whose fields satisfy `where`, polling."""
-        end = deadline(timeout)
-        while True:
-            exited = self.proc.poll() is not None
-            for e in events(self.text(), name):
-                if where(e):
-                    return e
-            if exited or time.monotonic() > end:
-                why = f"spotvisor exited ({self.proc.returncode})" if exited else f"{timeout * SLOW:.0f}s passed"
-                raise AssertionError(f"{why} without a matching event={name}; log {self.log_path}:\n{self.tail()}")
-            time.sleep(0.05)
-
-    def events(self, name: str) -> List[Dict[str, str]]:
-        return events(self.text(), name)
-
-    def wait(self, timeout: float = 180) -> int:
-        try:
-            return self.proc.wait(timeout * SLOW)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"spotvisor did not exit within {timeout * SLOW:.0f}s; "
-                                 f"log {self.log_path}:\n{self.tail()}") from None
-
-    def signal(self, signum: int) -> None:
-        self.proc.send_signal(signum)
-
-    def kill(self) -> None:
-        """SIGKILL (the trainer dies with it: PDEATHSIG) and reap."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                pass
-
-
-class MockMetadata:
-    """`spotvisor mock-metadata --provider P --listen 127.0.0.1:0 --port-file F`."""
-
-    def __init__(self, binary: str, provider: str, workdir: Path) -> None:
-        self.provider = provider
-        port_file = workdir / f"mock-{provider}.port"
-        self.log_path = workdir / f"mock-{provider}.log"
-        with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                [binary, "mock-metadata", "--provider", provider, "--listen", "127.0.0.1:0",
-                 "--port-file", str(port_file)],
-                env=clean_env(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-        end = deadline(30)
-        while not (port_file.exists() and port_file.read_text().strip()):
-            if self.proc.poll() is not None or time.monotonic() > end:
-                self.stop()
-                raise AssertionError(f"mock-metadata did not start: {self.log_path.read_text()}")
-            time.sleep(0.02)
-        self.url = f"http://127.0.0.1:{int(port_file.read_text().strip())}"
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-    def _request(self, method: str, path: str, body: Optional[dict] = None) -> str:
-        data = json.dumps(body).encode() if body is not None else b""
-        req = urllib.request.Request(self.url + path, data=data if method == "POST" else None, method=method)
-        with self._opener.open(req, timeout=10) as resp:
-            return resp.read().decode()
-
-    def preempt(self, **spec) -> None:
-        self._request("POST", "/__spotvisor/preempt", spec or None)
-
-    def clear(self) -> None:
-        self._request("POST", "/__spotvisor/clear")
-
-    def state(self) -> str:
-        return self._request("GET", "/__spotvisor/state")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-
-_FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S*)')
-
-
-def parse_fields(line: str) -> Dict[str, str]:
-    """key=value fields of one spotvisor text log line (values unquoted)."""
-    out: Dict[str, str] = {}
-    for key, value in _FIELD.findall(line):
-        if value.startswith('"') and value.endswith('"') and len(value) >= 2:
-            value = re.sub(r'\\(.)', r'\1', value[1:-1])
-        out.setdefault(key, value)
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if (cwd == root or cwd.startswith(root + "/")) and any(n in cmd for n in names) and pid_alive(int(entry)):
+            out.append(int(entry))
     return out
-
-
-def events(text: str, name: str) -> List[Dict[str, str]]:
-    """Every `event=NAME` line of a spotvisor log, parsed."""
-    return [parse_fields(line) for line in text.splitlines()
-            if " spotvisor " in line and re.search(rf"\bevent={re.escape(name)}(\s|$)", line)]
-
-
-def read_state(state_dir: Path) -> Optional[dict]:
-    try:
-        return json.loads((state_dir / "state.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-
-
-def read_attempts(state_dir: Path) -> List[dict]:
-    try:
-        text = (state_dir / "attempts.jsonl").read_text()
-    except FileNotFoundError:
-        return []
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie is not alive for our purposes.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
 
 
 # ---------------------------------------------------------------------------------------
 # The base test case
 
 class NeedsTorchrun:
-    """Mixin before an E2ECase: the class skips itself without torchrun and gloo."""
+    """Mixin before an E2ECase: the class skips itself without torchrun and gloo (fails
+    when SPOTVISOR_E2E_TORCH_PYTHON asked for them)."""
 
     @classmethod
     def setUpClass(cls) -> None:
-        reason = torchrun_missing_reason()
-        if reason:
-            raise unittest.SkipTest(reason)
+        require_torchrun()
         super().setUpClass()
 
 
@@ -454,9 +223,7 @@ class E2ECase(unittest.TestCase):
         if cls.binary is None:
             raise unittest.SkipTest("no spotvisor binary: set SPOTVISOR_BINARY (ctest does) or build build/spotvisor")
         if cls.needs_torch:
-            reason = torch_missing_reason()
-            if reason:
-                raise unittest.SkipTest(reason)
+            require_torch()
 
     def setUp(self) -> None:
         self.started = time.monotonic()
@@ -466,15 +233,28 @@ class E2ECase(unittest.TestCase):
         self.addCleanup(self._cleanup)
 
     def _cleanup(self) -> None:
+        # Exited by themselves: a SIGKILLed spotvisor (here, or by the test) cannot clean up.
+        on_their_own = all(sv.proc.poll() is not None and sv.proc.returncode != -signal.SIGKILL
+                           for sv in self._supervisors)
         for sv in self._supervisors:
             sv.kill()
         for mock in self._mocks:
             mock.stop()
-        failed = self._failed()
+        # After our SIGKILL of a spotvisor, torch 2.x's workers outlive it (each in a session
+        # of its own, no PDEATHSIG); after a spotvisor that exited by itself, none may.
+        strays = trainer_strays(self.dir)
+        for pid in strays:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        failed = self._failed() or bool(strays and on_their_own)
         if failed or os.environ.get("SPOTVISOR_E2E_KEEP") == "1":
             print(f"\n[e2e] {self.id()}: kept {self.dir}", file=sys.stderr)
         else:
             shutil.rmtree(self.dir, ignore_errors=True)
+        if strays and on_their_own and self._supervisors:
+            raise AssertionError(f"trainer processes outlived spotvisor's exit (SIGKILLed now): {strays}")
 
     def _failed(self) -> bool:
         outcome = getattr(self, "_outcome", None)

@@ -12,6 +12,7 @@ digest D of the same trainer run uninterrupted, directly, without spotvisor:
   (e) Torchrun        torchrun with 2 workers, preempted through the mock and resumed -> D(torchrun)
 
 Run: SPOTVISOR_BINARY=build/spotvisor /usr/bin/python3 -m unittest tests.e2e.test_exact_resume -v
+(torch 2.x trainers: SPOTVISOR_E2E_TORCH_PYTHON=<venv python>; D is then torch 2.x's own digest.)
 """
 
 from __future__ import annotations

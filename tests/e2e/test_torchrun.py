@@ -1,4 +1,7 @@
-"""End-to-end: `spotvisor run -- torchrun ...` as users type it (torch 1.13, 2 workers, gloo).
+"""End-to-end: `spotvisor run -- torchrun ...` as users type it (2 workers, gloo).
+
+Debian's torch 1.13 by default; torch 2.x with SPOTVISOR_E2E_TORCH_PYTHON=<venv python>
+(ctest's e2e.torch2.* entries; see torch_env.py).
 
 signals.target is left at its default, auto, which picks the workers for torchrun:
   (a) TorchrunSignals.test_cadence_...      cadence every 3 s: >= 3 requests, the agent survives,
@@ -17,6 +20,7 @@ signals.target is left at its default, auto, which picks the workers for torchru
 (g), the exact resume under plain torchrun, is test_exact_resume.Torchrun.
 
 Run: SPOTVISOR_BINARY=build/spotvisor /usr/bin/python3 -m unittest -v tests.e2e.test_torchrun
+     (torch 2.x: add SPOTVISOR_E2E_TORCH_PYTHON="$(scripts/python-env.sh | tail -n 1)")
 """
 
 from __future__ import annotations
@@ -28,18 +32,19 @@ import unittest
 from pathlib import Path
 from typing import Dict, List
 
-from tests.e2e.support import (DIST_WORKER, E2ECase, NeedsTorchrun, PYTHON, TORCH_TRAINER, TORCHRUN, deadline,
-                               events, pid_alive, read_attempts, read_state, write_job)
+from tests.e2e.support import (DIST_WORKER, E2ECase, NeedsTorchrun, PYTHON, TORCH_TRAINER, TORCH_VERSION, TORCHRUN,
+                               deadline, events, pid_alive, read_attempts, read_state, write_job)
 
 
 class TorchrunCase(NeedsTorchrun, E2ECase):
     """torchrun with two workers as the supervised command."""
 
-    def worker_job(self, *worker_args: str, torchrun_args=(), module: bool = False, **kw) -> Path:
+    def worker_job(self, *worker_args: str, torchrun_args=(), module: bool = False, env=(), **kw) -> Path:
         """A job running tests/e2e/dist_worker.py under torchrun (`module`: as
-        `python3 -m torch.distributed.run`, the other spelling users type)."""
+        `<python> -m torch.distributed.run`, the other spelling users type; `env`: NAME=value
+        settings put in front as `env NAME=value ...`)."""
         launcher = [PYTHON, "-m", "torch.distributed.run", *TORCHRUN[1:]] if module else TORCHRUN
-        command = [*launcher, *torchrun_args, str(DIST_WORKER), "--ckpt-dir", "{checkpoint_dir}",
+        command = [*(["env", *env] if env else []), *launcher, *torchrun_args, str(DIST_WORKER), "--ckpt-dir", "{checkpoint_dir}",
                    "--pid-dir", str(self.dir / "pids"), *worker_args]
         return write_job(self.dir / "job.yaml", name=f"e2e-{self._testMethodName}", command=command,
                          resume_args=[], pattern="ckpt_step{step}", result_file=None, **kw)
@@ -190,9 +195,15 @@ class TorchrunLongSave(TorchrunCase):
 class TorchrunRestarts(TorchrunCase):
     def test_worker_crash_handled_by_torchrun_is_not_an_attempt(self):
         # (e) rank 1 exits 3 at step 5, once; torchrun restarts both workers (restart 1).
-        job = self.worker_job("--steps", "25", "--crash-once-at", "5", torchrun_args=["--max_restarts=1"])
+        # torch 2.x's agent shares its rendezvous store with the workers and no longer puts
+        # the restart count in their keys: the restarted ranks' gloo set-up reads the dead
+        # ranks' addresses ("Connection refused"), fails, and torchrun spends its restarts
+        # (seen with 2.15, without spotvisor too). torch's own switch avoids that store;
+        # spelled behind `env`, which auto sees through.
+        fix = ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"] if TORCH_VERSION.split(".")[0] not in ("", "0", "1") else []
+        job = self.worker_job("--steps", "25", "--crash-once-at", "5", torchrun_args=["--max_restarts=1"], env=fix)
         sv = self.supervise(job, "run")
-        self.assert_started_with_workers_target(sv)
+        self.assert_started_with_workers_target(sv, "torchrun is a launcher")
         self.assert_exit(sv, 0, 300)
         pids = self.worker_pids()
         self.assertEqual(sorted(pids), ["rank0-restart0", "rank0-restart1", "rank1-restart0", "rank1-restart1"])
@@ -212,7 +223,8 @@ class TorchrunRestarts(TorchrunCase):
         job = self.worker_job("--stop-exit", "143", torchrun_args=["--max_restarts=3"], module=True, provider="aws",
                               endpoint=mock.url, poll_interval="200ms")
         sv = self.supervise(job, "run")
-        self.assert_started_with_workers_target(sv, "auto: torchrun is a launcher (python3 -m torch.distributed.run)")
+        self.assert_started_with_workers_target(
+            sv, f"auto: torchrun is a launcher ({Path(PYTHON).name} -m torch.distributed.run)")
         self.wait_workers(2)
         sv.wait_for(r"\[worker\] start step=0 .*rank=1", 120)
         mock.preempt()
