@@ -19,17 +19,13 @@
 #include <sstream>
 
 #include "spotvisor/checkpoint/safetensors_check.hpp"
+#include "spotvisor/checkpoint/safetensors_index.hpp"
 #include "spotvisor/checkpoint/torch_pickles.hpp"
 
 namespace spotvisor::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string Parent(const std::string& rel) {
-  const auto slash = rel.rfind('/');
-  return slash == std::string::npos ? "" : rel.substr(0, slash);
-}
 
 // The number in `name` after `prefix` when the rest is all digits.
 std::optional<std::uint64_t> NumberAfter(std::string_view name, std::string_view prefix) {
@@ -223,7 +219,7 @@ bool LooksLikeMegatron(const fs::path& dir, const Names& names) {
       [](const std::string& n) { return n.starts_with("mp_rank_") && n.ends_with("/model_optim_rng.pt"); });
 }
 
-// --- Orbax and sharded safetensors ---------------------------------------------------
+// --- Orbax ---------------------------------------------------
 
 Result<bool> CheckOrbax(const fs::path& dir, const Names& names, bool forced) {
   if (!forced && !names.Has("_CHECKPOINT_METADATA") && !names.Has("commit_success.txt")) return false;
@@ -235,24 +231,6 @@ Result<bool> CheckOrbax(const fs::path& dir, const Names& names, bool forced) {
   }
   if (!committed) return Error{dir.string() + ": missing Orbax commit marker 'commit_success.txt'"};
   return true;
-}
-
-Status CheckSafetensorsIndexes(const std::vector<CheckpointFile>& files, const Names& names) {
-  for (const auto& f : files) {  // sharded safetensors: every shard named in the index exists
-    if (!f.rel.ends_with(".safetensors.index.json")) continue;
-    auto index = ReadJson(f.path);
-    if (!index || !index->is_object() || !index->contains("weight_map") || !(*index)["weight_map"].is_object()) {
-      return Error{f.path.string() + ": safetensors index has no weight_map object"};
-    }
-    for (const auto& [tensor, shard] : (*index)["weight_map"].items()) {
-      if (!shard.is_string()) return Error{f.path.string() + ": tensor '" + tensor + "' has no shard file name"};
-      const std::string file = shard.get<std::string>();
-      if (!names.Has(Parent(f.rel).empty() ? file : Parent(f.rel) + "/" + file)) {
-        return Error{f.path.string() + ": tensor '" + tensor + "' is in shard '" + file + "', which is missing"};
-      }
-    }
-  }
-  return Ok{};
 }
 
 }  // namespace
@@ -285,7 +263,9 @@ Result<LayoutVerdict> CheckLayout(const fs::path& dir, const std::vector<Checkpo
     if (auto st = CheckMegatron(dir, names); !st) return st.error();
     v = {has_manifest ? "" : "latest_checkpointed_iteration.txt", "megatron", std::move(v.checked)};
   }
-  if (auto st = CheckSafetensorsIndexes(files, names); !st) return st.error();
+  // Sharded weights (safetensors_index.hpp): the index last, every shard, every weight_map entry.
+  if (auto st = CheckShardedWeights(dir, names.all, o.level != config::ValidateLevel::kStructure); !st)
+    return st.error();
   return v;
 }
 

@@ -28,6 +28,15 @@ std::uint64_t DtypeBits(const std::string& dtype) {
 }
 
 Error Fail(const std::string& name, const std::string& what) { return Error{name + ": safetensors header: " + what}; }
+Error Fail(const std::string& name, const std::string& what, std::uint64_t offset) {
+  return Fail(name, what + " (offset " + std::to_string(offset) + ")");
+}
+
+// The file offset of `key`'s name in the header (which starts at offset 8), or of the header.
+std::uint64_t KeyOffset(std::string_view header, const std::string& key) {
+  const auto at = header.find(Json(key).dump());
+  return 8 + (at == std::string_view::npos ? 0 : at);
+}
 
 struct Span {
   std::uint64_t begin;
@@ -95,8 +104,8 @@ std::size_t JsonNestingDepth(std::string_view json) {
 
 Result<SafetensorsSummary> CheckSafetensorsHeader(std::string_view header, std::uint64_t file_size,
                                                   const std::string& name) {
-  if (header.empty() || header.front() != '{') return Fail(name, "does not start with '{'");
-  if (JsonNestingDepth(header) > 4) return Fail(name, "nesting is too deep or brackets do not balance");
+  if (header.empty() || header.front() != '{') return Fail(name, "does not start with '{'", 8);
+  if (JsonNestingDepth(header) > 4) return Fail(name, "nesting is too deep or brackets do not balance", 8);
   std::string duplicate;
   std::vector<std::set<std::string>> keys_at_depth;
   Json::parser_callback_t callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
@@ -115,22 +124,28 @@ Result<SafetensorsSummary> CheckSafetensorsHeader(std::string_view header, std::
   Json doc;
   try {
     doc = Json::parse(header.begin(), header.end(), callback);
+  } catch (const Json::parse_error& e) {
+    return Fail(name, std::string("is not valid UTF-8 JSON: ") + e.what(), 8 + (e.byte > 0 ? e.byte - 1 : 0));
   } catch (const Json::exception& e) {
-    return Fail(name, std::string("is not valid UTF-8 JSON: ") + e.what());
+    return Fail(name, std::string("is not valid UTF-8 JSON: ") + e.what(), 8);
   }
-  if (!duplicate.empty()) return Fail(name, "name '" + duplicate + "' appears twice");
-  if (!doc.is_object()) return Fail(name, "is not a JSON object");
+  if (!duplicate.empty()) {
+    const auto at = header.rfind(Json(duplicate).dump());
+    return Fail(name, "name '" + duplicate + "' appears twice", 8 + (at == std::string_view::npos ? 0 : at));
+  }
+  if (!doc.is_object()) return Fail(name, "is not a JSON object", 8);
   std::vector<Span> spans;
   for (const auto& [key, value] : doc.items()) {
     if (key == "__metadata__") {
-      if (!value.is_object()) return Fail(name, "__metadata__ is not an object");
+      if (!value.is_object()) return Fail(name, "__metadata__ is not an object", KeyOffset(header, key));
       for (const auto& [mk, mv] : value.items()) {
-        if (!mv.is_string()) return Fail(name, "__metadata__ value '" + mk + "' is not a string");
+        if (!mv.is_string())
+          return Fail(name, "__metadata__ value '" + mk + "' is not a string", KeyOffset(header, mk));
       }
       continue;
     }
     auto span = CheckTensor(name, key, value);
-    if (!span) return span.error();
+    if (!span) return Error{span.error().message + " (offset " + std::to_string(KeyOffset(header, key)) + ")"};
     spans.push_back(std::move(*span));
   }
   std::sort(spans.begin(), spans.end(),
@@ -138,33 +153,43 @@ Result<SafetensorsSummary> CheckSafetensorsHeader(std::string_view header, std::
   std::uint64_t covered = 0;
   for (const auto& s : spans) {
     if (s.begin != covered) {
-      return Fail(name, "tensor '" + s.tensor + "' starts at buffer offset " + std::to_string(s.begin) +
-                            " but the previous tensor ends at " + std::to_string(covered) +
-                            (s.begin < covered ? " (overlap)" : " (gap)"));
+      return Fail(name,
+                  "tensor '" + s.tensor + "' starts at buffer offset " + std::to_string(s.begin) +
+                      " but the previous tensor ends at " + std::to_string(covered) +
+                      (s.begin < covered ? " (overlap)" : " (gap)"),
+                  KeyOffset(header, s.tensor));
     }
     covered = s.end;
   }
   const std::uint64_t expected = 8 + header.size() + covered;  // cannot overflow: all <= file size checks
   if (expected != file_size) {
-    return Fail(name, "tensors cover " + std::to_string(covered) + " data bytes, so the file should be " +
-                          std::to_string(expected) + " bytes, but it is " + std::to_string(file_size) +
-                          (file_size < expected ? " (truncated)" : " (trailing bytes)"));
+    return Fail(name,
+                "tensors cover " + std::to_string(covered) + " data bytes, so the file should be " +
+                    std::to_string(expected) + " bytes, but it is " + std::to_string(file_size) +
+                    (file_size < expected ? " (truncated)" : " (trailing bytes)"),
+                std::min(expected, file_size));
   }
-  return SafetensorsSummary{spans.size(), covered};
+  SafetensorsSummary summary{spans.size(), covered, {}};
+  summary.names.reserve(spans.size());
+  for (auto& s : spans) summary.names.push_back(std::move(s.tensor));
+  return summary;
 }
 
 Result<SafetensorsSummary> CheckSafetensors(const ByteSource& source) {
   const std::uint64_t size = source.size();
   if (size < 8)
-    return Fail(source.name(), "file is " + std::to_string(size) + " bytes, too short for the 8-byte length");
+    return Fail(source.name(), "file is " + std::to_string(size) + " bytes, too short for the 8-byte length", size);
   std::array<std::byte, 8> len{};
   if (auto st = source.ReadAt(0, len); !st) return st.error();
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | std::to_integer<std::uint64_t>(len[static_cast<std::size_t>(i)]);
-  if (n > kMaxSafetensorsHeader) return Fail(source.name(), "declared length " + std::to_string(n) + " exceeds 100 MB");
+  if (n > kMaxSafetensorsHeader)
+    return Fail(source.name(), "declared length " + std::to_string(n) + " exceeds 100 MB", 0);
   if (n > size - 8) {
-    return Fail(source.name(), "declared length " + std::to_string(n) + " runs past the end of the " +
-                                   std::to_string(size) + "-byte file (truncated?)");
+    return Fail(source.name(),
+                "declared length " + std::to_string(n) + " runs past the end of the " + std::to_string(size) +
+                    "-byte file (truncated?)",
+                size);
   }
   std::string header(static_cast<std::size_t>(n), '\0');
   if (auto st = source.ReadAt(8, {reinterpret_cast<std::byte*>(header.data()), header.size()}); !st) return st.error();

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "spotvisor/checkpoint/byte_source.hpp"
 #include "spotvisor/util/result.hpp"
@@ -16,11 +17,13 @@ namespace spotvisor::checkpoint {
 inline constexpr std::uint64_t kMaxSafetensorsHeader = 100'000'000;
 
 struct SafetensorsSummary {
-  std::uint64_t tensors = 0;     // entries besides __metadata__
-  std::uint64_t data_bytes = 0;  // size of the byte buffer
+  std::uint64_t tensors = 0;       // entries besides __metadata__
+  std::uint64_t data_bytes = 0;    // size of the byte buffer
+  std::vector<std::string> names;  // the tensors, in buffer order
 };
 
-// Validates the header of the file in `source` against its size.
+// Validates the header of the file in `source` against its size. A failure names the file
+// and the offset (of the tensor's entry in the header, or where the file ends).
 Result<SafetensorsSummary> CheckSafetensors(const ByteSource& source);
 
 // The same for a header already read: `header` is the JSON, `file_size` the whole file.
