@@ -37,11 +37,14 @@ Status MemorySource::ReadAt(std::uint64_t offset, std::span<std::byte> out) cons
   return Ok{};
 }
 
-Result<std::uint32_t> MemorySource::Crc32Of(std::uint64_t offset, std::uint64_t length) const {
+Result<std::uint32_t> MemorySource::Crc32Of(std::uint64_t offset, std::uint64_t length,
+                                            const BlockVisitor* visit) const {
   if (offset > bytes_.size() || length > bytes_.size() - offset) {
     return Error{At(name_, offset) + ": range of " + std::to_string(length) + " bytes past the end"};
   }
-  return Crc32(0, bytes_.data() + offset, static_cast<std::size_t>(length));
+  const std::span<const std::byte> range = bytes_.subspan(offset, static_cast<std::size_t>(length));
+  if (visit != nullptr) (*visit)(offset, range);
+  return Crc32(0, range.data(), range.size());
 }
 
 Result<FileSource> FileSource::Open(const std::filesystem::path& path) {
@@ -83,7 +86,7 @@ Status FileSource::ReadAt(std::uint64_t offset, std::span<std::byte> out) const 
   return Ok{};
 }
 
-Result<std::uint32_t> FileSource::Crc32Of(std::uint64_t offset, std::uint64_t length) const {
+Result<std::uint32_t> FileSource::Crc32Of(std::uint64_t offset, std::uint64_t length, const BlockVisitor* visit) const {
   if (offset > size_ || length > size_ - offset) {
     return Error{At(name_, offset) + ": range of " + std::to_string(length) + " bytes runs past the end of the file (" +
                  std::to_string(size_) + " bytes)"};
@@ -95,6 +98,7 @@ Result<std::uint32_t> FileSource::Crc32Of(std::uint64_t offset, std::uint64_t le
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(length, kBuffer));
     if (auto st = ReadAt(offset, {buffer.get(), n}); !st) return st.error();
     crc = Crc32(crc, buffer.get(), n);
+    if (visit != nullptr) (*visit)(offset, {buffer.get(), n});
     offset += n;
     length -= n;
   }
@@ -102,7 +106,7 @@ Result<std::uint32_t> FileSource::Crc32Of(std::uint64_t offset, std::uint64_t le
 }
 
 Result<std::vector<std::uint32_t>> Crc32OfRanges(const ByteSource& source, std::span<const ByteRange> ranges,
-                                                 HashPool* pool) {
+                                                 HashPool* pool, const BlockVisitor* visit) {
   struct Piece {
     std::size_t range;  // which range it belongs to
     ByteRange bytes;    // its part of that range
@@ -118,7 +122,7 @@ Result<std::vector<std::uint32_t>> Crc32OfRanges(const ByteSource& source, std::
     } while (at < end);
   }
   std::vector<Result<std::uint32_t>> crcs(pieces.size(), Result<std::uint32_t>(0u));
-  auto run = [&](std::size_t i) { crcs[i] = source.Crc32Of(pieces[i].bytes.offset, pieces[i].bytes.length); };
+  auto run = [&](std::size_t i) { crcs[i] = source.Crc32Of(pieces[i].bytes.offset, pieces[i].bytes.length, visit); };
   if (pool != nullptr && pieces.size() > 1) {
     pool->ParallelFor(pieces.size(), run);
   } else {

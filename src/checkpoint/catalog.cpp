@@ -86,7 +86,11 @@ CatalogOptions CatalogOptionsFor(const config::JobConfig& job, bool acts) {
   o.validator.level = c.validate;
   o.validator.format = c.format;
   o.validator.marker = c.marker;
-  if (!job.telemetry.state_dir.empty()) o.cache_file = job.telemetry.state_dir / std::string(kCacheFileName);
+  o.validator.content = c.content;
+  if (!job.telemetry.state_dir.empty()) {
+    const bool finite = c.content == config::ContentCheck::kFinite;
+    o.cache_file = job.telemetry.state_dir / std::string(finite ? kFiniteCacheFileName : kCacheFileName);
+  }
   o.keep = c.keep;
   o.quarantine = acts && c.quarantine;
   if (acts) {

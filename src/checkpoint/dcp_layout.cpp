@@ -5,13 +5,19 @@
 // .metadata last. Metadata.storage_data maps each item (MetadataIndex: fqn, offset) to
 // _StorageInfo(relative_path, offset, length); state_dict_metadata says which fqns are
 // tensors (TensorStorageMetadata) and which bytes (BytesStorageMetadata).
+// With FileSystemWriter(serialization_format=SerializationFormat.SAFETENSORS) (torch 2.x) a
+// rank's tensors are one safetensors blob after its BYTE_IO items instead: each tensor item
+// records the blob's start as its offset and its own size as its length, and the blob's
+// header says where each tensor is.
 #include <array>
 #include <cstring>
 #include <map>
 
 #include "framework_layout.hpp"
 #include "spotvisor/checkpoint/byte_source.hpp"
+#include "spotvisor/checkpoint/file_check.hpp"
 #include "spotvisor/checkpoint/pickle.hpp"
+#include "spotvisor/checkpoint/safetensors_check.hpp"
 #include "spotvisor/checkpoint/zip_archive.hpp"
 
 namespace spotvisor::checkpoint {
@@ -79,8 +85,61 @@ Result<std::vector<Item>> ReadItems(const fs::path& meta_path) {
   return items;
 }
 
-// One item inside its shard: in the file; a tensor is one complete torch.save archive.
-Status CheckItem(const ByteSource& shard, const Item& item, const ValidatorOptions& o) {
+// A failure inside an item's archive names the item too (the archive's own entry names are
+// the same in every item: 'archive/data/0').
+Status InItem(Status st, const Item& item, const std::string& where) {
+  if (st || st.error().message.find("'" + item.fqn + "'") != std::string::npos) return st;
+  return Error{st.error().message + " — in " + where};
+}
+
+// The tensor names of each safetensors blob of a shard already checked, by its offset.
+using Blobs = std::map<std::uint64_t, std::set<std::string>>;
+
+bool IsSafetensorsBlob(const ByteSource& shard, std::uint64_t offset) {
+  std::array<std::byte, 9> head{};
+  return shard.size() - offset > head.size() && shard.ReadAt(offset, head) &&
+         std::memcmp(head.data(), "PK\x03\x04", 4) != 0 && head[8] == std::byte{'{'};
+}
+
+// A tensor item in a SerializationFormat.SAFETENSORS shard: the blob at its offset (to the
+// end of the shard) is a valid safetensors file that holds the item's tensor.
+Status CheckSafetensorsItem(const ByteSource& shard, const Item& item, const std::string& where,
+                            const ValidatorOptions& o, Blobs& blobs) {
+  auto blob = blobs.find(item.offset);
+  if (blob == blobs.end()) {
+    const std::string in_blob = " — in the safetensors blob at offset " + std::to_string(item.offset) + " that " +
+                                where + " points to (offsets in the blob)";
+    std::array<std::byte, 8> len{};
+    if (auto st = shard.ReadAt(item.offset, len); !st) return st;
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | std::to_integer<std::uint64_t>(len[static_cast<std::size_t>(i)]);
+    const std::uint64_t blob_size = shard.size() - item.offset;
+    if (n > kMaxSafetensorsHeader || n > blob_size - 8) {
+      return Error{shard.name() + ": safetensors header: declared length " + std::to_string(n) +
+                   " runs past the end of the shard (truncated?) (offset " + std::to_string(shard.size()) + ")" +
+                   in_blob};
+    }
+    std::string header(static_cast<std::size_t>(n), '\0');
+    if (auto st = shard.ReadAt(item.offset + 8, {reinterpret_cast<std::byte*>(header.data()), header.size()}); !st)
+      return st;
+    auto summary = CheckSafetensorsHeader(header, blob_size, shard.name());
+    if (!summary) return Error{summary.error().message + in_blob};
+    if (o.level == config::ValidateLevel::kFull) {  // no checksum: every byte read
+      auto crc = Crc32OfRanges(shard, std::array<ByteRange, 1>{ByteRange{item.offset, blob_size}}, o.pool);
+      if (!crc) return crc.error();
+    }
+    blob = blobs.emplace(item.offset, std::set<std::string>(summary->names.begin(), summary->names.end())).first;
+  }
+  if (!blob->second.count(item.fqn)) {
+    return Error{shard.name() + ": " + where + " is not a tensor of the safetensors blob there (offset " +
+                 std::to_string(item.offset) + ")"};
+  }
+  return Ok{};
+}
+
+// One item inside its shard: in the file; a tensor is one complete torch.save archive (or
+// in a safetensors blob).
+Status CheckItem(const ByteSource& shard, const Item& item, const ValidatorOptions& o, Blobs& blobs) {
   const std::string where = "item '" + item.fqn + "' (offset " + std::to_string(item.offset) + ", " +
                             std::to_string(item.length) + " bytes, as .metadata records it)";
   if (item.offset > shard.size() || shard.size() - item.offset < item.length) {
@@ -97,6 +156,8 @@ Status CheckItem(const ByteSource& shard, const Item& item, const ValidatorOptio
       auto crc = Crc32OfRanges(shard, std::array<ByteRange, 1>{ByteRange{item.offset, item.length}}, o.pool);
       return crc ? Status(Ok{}) : Status(crc.error());
     }
+  } else if (IsSafetensorsBlob(shard, item.offset)) {
+    return CheckSafetensorsItem(shard, item, where, o, blobs);
   }
   auto archive = ReadZipIndex(shard, item.offset + item.length, /*allow_comment=*/false);
   if (!archive) return Error{archive.error().message + " — " + where + " is not a complete torch.save archive"};
@@ -104,10 +165,10 @@ Status CheckItem(const ByteSource& shard, const Item& item, const ValidatorOptio
     return Error{shard.name() + ": " + where + " holds an archive that starts at offset " +
                  std::to_string(archive->start)};
   }
-  if (auto st = CheckZipLayout(shard, *archive); !st) return st;
-  if (auto st = CheckTorchRecords(shard, *archive); !st) return st;
-  if (full) return VerifyZipCrcs(shard, *archive, o.pool);
-  return Ok{};
+  if (auto st = CheckZipLayout(shard, *archive); !st) return InItem(st, item, where);
+  if (auto st = CheckTorchRecords(shard, *archive); !st) return InItem(st, item, where);
+  return InItem(CheckArchiveBytes(shard, *archive, {o.level, true, "", o.pool, o.content}, /*torch=*/true, item.fqn),
+                item, where);
 }
 
 }  // namespace
@@ -144,8 +205,9 @@ Status CheckDcpLayout(const fs::path& dir, const std::vector<CheckpointFile>& fi
       }
       auto src = FileSource::Open(dir / rel);
       if (!src) return src.error();
+      Blobs blobs;
       for (const Item* item : in_file) {
-        if (auto st = CheckItem(*src, *item, o); !st) return st;
+        if (auto st = CheckItem(*src, *item, o, blobs); !st) return st;
       }
       verdict.checked.insert(rel);
     }

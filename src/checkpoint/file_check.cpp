@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "spotvisor/checkpoint/byte_source.hpp"
+#include "spotvisor/checkpoint/content_check.hpp"
 #include "spotvisor/checkpoint/safetensors_check.hpp"
 #include "spotvisor/checkpoint/torch_pickles.hpp"
 #include "spotvisor/checkpoint/zip_archive.hpp"
@@ -60,11 +61,47 @@ Status CheckZipFile(const ByteSource& src, const FileCheckOptions& o) {
                  " instead of 0 (bytes before it are not part of the checkpoint)"};
   }
   if (auto st = CheckZipLayout(src, *archive); !st) return st;
-  if (LooksLikeTorchArchive(*archive) || o.forced_format == "torch") {
+  const bool torch = LooksLikeTorchArchive(*archive) || o.forced_format == "torch";
+  if (torch) {
     if (auto st = CheckTorchRecords(src, *archive); !st) return st;
   }
-  if (o.level == ValidateLevel::kFull && o.verify_bytes) return VerifyZipCrcs(src, *archive, o.pool);
+  return CheckArchiveBytes(src, *archive, o, torch, "");
+}
+
+}  // namespace
+
+Status CheckArchiveBytes(const ByteSource& src, const ZipArchive& archive, const FileCheckOptions& o, bool torch,
+                         const std::string& root_key) {
+  const bool crcs = o.level == ValidateLevel::kFull && o.verify_bytes;
+  if (o.content != config::ContentCheck::kFinite || !torch) {
+    return crcs ? VerifyZipCrcs(src, archive, o.pool) : Status(Ok{});
+  }
+  auto tensors = TorchArchiveTensors(src, archive, root_key);
+  if (!tensors) return tensors.error();
+  const FiniteScan scan(std::move(*tensors));
+  if (!crcs) return ReadAndJudge(src, scan, o.pool);
+  if (auto st = VerifyZipCrcs(src, archive, o.pool, scan.visitor()); !st) return st;
+  return scan.Verdict(src);
+}
+
+namespace {
+
+Status ReadEverything(const ByteSource& src, HashPool* pool) {
+  auto crc = Crc32OfRanges(src, std::array<ByteRange, 1>{ByteRange{0, src.size()}}, pool);
+  if (!crc) return crc.error();
   return Ok{};
+}
+
+// safetensors has no checksum: full reads every byte; the content check reads the tensors,
+// which tile the data buffer, so one read serves both.
+Status CheckSafetensorsFile(const ByteSource& src, const FileCheckOptions& o) {
+  if (auto st = CheckSafetensors(src); !st) return st.error();
+  if (o.content == config::ContentCheck::kFinite) {
+    auto tensors = SafetensorsTensors(src);
+    if (!tensors) return tensors.error();
+    return ReadAndJudge(src, FiniteScan(std::move(*tensors)), o.pool);
+  }
+  return o.level == ValidateLevel::kFull && o.verify_bytes ? ReadEverything(src, o.pool) : Status(Ok{});
 }
 
 // A DCP shard: raw byte items first, then one torch.save archive per tensor; walked from
@@ -78,17 +115,14 @@ Status CheckDcpShard(const ByteSource& src, const FileCheckOptions& o) {
       if (archives > 0) break;  // the rest are raw byte items
       std::array<std::byte, 9> head{};
       if (src.size() > head.size() && src.ReadAt(0, head) && head[8] == std::byte{'{'}) {
-        auto st = CheckSafetensors(src);  // SerializationFormat.SAFETENSORS shards
-        if (!st) return st.error();
-        return Ok{};
+        return CheckSafetensorsFile(src, o);  // SerializationFormat.SAFETENSORS shards
       }
       return Error{archive.error().message + " — a DCP shard must end with a complete torch.save archive"};
     }
     if (auto st = CheckZipLayout(src, *archive); !st) return st;
     if (auto st = CheckTorchRecords(src, *archive); !st) return st;
-    if (o.level == ValidateLevel::kFull && o.verify_bytes) {
-      if (auto st = VerifyZipCrcs(src, *archive, o.pool); !st) return st;
-    }
+    const std::string key = "archive at offset " + std::to_string(archive->start);
+    if (auto st = CheckArchiveBytes(src, *archive, o, /*torch=*/true, key); !st) return st;
     end = archive->start;
     ++archives;
   }
@@ -103,10 +137,16 @@ Status CheckJson(const ByteSource& src) {
   if (src.size() > kMaxJsonBytes) return Error{src.name() + ": JSON file larger than 64 MiB"};
   std::string text(static_cast<std::size_t>(src.size()), '\0');
   if (auto st = src.ReadAt(0, {reinterpret_cast<std::byte*>(text.data()), text.size()}); !st) return st;
-  if (JsonNestingDepth(text) > 256) return Error{src.name() + ": JSON nesting too deep or unbalanced"};
+  if (JsonNestingDepth(text) > 256) {
+    return Error{src.name() + ": JSON nesting too deep or brackets unbalanced (cut short?) (offset " +
+                 std::to_string(text.size()) + ", the end)"};
+  }
   try {
     const auto doc = nlohmann::json::parse(text);
     (void)doc;
+  } catch (const nlohmann::json::parse_error& e) {
+    return Error{src.name() + ": not valid JSON: " + e.what() + " (offset " +
+                 std::to_string(e.byte > 0 ? e.byte - 1 : 0) + ")"};
   } catch (const nlohmann::json::exception& e) {
     return Error{src.name() + ": not valid JSON: " + e.what()};
   }
@@ -121,12 +161,6 @@ Status CheckPickleEnds(const ByteSource& src) {
     return Error{src.name() + ": not a complete pickle (no PROTO opcode at offset 0 or no STOP at offset " +
                  std::to_string(src.size() - 1) + ")"};
   }
-  return Ok{};
-}
-
-Status ReadEverything(const ByteSource& src, HashPool* pool) {
-  auto crc = Crc32OfRanges(src, std::array<ByteRange, 1>{ByteRange{0, src.size()}}, pool);
-  if (!crc) return crc.error();
   return Ok{};
 }
 
@@ -184,15 +218,15 @@ FileCheck CheckFile(const fs::path& file, const FileCheckOptions& o) {
     case FileFormat::kDcpShard:
       out.status = CheckDcpShard(*src, o);
       break;
-    case FileFormat::kSafetensors: {
-      auto st = CheckSafetensors(*src);
-      out.status = st ? (full_bytes ? ReadEverything(*src, o.pool) : Status(Ok{})) : Status(st.error());
+    case FileFormat::kSafetensors:
+      out.status = CheckSafetensorsFile(*src, o);
       out.note = "safetensors has no checksum: data bits are not verified";
       break;
-    }
     case FileFormat::kTorchLegacy:
       out.status = CheckTorchLegacy(*src, full_bytes, o.pool);
-      out.note = "legacy torch pickle has no checksum: data bits are not verified";
+      out.note = o.content == config::ContentCheck::kFinite
+                     ? "legacy torch pickle: no checksum, and its tensors are not checked for NaN/Inf"
+                     : "legacy torch pickle has no checksum: data bits are not verified";
       break;
     case FileFormat::kJson:
       out.status = CheckJson(*src);

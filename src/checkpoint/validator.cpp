@@ -119,7 +119,7 @@ Verdict ValidateDirectory(const fs::path& dir, const ValidatorOptions& o) {
       if (i.rel.ends_with(".distcp")) ++payload;
       continue;
     }
-    FileCheckOptions fo{o.level, !has_manifest || o.for_seal, "", o.pool};
+    FileCheckOptions fo{o.level, !has_manifest || o.for_seal, "", o.pool, o.content};
     const FileCheck fc = CheckFile(i.path, fo);
     if (!fc.status) return Bad(fc.status.error().message, std::string(FormatName(fc.format)));
     ++counts[std::string(FormatName(fc.format))];
@@ -168,7 +168,7 @@ Verdict ValidateFile(const fs::path& file, const ValidatorOptions& o) {
   bool has_manifest = false;
   if (auto st = CheckManifest(file, false, o, has_manifest); !st) return Bad(st.error().message, "manifest");
   const std::string forced = (o.format == "torch" || o.format == "safetensors") ? o.format : "";
-  const FileCheck fc = CheckFile(file, {o.level, !has_manifest || o.for_seal, forced, o.pool});
+  const FileCheck fc = CheckFile(file, {o.level, !has_manifest || o.for_seal, forced, o.pool, o.content});
   const std::string format(FormatName(fc.format));
   if (!fc.status) return Bad(fc.status.error().message, format);
   if (fc.format == FileFormat::kUnknown && !has_manifest && o.format != "any") {

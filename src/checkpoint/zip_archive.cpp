@@ -256,11 +256,11 @@ Status CheckZipLayout(const ByteSource& s, ZipArchive& a) {
   return Ok{};
 }
 
-Status VerifyZipCrcs(const ByteSource& s, const ZipArchive& a, HashPool* pool) {
+Status VerifyZipCrcs(const ByteSource& s, const ZipArchive& a, HashPool* pool, const BlockVisitor* visit) {
   std::vector<ByteRange> ranges;
   ranges.reserve(a.entries.size());
   for (const auto& e : a.entries) ranges.push_back({e.data_offset, e.size});
-  auto crcs = Crc32OfRanges(s, ranges, pool);
+  auto crcs = Crc32OfRanges(s, ranges, pool, visit);
   if (!crcs) return crcs.error();
   for (std::size_t i = 0; i < a.entries.size(); ++i) {
     const auto& e = a.entries[i];

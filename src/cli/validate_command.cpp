@@ -19,6 +19,7 @@ struct ValidateOptions {
   JobOptions job;                  // format, marker, level from the job (if any)
   std::vector<std::string> paths;  // checkpoints to validate
   std::string level;               // --level overrides checkpoints.validate
+  std::string content;             // --content overrides checkpoints.content
 };
 
 }  // namespace
@@ -34,6 +35,9 @@ void AddValidateCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("paths", o->paths, "Checkpoint files or directories")->required();
   cmd->add_option("--level", o->level, "structure | format | full (default: checkpoints.validate, full)")
       ->check(CLI::IsMember({"structure", "format", "full"}));
+  cmd->add_option("--content", o->content,
+                  "off | finite: no NaN or Inf in any floating-point tensor (default: checkpoints.content, off)")
+      ->check(CLI::IsMember({"off", "finite"}));
   cmd->callback([o, &exit_code] {
     auto job = LoadJob(o->job, /*require_command=*/false);
     if (!job) {
@@ -45,6 +49,16 @@ void AddValidateCommand(CLI::App& app, int& exit_code) {
     v.level = o->level.empty() ? job->checkpoints.validate : *checkpoint::ParseLevel(o->level);
     v.format = job->checkpoints.format;
     v.marker = job->checkpoints.marker;
+    v.content = o->content.empty()       ? job->checkpoints.content
+                : o->content == "finite" ? config::ContentCheck::kFinite
+                                         : config::ContentCheck::kOff;
+    if (v.content == config::ContentCheck::kFinite && v.level == config::ValidateLevel::kStructure) {
+      std::fprintf(stderr,
+                   "spotvisor: --content finite reads every tensor; --level structure reads none: "
+                   "use --level format or full\n");
+      exit_code = exit_code::kUsage;
+      return;
+    }
     v.pool = &checkpoint::HashPool::Shared();
     bool all_good = true;
     for (const auto& p : o->paths) {

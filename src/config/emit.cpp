@@ -208,6 +208,8 @@ std::string ToYaml(const JobConfig& c) {
     << Name(k.validate, {{ValidateLevel::kStructure, "structure"},
                          {ValidateLevel::kFormat, "format"},
                          {ValidateLevel::kFull, "full"}});
+  y << YAML::Key << "content" << YAML::Value
+    << Name(k.content, {{ContentCheck::kOff, "off"}, {ContentCheck::kFinite, "finite"}});
   y << YAML::Key << "format" << YAML::Value << k.format;
   y << YAML::Key << "marker" << YAML::Value << k.marker;
   y << YAML::Key << "keep" << YAML::Value << k.keep;

@@ -201,6 +201,11 @@ Status Finalize(JobConfig& job, bool need_command) {
                  " is larger than restart.backoff.max (" + FormatDuration(b.max) + ")"};
   }
   if (b.multiplier < 1.0) return Error{Where(job, "restart.backoff.multiplier") + "must be >= 1"};
+  if (job.checkpoints.content == ContentCheck::kFinite && job.checkpoints.validate == ValidateLevel::kStructure) {
+    return Error{Where(job, "checkpoints.content") +
+                 "finite reads every tensor, which checkpoints.validate: structure never does: "
+                 "use validate: format or full"};
+  }
   for (auto [signo, key] : {std::pair{job.signals.on_notice, "signals.on_notice"},
                             std::pair{job.signals.checkpoint, "signals.checkpoint"}}) {
     if (signo == SIGKILL || signo == SIGSTOP) {

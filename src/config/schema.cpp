@@ -134,6 +134,9 @@ class Reader : public NodeReader {
            v.validate = Enum<ValidateLevel>(n, k, {{"structure", ValidateLevel::kStructure},
                {"format", ValidateLevel::kFormat}, {"full", ValidateLevel::kFull}});
          }},
+        {"content", [&](const YAML::Node& n, const std::string& k) {
+           v.content = Enum<ContentCheck>(n, k, {{"off", ContentCheck::kOff}, {"finite", ContentCheck::kFinite}});
+         }},
         {"format", [&](const YAML::Node& n, const std::string& k) {
            v.format = Enum<std::string>(n, k, {{"auto", "auto"}, {"torch", "torch"}, {"safetensors", "safetensors"},
                {"dcp", "dcp"}, {"hf", "hf"}, {"deepspeed", "deepspeed"},

@@ -46,6 +46,7 @@ Result<RestoreResult> RestoreNewestFrom(const config::JobConfig& job, const fs::
   v.level = job.checkpoints.validate;
   v.format = job.checkpoints.format;
   v.marker = job.checkpoints.marker;
+  v.content = job.checkpoints.content;
   v.root = local_dir;
   RestoreResult result;
   for (const auto& e : *entries) {  // newest first

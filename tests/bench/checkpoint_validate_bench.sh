@@ -30,19 +30,7 @@ PY
 fi
 cat "$file" >/dev/null  # page-cache it
 
-# best wall time in seconds of `runs` runs of the command
-best() {
-  local b=""
-  for _ in $(seq "$runs"); do
-    local s e
-    s=$(date +%s%N)
-    "$@" >/dev/null 2>&1 || { echo "command failed: $*" >&2; exit 1; }
-    e=$(date +%s%N)
-    local t=$(( e - s ))
-    if [[ -z "$b" || $t -lt $b ]]; then b=$t; fi
-  done
-  awk -v ns="$b" 'BEGIN { printf "%.3f", ns / 1e9 }'
-}
+source "$root/tests/bench/best_of.sh"
 
 rm -f "$file.spotvisor.manifest.json"
 t_full=$(best "$bin" validate --level full "$file")

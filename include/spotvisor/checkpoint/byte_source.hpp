@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -16,6 +17,11 @@ namespace spotvisor::checkpoint {
 
 class HashPool;
 
+// Sees the bytes of a range as they are hashed, block by block, in order within a block's
+// chunk: `offset` is the block's absolute offset. Lets a second check ride on the same read
+// (the content check). Runs on pool threads: must be safe to call concurrently.
+using BlockVisitor = std::function<void(std::uint64_t offset, std::span<const std::byte> block)>;
+
 class ByteSource {
  public:
   virtual ~ByteSource() = default;
@@ -24,8 +30,10 @@ class ByteSource {
   virtual const std::string& name() const = 0;
   // Exactly out.size() bytes at `offset`, or an Error naming the offset.
   virtual Status ReadAt(std::uint64_t offset, std::span<std::byte> out) const = 0;
-  // CRC-32 (ZIP) of [offset, offset + length), on the calling thread.
-  virtual Result<std::uint32_t> Crc32Of(std::uint64_t offset, std::uint64_t length) const = 0;
+  // CRC-32 (ZIP) of [offset, offset + length), on the calling thread; `visit` (may be
+  // null) sees every byte of the range.
+  virtual Result<std::uint32_t> Crc32Of(std::uint64_t offset, std::uint64_t length,
+                                        const BlockVisitor* visit = nullptr) const = 0;
 };
 
 struct ByteRange {
@@ -35,8 +43,9 @@ struct ByteRange {
 
 // CRC-32 of each range, in order. Ranges are cut into chunks of at most 8 MiB that run on
 // `pool` (null: the caller) and are joined with Crc32Combine. The first failure wins.
+// `visit` (may be null) sees every byte of every range, from any pool thread.
 Result<std::vector<std::uint32_t>> Crc32OfRanges(const ByteSource& source, std::span<const ByteRange> ranges,
-                                                 HashPool* pool);
+                                                 HashPool* pool, const BlockVisitor* visit = nullptr);
 
 class MemorySource final : public ByteSource {
  public:
@@ -44,7 +53,8 @@ class MemorySource final : public ByteSource {
   std::uint64_t size() const override { return bytes_.size(); }
   const std::string& name() const override { return name_; }
   Status ReadAt(std::uint64_t offset, std::span<std::byte> out) const override;
-  Result<std::uint32_t> Crc32Of(std::uint64_t offset, std::uint64_t length) const override;
+  Result<std::uint32_t> Crc32Of(std::uint64_t offset, std::uint64_t length,
+                                const BlockVisitor* visit = nullptr) const override;
 
  private:
   std::span<const std::byte> bytes_;  // not owned; outlives the source
@@ -63,7 +73,8 @@ class FileSource final : public ByteSource {
   std::uint64_t size() const override { return size_; }
   const std::string& name() const override { return name_; }
   Status ReadAt(std::uint64_t offset, std::span<std::byte> out) const override;
-  Result<std::uint32_t> Crc32Of(std::uint64_t offset, std::uint64_t length) const override;
+  Result<std::uint32_t> Crc32Of(std::uint64_t offset, std::uint64_t length,
+                                const BlockVisitor* visit = nullptr) const override;
   int fd() const { return fd_; }
 
  private:

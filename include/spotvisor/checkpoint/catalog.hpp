@@ -21,6 +21,9 @@ namespace spotvisor::checkpoint {
 
 inline constexpr std::string_view kQuarantineDir = ".spotvisor-quarantine";
 inline constexpr std::string_view kCacheFileName = "checkpoint-cache.tsv";
+// With checkpoints.content: finite, verdicts answer a stricter question: they keep a cache
+// of their own, so that neither answers for the other.
+inline constexpr std::string_view kFiniteCacheFileName = "checkpoint-cache-finite.tsv";
 
 struct CatalogEntry {
   std::string name;            // entry in checkpoints.dir

@@ -36,6 +36,9 @@ struct FileCheckOptions {
                               // manifest's hashes already cover the bytes)
   std::string forced_format;  // "torch" | "safetensors" | "" (detect)
   HashPool* pool = nullptr;   // for CRCs of big files; may be null
+  // finite: no floating-point tensor holds NaN or ±Inf (content_check.hpp); at the format
+  // and full levels, on the same read as the CRCs.
+  config::ContentCheck content = config::ContentCheck::kOff;
 };
 
 struct FileCheck {
@@ -45,5 +48,14 @@ struct FileCheck {
 };
 
 FileCheck CheckFile(const std::filesystem::path& file, const FileCheckOptions& options);
+
+struct ZipArchive;
+class ByteSource;
+
+// The bytes of a ZIP archive (after CheckZipLayout) as `options` ask: every entry's CRC-32
+// at the full level, and with the content check every floating-point tensor of a torch
+// archive (`torch`), named under `root_key` (a DCP item's FQN; "" for a whole file).
+Status CheckArchiveBytes(const ByteSource& source, const ZipArchive& archive, const FileCheckOptions& options,
+                         bool torch, const std::string& root_key);
 
 }  // namespace spotvisor::checkpoint

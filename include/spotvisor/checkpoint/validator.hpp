@@ -22,8 +22,9 @@ struct Verdict {
 
 struct ValidatorOptions {
   config::ValidateLevel level = config::ValidateLevel::kFull;
-  std::string format = "auto";  // checkpoints.format
-  std::string marker;           // checkpoints.marker; empty = none
+  std::string format = "auto";                                // checkpoints.format
+  std::string marker;                                         // checkpoints.marker; empty = none
+  config::ContentCheck content = config::ContentCheck::kOff;  // checkpoints.content
   // Symlinks must resolve inside this directory (checkpoints.dir); empty = no check.
   std::filesystem::path root;
   HashPool* pool = nullptr;

@@ -46,8 +46,10 @@ Result<ZipArchive> ReadZipIndex(const ByteSource& source, std::uint64_t end, boo
 // entries do not overlap, data descriptors (when flagged) agree. Fills data_offset.
 Status CheckZipLayout(const ByteSource& source, ZipArchive& archive);
 
-// Recomputes every entry's CRC-32 (in parallel chunks on `pool`, may be null).
-Status VerifyZipCrcs(const ByteSource& source, const ZipArchive& archive, HashPool* pool);
+// Recomputes every entry's CRC-32 (in parallel chunks on `pool`, may be null); `visit`
+// (may be null) sees every entry's bytes on the way.
+Status VerifyZipCrcs(const ByteSource& source, const ZipArchive& archive, HashPool* pool,
+                     const BlockVisitor* visit = nullptr);
 
 // The records torch.load needs: one top-level folder for all names, `<p>/data.pkl`
 // (a pickle ending in STOP), `<p>/version` or `<p>/.data/version` (a decimal number).

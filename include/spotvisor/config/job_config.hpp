@@ -76,6 +76,9 @@ struct SignalsSection {
 };
 
 enum class ValidateLevel { kStructure, kFormat, kFull };
+// What a checkpoint's tensors must hold beyond intact bytes: off, or no NaN/±Inf in any
+// floating-point tensor (a checkpoint saved after the loss diverged is useless).
+enum class ContentCheck { kOff, kFinite };
 
 struct MirrorSection {
   std::optional<std::filesystem::path> path;  // copy validated checkpoints here
@@ -93,6 +96,7 @@ struct CheckpointsSection {
   std::optional<std::filesystem::path> dir;   // unset: nothing to resume from
   std::string pattern = "checkpoint-{step}";  // {step} = digits; whole name must match
   ValidateLevel validate = ValidateLevel::kFull;
+  ContentCheck content = ContentCheck::kOff;
   std::string format = "auto";                      // auto | torch | safetensors | dcp | hf | orbax | any
   std::string marker;                               // commit marker file name; empty = none
   int keep = 0;                                     // keep this many good ones; 0 = keep all
