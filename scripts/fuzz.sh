@@ -10,7 +10,7 @@ seconds="${FUZZ_SECONDS:-10}"
 jobs="${FUZZ_JOBS:-2}"
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DSPOTVISOR_FUZZ=ON >/dev/null
+  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DSPOTVISOR_FUZZ=ON -DSPOTVISOR_WERROR=ON >/dev/null
 mapfile -t targets < <(cd "$root/tests/fuzz" && ls ./*_fuzz.cpp | sed 's|^\./||; s|\.cpp$||')
 ninja -C "$build" -j"$jobs" "${targets[@]}"
 [[ "${FUZZ_BUILD_ONLY:-0}" == 1 ]] && exit 0

@@ -5,7 +5,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${TSAN_BUILD_DIR:-$root/build-tsan}"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPOTVISOR_TSAN=ON >/dev/null
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPOTVISOR_TSAN=ON -DSPOTVISOR_WERROR=ON >/dev/null
 ninja -C "$build" -j"${JOBS:-$(nproc)}" spotvisor_tsan_tests
 [[ "${TSAN_BUILD_ONLY:-0}" == 1 ]] && exit 0
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \

@@ -12,7 +12,8 @@ namespace spotvisor::cli {
 
 int Main(int argc, char** argv) {
   CLI::App app{"spotvisor — supervise training jobs on spot/preemptible GPUs without losing work", "spotvisor"};
-  app.set_version_flag("--version", std::string("spotvisor ") + SPOTVISOR_VERSION);
+  app.set_version_flag("--version", std::string("spotvisor ") + SPOTVISOR_VERSION + " (commit " + SPOTVISOR_COMMIT +
+                                        ", build " + SPOTVISOR_BUILD_TYPE + ")");
   app.require_subcommand(1);
   int exit_code = exit_code::kDone;
   AddRunCommand(app, exit_code);

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <regex>
+
 #include "spotvisor/config/loader.hpp"
 #include "spotvisor/util/units.hpp"
 #include "support/test_support.hpp"
@@ -87,7 +89,11 @@ TEST(Install, CmakeInstallPutsBinaryUnitAndExamplesInPlace) {
   EXPECT_TRUE(unit) << testing::ReadFile(dir / "out");
   const std::string version = "\"" + (prefix / "bin" / "spotvisor").string() + "\" --version > " + (dir / "v").string();
   ASSERT_EQ(WEXITSTATUS(std::system(version.c_str())), 0);
-  EXPECT_NE(testing::ReadFile(dir / "v").find("spotvisor"), std::string::npos);
+  // The version, the commit it was built from (unknown without git) and the build type.
+  EXPECT_TRUE(
+      std::regex_match(testing::ReadFile(dir / "v"),
+                       std::regex("spotvisor " SPOTVISOR_VERSION " \\(commit ([0-9a-f]{12}|unknown), build \\w+\\)\n")))
+      << testing::ReadFile(dir / "v");
 }
 
 }  // namespace
