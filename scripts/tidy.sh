@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # clang-tidy over every translation unit of src/ with the checks in .clang-tidy, each one an
 # error. Uses its own compile database (build-tidy: configured, never built, without the
-# GCC precompiled header that clang cannot read). TIDY_JOBS files at a time (default: all
-# cores). Exits non-zero when any check fires.
+# GCC precompiled header that clang cannot read, and file by file: no unity batches).
+# TIDY_JOBS files at a time (default: all cores). Exits non-zero when any check fires.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${TIDY_BUILD_DIR:-$root/build-tidy}"
 jobs="${TIDY_JOBS:-$(nproc)}"
 tidy="$(command -v clang-tidy-14 || command -v clang-tidy)"
 
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPOTVISOR_PCH=OFF \
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPOTVISOR_PCH=OFF -DSPOTVISOR_UNITY=OFF \
   -DCMAKE_EXPORT_COMPILE_COMMANDS=ON >/dev/null
 cd "$root"
 log="$build/tidy.log"

@@ -27,9 +27,11 @@ std::uint64_t DtypeBits(const std::string& dtype) {
   return it == kBits.end() ? 0 : it->second;
 }
 
-Error Fail(const std::string& name, const std::string& what) { return Error{name + ": safetensors header: " + what}; }
-Error Fail(const std::string& name, const std::string& what, std::uint64_t offset) {
-  return Fail(name, what + " (offset " + std::to_string(offset) + ")");
+Error HeaderError(const std::string& name, const std::string& what) {
+  return Error{name + ": safetensors header: " + what};
+}
+Error HeaderError(const std::string& name, const std::string& what, std::uint64_t offset) {
+  return HeaderError(name, what + " (offset " + std::to_string(offset) + ")");
 }
 
 // The file offset of `key`'s name in the header (which starts at offset 8), or of the header.
@@ -46,36 +48,37 @@ struct Span {
 
 Result<Span> CheckTensor(const std::string& file, const std::string& key, const Json& t) {
   const std::string who = "tensor '" + key + "'";
-  if (!t.is_object()) return Fail(file, who + " is not an object");
+  if (!t.is_object()) return HeaderError(file, who + " is not an object");
   for (const auto& [field, value] : t.items()) {
     (void)value;
     if (field != "dtype" && field != "shape" && field != "data_offsets") {
-      return Fail(file, who + " has unknown field '" + field + "'");
+      return HeaderError(file, who + " has unknown field '" + field + "'");
     }
   }
-  if (!t.contains("dtype") || !t["dtype"].is_string()) return Fail(file, who + " has no dtype string");
+  if (!t.contains("dtype") || !t["dtype"].is_string()) return HeaderError(file, who + " has no dtype string");
   const std::uint64_t bits = DtypeBits(t["dtype"].get<std::string>());
-  if (bits == 0) return Fail(file, who + " has unknown dtype '" + t["dtype"].get<std::string>() + "'");
-  if (!t.contains("shape") || !t["shape"].is_array()) return Fail(file, who + " has no shape array");
+  if (bits == 0) return HeaderError(file, who + " has unknown dtype '" + t["dtype"].get<std::string>() + "'");
+  if (!t.contains("shape") || !t["shape"].is_array()) return HeaderError(file, who + " has no shape array");
   std::uint64_t nbits = bits;
   for (const auto& d : t["shape"]) {
-    if (!d.is_number_unsigned()) return Fail(file, who + " has a shape entry that is not a non-negative integer");
+    if (!d.is_number_unsigned())
+      return HeaderError(file, who + " has a shape entry that is not a non-negative integer");
     const std::uint64_t dim = d.get<std::uint64_t>();
     if (dim != 0 && nbits > std::numeric_limits<std::uint64_t>::max() / dim) {
-      return Fail(file, who + " size overflows (shape too large)");
+      return HeaderError(file, who + " size overflows (shape too large)");
     }
     nbits *= dim;
   }
   const auto& off = t.contains("data_offsets") ? t["data_offsets"] : Json();
   if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
-    return Fail(file, who + " has no data_offsets [begin, end] of non-negative integers");
+    return HeaderError(file, who + " has no data_offsets [begin, end] of non-negative integers");
   }
   Span span{off[0].get<std::uint64_t>(), off[1].get<std::uint64_t>(), key};
-  if (span.begin > span.end) return Fail(file, who + " has data_offsets with begin > end");
-  if (nbits % 8 != 0) return Fail(file, who + " is not a whole number of bytes (misaligned slice)");
+  if (span.begin > span.end) return HeaderError(file, who + " has data_offsets with begin > end");
+  if (nbits % 8 != 0) return HeaderError(file, who + " is not a whole number of bytes (misaligned slice)");
   if (span.end - span.begin != nbits / 8) {
-    return Fail(file, who + " covers " + std::to_string(span.end - span.begin) + " bytes but dtype x shape needs " +
-                          std::to_string(nbits / 8));
+    return HeaderError(file, who + " covers " + std::to_string(span.end - span.begin) +
+                                 " bytes but dtype x shape needs " + std::to_string(nbits / 8));
   }
   return span;
 }
@@ -104,8 +107,8 @@ std::size_t JsonNestingDepth(std::string_view json) {
 
 Result<SafetensorsSummary> CheckSafetensorsHeader(std::string_view header, std::uint64_t file_size,
                                                   const std::string& name) {
-  if (header.empty() || header.front() != '{') return Fail(name, "does not start with '{'", 8);
-  if (JsonNestingDepth(header) > 4) return Fail(name, "nesting is too deep or brackets do not balance", 8);
+  if (header.empty() || header.front() != '{') return HeaderError(name, "does not start with '{'", 8);
+  if (JsonNestingDepth(header) > 4) return HeaderError(name, "nesting is too deep or brackets do not balance", 8);
   std::string duplicate;
   std::vector<std::set<std::string>> keys_at_depth;
   Json::parser_callback_t callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
@@ -125,22 +128,22 @@ Result<SafetensorsSummary> CheckSafetensorsHeader(std::string_view header, std::
   try {
     doc = Json::parse(header.begin(), header.end(), callback);
   } catch (const Json::parse_error& e) {
-    return Fail(name, std::string("is not valid UTF-8 JSON: ") + e.what(), 8 + (e.byte > 0 ? e.byte - 1 : 0));
+    return HeaderError(name, std::string("is not valid UTF-8 JSON: ") + e.what(), 8 + (e.byte > 0 ? e.byte - 1 : 0));
   } catch (const Json::exception& e) {
-    return Fail(name, std::string("is not valid UTF-8 JSON: ") + e.what(), 8);
+    return HeaderError(name, std::string("is not valid UTF-8 JSON: ") + e.what(), 8);
   }
   if (!duplicate.empty()) {
     const auto at = header.rfind(Json(duplicate).dump());
-    return Fail(name, "name '" + duplicate + "' appears twice", 8 + (at == std::string_view::npos ? 0 : at));
+    return HeaderError(name, "name '" + duplicate + "' appears twice", 8 + (at == std::string_view::npos ? 0 : at));
   }
-  if (!doc.is_object()) return Fail(name, "is not a JSON object", 8);
+  if (!doc.is_object()) return HeaderError(name, "is not a JSON object", 8);
   std::vector<Span> spans;
   for (const auto& [key, value] : doc.items()) {
     if (key == "__metadata__") {
-      if (!value.is_object()) return Fail(name, "__metadata__ is not an object", KeyOffset(header, key));
+      if (!value.is_object()) return HeaderError(name, "__metadata__ is not an object", KeyOffset(header, key));
       for (const auto& [mk, mv] : value.items()) {
         if (!mv.is_string())
-          return Fail(name, "__metadata__ value '" + mk + "' is not a string", KeyOffset(header, mk));
+          return HeaderError(name, "__metadata__ value '" + mk + "' is not a string", KeyOffset(header, mk));
       }
       continue;
     }
@@ -153,21 +156,21 @@ Result<SafetensorsSummary> CheckSafetensorsHeader(std::string_view header, std::
   std::uint64_t covered = 0;
   for (const auto& s : spans) {
     if (s.begin != covered) {
-      return Fail(name,
-                  "tensor '" + s.tensor + "' starts at buffer offset " + std::to_string(s.begin) +
-                      " but the previous tensor ends at " + std::to_string(covered) +
-                      (s.begin < covered ? " (overlap)" : " (gap)"),
-                  KeyOffset(header, s.tensor));
+      return HeaderError(name,
+                         "tensor '" + s.tensor + "' starts at buffer offset " + std::to_string(s.begin) +
+                             " but the previous tensor ends at " + std::to_string(covered) +
+                             (s.begin < covered ? " (overlap)" : " (gap)"),
+                         KeyOffset(header, s.tensor));
     }
     covered = s.end;
   }
   const std::uint64_t expected = 8 + header.size() + covered;  // cannot overflow: all <= file size checks
   if (expected != file_size) {
-    return Fail(name,
-                "tensors cover " + std::to_string(covered) + " data bytes, so the file should be " +
-                    std::to_string(expected) + " bytes, but it is " + std::to_string(file_size) +
-                    (file_size < expected ? " (truncated)" : " (trailing bytes)"),
-                std::min(expected, file_size));
+    return HeaderError(name,
+                       "tensors cover " + std::to_string(covered) + " data bytes, so the file should be " +
+                           std::to_string(expected) + " bytes, but it is " + std::to_string(file_size) +
+                           (file_size < expected ? " (truncated)" : " (trailing bytes)"),
+                       std::min(expected, file_size));
   }
   SafetensorsSummary summary{spans.size(), covered, {}};
   summary.names.reserve(spans.size());
@@ -178,18 +181,19 @@ Result<SafetensorsSummary> CheckSafetensorsHeader(std::string_view header, std::
 Result<SafetensorsSummary> CheckSafetensors(const ByteSource& source) {
   const std::uint64_t size = source.size();
   if (size < 8)
-    return Fail(source.name(), "file is " + std::to_string(size) + " bytes, too short for the 8-byte length", size);
+    return HeaderError(source.name(), "file is " + std::to_string(size) + " bytes, too short for the 8-byte length",
+                       size);
   std::array<std::byte, 8> len{};
   if (auto st = source.ReadAt(0, len); !st) return st.error();
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | std::to_integer<std::uint64_t>(len[static_cast<std::size_t>(i)]);
   if (n > kMaxSafetensorsHeader)
-    return Fail(source.name(), "declared length " + std::to_string(n) + " exceeds 100 MB", 0);
+    return HeaderError(source.name(), "declared length " + std::to_string(n) + " exceeds 100 MB", 0);
   if (n > size - 8) {
-    return Fail(source.name(),
-                "declared length " + std::to_string(n) + " runs past the end of the " + std::to_string(size) +
-                    "-byte file (truncated?)",
-                size);
+    return HeaderError(source.name(),
+                       "declared length " + std::to_string(n) + " runs past the end of the " + std::to_string(size) +
+                           "-byte file (truncated?)",
+                       size);
   }
   std::string header(static_cast<std::size_t>(n), '\0');
   if (auto st = source.ReadAt(8, {reinterpret_cast<std::byte*>(header.data()), header.size()}); !st) return st.error();

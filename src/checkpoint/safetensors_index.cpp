@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 
+#include "rel_path.hpp"
 #include "spotvisor/checkpoint/byte_source.hpp"
 #include "spotvisor/checkpoint/safetensors_check.hpp"
 
@@ -22,10 +23,6 @@ using Json = nlohmann::json;
 
 constexpr std::uint64_t kMaxIndexBytes = 64ull << 20;
 
-std::string Parent(const std::string& rel) {
-  const auto slash = rel.rfind('/');
-  return slash == std::string::npos ? "" : rel.substr(0, slash);
-}
 std::string Join(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
 
 bool AllDigits(std::string_view s) {
@@ -76,7 +73,7 @@ std::string ShardFile(const ShardName& s, int k) {
 Status CheckSeries(const fs::path& dir, const std::set<std::string>& names) {
   std::set<std::string> seen;
   for (const auto& rel : names) {
-    const std::string parent = Parent(rel);
+    const std::string parent = RelParent(rel);
     const auto shard = ParseShardName(parent.empty() ? rel : rel.substr(parent.size() + 1));
     if (!shard || !seen.insert(Join(parent, shard->prefix + "|" + std::to_string(shard->n))).second) continue;
     for (int k = 1; k <= shard->n; ++k) {
@@ -144,24 +141,24 @@ Status CheckIndex(const fs::path& dir, const std::string& rel, const std::set<st
       return Error{file.string() + ": weight_map entry '" + tensor + "' names '" + name +
                    "', which is not a file name" + EntryAt(text, tensor)};
     }
-    if (!names.count(Join(Parent(rel), name))) {
-      return Error{(dir / Join(Parent(rel), name)).string() + ": missing shard, which " + rel +
+    if (!names.count(Join(RelParent(rel), name))) {
+      return Error{(dir / Join(RelParent(rel), name)).string() + ": missing shard, which " + rel +
                    " names for weight_map entry '" + tensor + "'" + EntryAt(text, tensor)};
     }
     by_shard[name].insert(tensor);
   }
   if (!safetensors || !read_shards) return Ok{};
   // The shards of the index's own series that it names nowhere hold tensors it does not list.
-  const std::string base = rel.substr(Parent(rel).empty() ? 0 : Parent(rel).size() + 1);
+  const std::string base = rel.substr(RelParent(rel).empty() ? 0 : RelParent(rel).size() + 1);
   const std::string prefix = base.substr(0, base.size() - std::string(".safetensors.index.json").size());
   for (const auto& other : names) {
-    if (Parent(other) != Parent(rel)) continue;
-    const auto shard = ParseShardName(other.substr(Parent(rel).empty() ? 0 : Parent(rel).size() + 1));
+    if (RelParent(other) != RelParent(rel)) continue;
+    const auto shard = ParseShardName(other.substr(RelParent(rel).empty() ? 0 : RelParent(rel).size() + 1));
     if (shard && shard->ext == "safetensors" && shard->prefix == prefix) by_shard[ShardFile(*shard, shard->k)];
   }
   std::map<std::string, std::set<std::string>> held;  // shard -> the tensors its header has
   for (const auto& [shard, tensors] : by_shard) {
-    auto src = FileSource::Open(dir / Join(Parent(rel), shard));
+    auto src = FileSource::Open(dir / Join(RelParent(rel), shard));
     if (!src) return src.error();
     auto header = CheckSafetensors(*src);
     if (!header) return header.error();
@@ -173,7 +170,7 @@ Status CheckIndex(const fs::path& dir, const std::string& rel, const std::set<st
       if (!held[shard].count(tensor)) {
         return Error{file.string() + ": weight_map entry '" + tensor + "' names shard '" + shard +
                      "', whose header has no such tensor" + EntryAt(text, tensor) + " (" +
-                     (dir / Join(Parent(rel), shard)).string() + " holds " + std::to_string(held[shard].size()) +
+                     (dir / Join(RelParent(rel), shard)).string() + " holds " + std::to_string(held[shard].size()) +
                      " tensors)"};
       }
     }
@@ -181,7 +178,7 @@ Status CheckIndex(const fs::path& dir, const std::string& rel, const std::set<st
   for (const auto& [shard, tensors] : by_shard) {
     for (const auto& tensor : held[shard]) {
       if (!tensors.count(tensor)) {
-        return Error{(dir / Join(Parent(rel), shard)).string() + ": holds tensor '" + tensor +
+        return Error{(dir / Join(RelParent(rel), shard)).string() + ": holds tensor '" + tensor +
                      "', which the weight_map of " + rel + " does not put in this shard"};
       }
     }

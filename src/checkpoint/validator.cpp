@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "framework_layout.hpp"
+#include "rel_path.hpp"
 #include "spotvisor/checkpoint/file_check.hpp"
 #include "spotvisor/checkpoint/manifest.hpp"
 
@@ -74,10 +75,6 @@ Result<std::vector<Item>> Walk(const fs::path& dir, const fs::path& root) {
   return items;
 }
 
-std::string Parent(const std::string& rel) {
-  const auto slash = rel.rfind('/');
-  return slash == std::string::npos ? "" : rel.substr(0, slash);
-}
 std::string Base(const std::string& rel) {
   const auto slash = rel.rfind('/');
   return slash == std::string::npos ? rel : rel.substr(slash + 1);
@@ -113,7 +110,7 @@ Verdict ValidateDirectory(const fs::path& dir, const ValidatorOptions& o) {
   std::set<std::string> notes;
   int payload = 0;
   for (const auto& i : *items) {
-    if (Base(i.rel) == kManifestName && Parent(i.rel).empty()) continue;
+    if (Base(i.rel) == kManifestName && RelParent(i.rel).empty()) continue;
     if (commit->checked.count(i.rel)) {  // a DCP shard, checked item by item against .metadata
       ++counts[i.rel.ends_with(".distcp") ? "dcp shard" : "dcp metadata"];
       if (i.rel.ends_with(".distcp")) ++payload;

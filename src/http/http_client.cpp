@@ -53,7 +53,9 @@ const std::string* HttpResponse::Header(std::string_view name) const {
   return nullptr;
 }
 
-namespace {
+// Named, not anonymous: HttpClient::Impl holds these, and a type with internal linkage
+// inside a class with external linkage is refused in the core's unity batches.
+namespace client_state {
 
 // One connection (with its read buffer); shared by the exchanges that reuse it.
 struct Connection {
@@ -73,6 +75,13 @@ struct Exchange {
   bool retried = false;  // already resent once on a fresh connection
   std::string target;    // for messages
 };
+
+}  // namespace client_state
+
+using client_state::Connection;
+using client_state::Exchange;
+
+namespace {
 
 HttpErrorKind Classify(const error_code& ec) {
   if (Stream::IsTlsError(ec)) return HttpErrorKind::kTls;

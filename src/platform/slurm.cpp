@@ -80,7 +80,8 @@ class SlurmObserver final : public supervisor::RunObserver {
   std::string RequeueOnText() const {
     std::string out;
     for (int s : job_.slurm.requeue_on) {
-      out += (out.empty() ? "" : ",") + (s == config::kRequeueOnNotice ? std::string("notice") : config::SignalName(s));
+      if (!out.empty()) out += ',';
+      out += s == config::kRequeueOnNotice ? std::string("notice") : config::SignalName(s);
     }
     return out;
   }

@@ -7,6 +7,7 @@
 #include <cctype>
 
 #include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/util/text.hpp"
 
 namespace spotvisor::preemption {
 
@@ -22,11 +23,6 @@ bool SameText(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
          });
-}
-
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
 }
 
 std::string JsonString(std::string_view s) {  // EventIds are GUIDs; escape anyway
@@ -164,7 +160,7 @@ bool AzureWatcher::Matches(const AzureEvent& event) const {
 Notice AzureWatcher::ToNotice(const AzureEvent& event) const {
   Notice n;
   n.provider = "azure";
-  n.kind = Lower(event.type);
+  n.kind = AsciiLower(event.type);
   n.action = NoticeAction::kStop;
   n.id = event.id;
   if (event.not_before) {

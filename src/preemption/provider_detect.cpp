@@ -8,6 +8,8 @@
 #include <cctype>
 #include <fstream>
 
+#include "spotvisor/util/text.hpp"
+
 namespace spotvisor::preemption {
 namespace {
 
@@ -27,13 +29,8 @@ std::string ReadDmi(const std::filesystem::path& dir, const char* name) {
   return text;
 }
 
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
 bool Contains(const std::string& haystack, std::string_view needle) {
-  return Lower(haystack).find(needle) != std::string::npos;
+  return AsciiLower(haystack).find(needle) != std::string::npos;
 }
 
 }  // namespace

@@ -5,7 +5,10 @@
 #include <dlfcn.h>
 
 namespace spotvisor::telemetry {
-namespace {
+// Named, not anonymous: Nvml::Api's members use these types, and a type with internal
+// linkage inside a class with external linkage is refused when the core compiles in unity
+// batches (-Wsubobject-linkage).
+namespace nvml_abi {
 
 using NvmlReturn = int;  // NVML_SUCCESS = 0
 using NvmlDevice = struct NvmlDeviceOpaque*;
@@ -20,7 +23,13 @@ struct NvmlMemory {
 };
 constexpr int kTemperatureGpu = 0;  // NVML_TEMPERATURE_GPU
 
-}  // namespace
+}  // namespace nvml_abi
+
+using nvml_abi::kTemperatureGpu;
+using nvml_abi::NvmlDevice;
+using nvml_abi::NvmlMemory;
+using nvml_abi::NvmlReturn;
+using nvml_abi::NvmlUtilization;
 
 struct Nvml::Api {
   NvmlReturn (*init)() = nullptr;

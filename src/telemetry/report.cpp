@@ -6,6 +6,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "json_opt.hpp"
 #include "spotvisor/cost/cost_model.hpp"
 #include "spotvisor/state/journal.hpp"
 #include "spotvisor/telemetry/run_summary.hpp"
@@ -25,11 +26,6 @@ std::string Iso(std::int64_t ms) {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
-}
-
-template <class T>
-json Opt(const std::optional<T>& v) {
-  return v ? json(*v) : json(nullptr);
 }
 
 double Round(double v, int digits) {
@@ -69,13 +65,13 @@ json AttemptsJson(const RunSummary& s) {
          {"outcome", a.running ? "running" : r.outcome},
          {"next", r.next},
          {"status", status},
-         {"resumed_from", Opt(r.resume_from)},
-         {"resume_step", Opt(r.resume_step)},
-         {"reached_step", Opt(a.reached_step)},
+         {"resumed_from", OptJson(r.resume_from)},
+         {"resume_step", OptJson(r.resume_step)},
+         {"reached_step", OptJson(a.reached_step)},
          {"lost_seconds", Round(a.lost_seconds, 3)},
          {"steps_lost_measured", a.steps_lost_measured},
-         {"slurm_restart_count", Opt(r.slurm_restart_count)},
-         {"stopped_by", Opt(r.stopped_by)},
+         {"slurm_restart_count", OptJson(r.slurm_restart_count)},
+         {"stopped_by", OptJson(r.stopped_by)},
          {"steps_lost_estimated", a.steps_lost_estimated ? json(Round(*a.steps_lost_estimated, 1)) : json(nullptr)}});
   }
   return out;
@@ -128,7 +124,7 @@ Result<json> BuildReport(const std::filesystem::path& state_dir, std::int64_t no
   r["stop"] = Iso(s.last_end_ms);
   const auto& last_session = l.sessions.empty() ? SessionRecord{} : l.sessions.back();
   r["result"] = {
-      {"exit_code", Opt(last_session.exit_code)},
+      {"exit_code", OptJson(last_session.exit_code)},
       {"message", last_session.exit_message.empty() ? journal->state().last_exit_message : last_session.exit_message},
       {"phase", journal->state().phase},
       {"sessions", l.sessions.size()}};
@@ -142,13 +138,13 @@ Result<json> BuildReport(const std::filesystem::path& state_dir, std::int64_t no
       {"corrupt", t.corrupt},
       {"bytes_total", t.bytes},
       {"bytes_mean", t.good > 0 ? t.bytes / static_cast<std::uint64_t>(t.good) : 0},
-      {"write_seconds_total", Opt(s.checkpoint_write_seconds)},
+      {"write_seconds_total", OptJson(s.checkpoint_write_seconds)},
       {"write_measured", t.write_measured},
       {"overhead_percent", s.checkpoint_overhead ? json(Round(*s.checkpoint_overhead * 100, 2)) : json(nullptr)},
-      {"newest_good_step", Opt(s.final_step)}};
+      {"newest_good_step", OptJson(s.final_step)}};
   r["work"] = {
       {"initial_step", s.initial_step},
-      {"final_step", Opt(s.final_step)},
+      {"final_step", OptJson(s.final_step)},
       {"steps_done", s.steps_done},
       {"steps_lost_measured", s.steps_lost_measured},
       {"steps_lost_estimated", s.steps_lost_estimated ? json(Round(*s.steps_lost_estimated, 1)) : json(nullptr)},

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "json_opt.hpp"
 #include "spotvisor/cost/cost_model.hpp"
 #include "spotvisor/util/atomic_file.hpp"
 
@@ -15,19 +16,14 @@ namespace {
 using nlohmann::json;
 
 template <class T>
-json Opt(const std::optional<T>& v) {
-  return v ? json(*v) : json(nullptr);
-}
-
-template <class T>
 std::optional<T> GetOpt(const json& j, const char* key) {
   if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
   return j.at(key).get<T>();
 }
 
 json ToJson(const SessionRecord& s) {
-  return json{{"started_ms", s.started_ms}, {"last_seen_ms", s.last_seen_ms}, {"ended_ms", Opt(s.ended_ms)},
-              {"boot_ms", Opt(s.boot_ms)},  {"exit_code", Opt(s.exit_code)},  {"exit_message", s.exit_message},
+  return json{{"started_ms", s.started_ms},    {"last_seen_ms", s.last_seen_ms},    {"ended_ms", OptJson(s.ended_ms)},
+              {"boot_ms", OptJson(s.boot_ms)}, {"exit_code", OptJson(s.exit_code)}, {"exit_message", s.exit_message},
               {"hostname", s.hostname}};
 }
 SessionRecord SessionFrom(const json& j) {
@@ -43,9 +39,13 @@ SessionRecord SessionFrom(const json& j) {
 }
 
 json ToJson(const NoticeRecord& n) {
-  return json{
-      {"received_ms", n.received_ms},      {"provider", n.provider},        {"kind", n.kind},      {"action", n.action},
-      {"deadline_ms", Opt(n.deadline_ms)}, {"signal_ms", Opt(n.signal_ms)}, {"attempt", n.attempt}};
+  return json{{"received_ms", n.received_ms},
+              {"provider", n.provider},
+              {"kind", n.kind},
+              {"action", n.action},
+              {"deadline_ms", OptJson(n.deadline_ms)},
+              {"signal_ms", OptJson(n.signal_ms)},
+              {"attempt", n.attempt}};
 }
 NoticeRecord NoticeFrom(const json& j) {
   NoticeRecord n;
@@ -64,7 +64,7 @@ json ToJson(const CheckpointRecord& c) {
               {"step", c.step},
               {"bytes", c.bytes},
               {"mtime_ms", c.mtime_ms},
-              {"write_ms", Opt(c.write_ms)},
+              {"write_ms", OptJson(c.write_ms)},
               {"good", c.good},
               {"reason", c.reason},
               {"attempt", c.attempt},
@@ -140,8 +140,8 @@ Status RunLedger::Save(const std::filesystem::path& state_dir) const {
                             {"write_ms", t.write_ms},
                             {"write_measured", t.write_measured}};
   j["hook_failures"] = hook_failures;
-  j["budget_warned_ms"] = Opt(budget_warned_ms);
-  j["budget_exhausted_ms"] = Opt(budget_exhausted_ms);
+  j["budget_warned_ms"] = OptJson(budget_warned_ms);
+  j["budget_exhausted_ms"] = OptJson(budget_exhausted_ms);
   // Rewritten at every change and every 30 s: atomic, not fsynced (the report and the
   // journal are the durable records).
   return WriteFileAtomically(state_dir / kLedgerFileName, j.dump(2) + "\n", Durability::kAtomicOnly);
