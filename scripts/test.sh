@@ -4,8 +4,9 @@
 # (tests/fault: killed supervisors and trainers, full filesystems, flapping endpoints,
 # restart soak) and end-to-end, with real processes, real PyTorch and real HTTP on
 # loopback — clang-tidy alongside, then the unit and integration suites again under
-# ASan+UBSan, the hashing pool under TSan, the Python helper's tests, and every fuzz target
-# briefly. Exits non-zero on the first failure.
+# ASan+UBSan, the hashing pool under TSan, the Python helper's tests, every fuzz target
+# briefly, and what users install (scripts/package.sh: the portable binary, the .deb, the
+# wheel) where they install it. Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${JOBS:-$(nproc)}
@@ -41,11 +42,15 @@ ninja -C build -j "$jobs"
 # Most tests wait on child processes, so the CPU is often idle while they run. At the
 # lowest priority (the tests keep theirs) two jobs use it meanwhile: clang-tidy over every
 # source, and the sanitizer and fuzz builds, one after the other.
-step "background: clang-tidy; ASan+UBSan, TSan and fuzz builds (nice 19)"
+step "background: clang-tidy; package.sh, ASan+UBSan, TSan and fuzz builds (nice 19)"
 nice -n 19 scripts/tidy.sh >build/tidy.out 2>&1 &
 tidy_pid=$!
 (
   set -e
+  # What users install (dist/: the portable binary, the .deb, the wheel), tested after the
+  # rest (ctest -L package); a Debian 12 root for the .deb's test, made once and cached.
+  SPOTVISOR_WERROR=ON nice -n 19 scripts/package.sh
+  nice -n 19 tests/package/debian_root.sh
   # clang for this build: it compiles the sanitized Debug build in half gcc's time, and a
   # second compiler's warnings are errors too.
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++-14 \
@@ -58,7 +63,7 @@ tidy_pid=$!
 builds_pid=$!
 
 step "tests: unit, integration, fault, e2e"
-ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
+ctest --test-dir build -LE package --output-on-failure -j "$jobs" --timeout 600
 
 step "python helper tests (torch 1.13: Debian's python3; torch 2.x: the PyPI environment)"
 /usr/bin/python3 -m unittest discover -s tests/python
@@ -69,6 +74,9 @@ finish "$tidy_pid" clang-tidy build/tidy.out
 
 step "sanitizer and fuzz builds (-Werror)"
 finish "$builds_pid" "the sanitizer and fuzz builds" build/sanitizer-builds.out
+
+step "what users install: the portable binary in an empty root, the .deb in Debian 12, the wheel, the image"
+ctest --test-dir build -L package --output-on-failure -j "$jobs" --timeout 900
 
 step "tests under ASan+UBSan: unit, integration"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

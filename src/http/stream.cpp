@@ -10,6 +10,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
@@ -22,6 +23,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
+#include <cstdlib>
 #include <optional>
 #include <vector>
 
@@ -41,6 +43,31 @@ class TlsContext {
   bool client_cert = false;  // presents a client certificate
 };
 
+namespace {
+
+// OpenSSL's default paths are where the OpenSSL it was built with keeps them (the portable
+// binary's is Debian's /usr/lib/ssl). Other distributions keep the system bundle elsewhere:
+// load the first that exists, unless SSL_CERT_FILE says which.
+void AddDistributionTrustStore(SSL_CTX* ctx) {
+  if (std::getenv("SSL_CERT_FILE") != nullptr) return;
+  static constexpr const char* kBundles[] = {
+      "/etc/ssl/certs/ca-certificates.crt",                 // Debian, Ubuntu, Arch
+      "/etc/pki/tls/certs/ca-bundle.crt",                   // RHEL, Amazon Linux, Fedora
+      "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",  // RHEL 7+
+      "/etc/ssl/ca-bundle.pem",                             // SUSE
+      "/etc/ssl/cert.pem",                                  // Alpine
+  };
+  for (const char* bundle : kBundles) {
+    if (::access(bundle, R_OK) == 0) {
+      SSL_CTX_load_verify_locations(ctx, bundle, nullptr);
+      break;
+    }
+  }
+  ERR_clear_error();
+}
+
+}  // namespace
+
 Result<std::shared_ptr<TlsContext>> MakeTlsContext(const TlsMaterial& material) {
   auto tls = std::make_shared<TlsContext>();
   auto& c = tls->context;
@@ -50,6 +77,7 @@ Result<std::shared_ptr<TlsContext>> MakeTlsContext(const TlsMaterial& material) 
   if (!ec) {
     if (material.ca_pem.empty()) {
       c.set_default_verify_paths(ec);
+      if (!ec) AddDistributionTrustStore(c.native_handle());
     } else {
       c.add_certificate_authority(asio::buffer(material.ca_pem), ec);
     }
