@@ -49,6 +49,20 @@ def artifact(pattern: str) -> Path:
     raise unittest.SkipTest(message + " (set SPOTVISOR_DIST to the directory holding the release artifacts)")
 
 
+def portable_binary() -> Path:
+    """dist's one portable binary, spotvisor-<version>-linux-x86_64."""
+    found = sorted(dist_dir().glob("spotvisor-*-linux-x86_64"))
+    if len(found) != 1:
+        raise AssertionError(f"expected one portable binary spotvisor-<version>-linux-x86_64 in {dist_dir()}, "
+                             f"found {[p.name for p in found]}: run scripts/package.sh")
+    return found[0]
+
+
+def version() -> str:
+    """The release's version, from the portable binary's name."""
+    return portable_binary().name[len("spotvisor-"):-len("-linux-x86_64")]
+
+
 def run(cmd: Cmd, timeout: float, *, check: bool = True, env: Optional[Mapping[str, str]] = None,
         cwd: Optional[Union[str, os.PathLike]] = None, input: Optional[str] = None) -> subprocess.CompletedProcess:
     """Runs `cmd` (stdout and stderr together in .stdout, text) and returns the result. Raises

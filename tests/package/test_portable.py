@@ -31,40 +31,25 @@ from typing import List, Optional
 
 from tests.e2e.test_multinode import Etcd, etcd_missing_reason
 from tests.e2e.test_multinode_tls import make_pki
+from tests.package.support import portable_binary, run
 
-REPO = Path(__file__).resolve().parents[2]
-DIST = Path(os.environ.get("SPOTVISOR_DIST", REPO / "dist"))
 STATIC_CHILD = os.environ.get("SPOTVISOR_STATIC_CHILD", "")
 MAX_BYTES = 8 * 1024 * 1024
-
-
-def portable_binary() -> Path:
-    found = sorted(DIST.glob("spotvisor-*-linux-x86_64"))
-    if len(found) != 1:
-        raise AssertionError(f"expected one portable binary in {DIST}, found {found}: run scripts/package.sh")
-    return found[0]
-
-
-def run(cmd: List[str], timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if check and done.returncode != 0:
-        raise AssertionError(f"{cmd} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
-    return done
 
 
 class Artifact(unittest.TestCase):
     def test_static_stripped_small_with_its_checksum_and_version(self):
         binary = portable_binary()
-        program = run(["readelf", "-lW", str(binary)]).stdout
+        program = run(["readelf", "-lW", binary], 60).stdout
         self.assertNotIn("Requesting program interpreter", program)
-        self.assertNotIn("(NEEDED)", run(["readelf", "-dW", str(binary)]).stdout)
-        self.assertNotIn(".symtab", run(["readelf", "-SW", str(binary)]).stdout, "not stripped")
+        self.assertNotIn("(NEEDED)", run(["readelf", "-dW", binary], 60).stdout)
+        self.assertNotIn(".symtab", run(["readelf", "-SW", binary], 60).stdout, "not stripped")
         self.assertLessEqual(binary.stat().st_size, MAX_BYTES)
         digest, name = (binary.parent / (binary.name + ".sha256")).read_text().split()
         self.assertEqual(name, binary.name)
         self.assertEqual(digest, hashlib.sha256(binary.read_bytes()).hexdigest())
         version = binary.name[len("spotvisor-"):-len("-linux-x86_64")]
-        out = run([str(binary), "--version"]).stdout.strip()
+        out = run([binary, "--version"], 60).stdout.strip()
         self.assertRegex(out, rf"^spotvisor {re.escape(version)} \(commit [0-9a-f]{{12}}, build Release\)$")
 
 
@@ -109,7 +94,7 @@ class EmptyRoot(unittest.TestCase):
         self.addCleanup(self.stop_all)
 
     def mount(self, args: List[str], where: str) -> None:
-        run(["mount", *args, str(self.root / where)])
+        run(["mount", *args, self.root / where], 60)
         self.mounted.append(self.root / where)
 
     def unmount_all(self) -> None:

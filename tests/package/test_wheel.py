@@ -35,7 +35,6 @@ import io
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -44,7 +43,9 @@ import time
 import unittest
 import zipfile
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
+
+from tests.package import support
 
 REPO = Path(__file__).resolve().parents[2]
 DIST = Path(os.environ.get("SPOTVISOR_DIST") or REPO / "dist")
@@ -60,18 +61,9 @@ TRAINER_ARGS = ["--steps", "40", "--checkpoint-every", "10", "--keep", "0"]
 # ---------------------------------------------------------------------------------------
 # Processes: every one with a timeout; a failure shows the command and its output.
 
-def run(cmd: Sequence[str], timeout: float, *, cwd: Optional[Path] = None, env: Optional[Dict[str, str]] = None,
-        check: bool = True) -> subprocess.CompletedProcess:
-    cmd = [str(c) for c in cmd]
-    try:
-        done = subprocess.run(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, timeout=timeout * SLOW)
-    except subprocess.TimeoutExpired as e:
-        out = e.output.decode(errors="replace") if isinstance(e.output, bytes) else (e.output or "")
-        raise AssertionError(f"`{shlex.join(cmd)}` did not finish within {timeout * SLOW:.0f}s:\n{out}") from None
-    if check and done.returncode != 0:
-        raise AssertionError(f"`{shlex.join(cmd)}` exited {done.returncode}:\n{done.stdout}")
-    return done
+def run(cmd: Sequence[str], timeout: float, **kw) -> subprocess.CompletedProcess:
+    """support.run with the timeout scaled by SPOTVISOR_E2E_SLOW."""
+    return support.run(cmd, timeout * SLOW, **kw)
 
 
 def clean_env() -> Dict[str, str]:
@@ -99,16 +91,8 @@ def record_hash(data: bytes) -> str:
 # ---------------------------------------------------------------------------------------
 # The artifacts
 
-def portable_binary() -> Path:
-    found = sorted(DIST.glob("spotvisor-*-linux-x86_64"))
-    if len(found) != 1:
-        raise AssertionError(f"expected one portable binary spotvisor-<version>-linux-x86_64 in {DIST}, "
-                             f"found {[p.name for p in found]}: run scripts/package.sh")
-    return found[0]
-
-
-def version() -> str:
-    return portable_binary().name[len("spotvisor-"):-len("-linux-x86_64")]
+portable_binary = support.portable_binary
+version = support.version
 
 
 def wheel() -> Path:
