@@ -75,6 +75,20 @@ class TorchrunCase(NeedsTorchrun, E2ECase):
         return sorted(r["path"] for r in json.loads(out.stdout) if r["good"])
 
 
+def unanswered_after_training_began(log: str) -> List[str]:
+    """The checkpoint requests sent after the first worker's first step that went unanswered
+    (`checkpoint_request_unanswered` follows its request, before the next one is sent)."""
+    out, training, last_request = [], False, ("", False)
+    for line in log.splitlines():
+        if re.match(r"\[trainer\] start step=|step=\d+ loss=", line):
+            training = True
+        elif re.search(r"\bevent=checkpoint_requested\b", line):
+            last_request = (line, training)
+        elif re.search(r"\bevent=checkpoint_request_unanswered\b", line) and last_request[1]:
+            out.append(last_request[0])
+    return out
+
+
 class TorchrunSignals(TorchrunCase):
     def test_cadence_requests_reach_the_workers_and_the_agent_survives(self):
         # (a) The example trainer; only the cadence asks for checkpoints (no periodic ones).
@@ -95,9 +109,10 @@ class TorchrunSignals(TorchrunCase):
         # Fewer only while torchrun starts the workers (one without its handler yet is skipped,
         # never killed) or as they finish.
         self.assertLessEqual(len(sent) - len(both), 2, sent)
-        # A request that lands while the workers set up gloo (signals shielded) is answered
-        # late: at most that one goes unanswered in its interval.
-        self.assertLessEqual(len(events(log, "checkpoint_request_unanswered")), 1, log[-4000:])
+        # A request that lands before the workers train (torch's import, gloo's set-up: several
+        # seconds for torch 2.x on a loaded machine, signals shielded or no handler yet) is
+        # answered late or not at all; once they train, every request is answered in its interval.
+        self.assertEqual(unanswered_after_training_began(log), [], log[-4000:])
         self.assertNotIn("killed by SIGUSR1", log)
         saved = re.findall(r"\[trainer\] saved step=(\d+) reason=signal path=(\S+)", log)
         self.assertGreaterEqual(len(saved), 3)
