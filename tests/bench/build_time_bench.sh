@@ -3,7 +3,8 @@
 # unity batches (the default), side by side in one run, on all cores, without ccache.
 #   tests/bench/build_time_bench.sh [binary|all] [build type]
 # binary: `ninja spotvisor` (what demo.sh and a user's install build); all: every target the
-# test command's main build makes (tests included). Default: binary RelWithDebInfo.
+# test command's main build makes (tests included). Default: binary RelWithDebInfo. The type
+# `test` is the test command's: RelWithDebInfo at -O2 without debug information.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 what=${1:-binary}
@@ -15,7 +16,11 @@ export CCACHE_DISABLE=1
 
 build() {  # $1 name, $2 unity ON/OFF; prints seconds
   local dir=$scratch/$1
-  cmake -S "$here" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DSPOTVISOR_UNITY="$2" \
+  local flags=(-DCMAKE_BUILD_TYPE="$type")
+  if [ "$type" = test ]; then
+    flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -DNDEBUG")
+  fi
+  cmake -S "$here" -B "$dir" -G Ninja "${flags[@]}" -DSPOTVISOR_UNITY="$2" \
     -DSPOTVISOR_TESTS=$([ "$what" = all ] && echo ON || echo OFF) >/dev/null
   local start end
   start=$(date +%s.%N)
