@@ -9,7 +9,7 @@ int main(int argc, char** argv) {
 #ifdef SPOTVISOR_STATIC_GLIBC
   // The portable binary carries its own glibc, which must not load the host's NSS modules
   // (built for another glibc): host names come from /etc/hosts and DNS (resolv.conf), the
-  // two sources glibc has built in. Kubernetes, cloud VMs and systemd-resolved's stub all
+  // two sources glibc has built in. Kubernetes, cloud VMs and systemd-resolved (127.0.0.53) all
   // answer through these.
   __nss_configure_lookup("hosts", "files dns");
 #endif
