@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command: sets up a fresh Debian 12 machine (scripts/setup.sh), checks
-# the layout (.clang-format), builds spotvisor with warnings as errors, and runs every test — unit, integration, fault
+# the layout (.clang-format, the rooms' order), builds spotvisor with warnings as errors, and runs every test — unit, integration, fault
 # (tests/fault: killed supervisors and trainers, full filesystems, flapping endpoints,
 # restart soak) and end-to-end, with real processes, real PyTorch and real HTTP on
 # loopback — clang-tidy alongside, then the unit and integration suites again under
@@ -30,8 +30,9 @@ scripts/setup.sh
 # Debian's torch 1.13: the launcher and format suites run on both.
 torch2_python="$(scripts/python-env.sh | tail -n 1)"
 
-step "layout (.clang-format)"
+step "layout (.clang-format; rooms: no include from a room above)"
 scripts/format.sh --check
+scripts/rooms.py
 
 # -O2 as users build it, without debug info: a third less compile time, and no test needs it.
 step "build (-O2, -Werror)"

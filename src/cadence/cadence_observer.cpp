@@ -5,20 +5,20 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/state/journal.hpp"
-#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::cadence {
 namespace {
 
 namespace asio = boost::asio;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 using std::chrono::system_clock;
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
 
 constexpr auto kMtimeSlack = std::chrono::milliseconds(50);
 constexpr auto kMinUnansweredWait = std::chrono::seconds(2);

@@ -14,14 +14,14 @@
 #include "spotvisor/checkpoint/hash_pool.hpp"
 #include "spotvisor/checkpoint/hints.hpp"
 #include "spotvisor/checkpoint/manifest.hpp"
-#include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/util/atomic_file.hpp"
 
 namespace spotvisor::checkpoint {
 
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 
 namespace {
 
@@ -62,13 +62,13 @@ Result<CacheKey> KeyOf(const fs::path& path, bool& is_directory) {
 
 }  // namespace
 
-Catalog::Catalog(CatalogOptions options, NamePattern pattern)
+Catalog::Catalog(CatalogOptions options, config::NamePattern pattern)
     : options_(std::move(options)), pattern_(std::move(pattern)), cache_(options_.dir, options_.cache_file) {
   cache_.Load();
 }
 
 Result<Catalog> Catalog::Create(CatalogOptions options) {
-  auto pattern = NamePattern::Parse(options.pattern);
+  auto pattern = config::NamePattern::Parse(options.pattern);
   if (!pattern) return pattern.error();
   if (options.dir.empty()) return Error{"checkpoints.dir is not set"};
   options.dir = options.dir.lexically_normal();
@@ -138,7 +138,7 @@ std::vector<fs::path> Catalog::TempEntries(std::uint64_t& bytes) const {
   fs::directory_iterator it(options_.dir, ec);
   for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (!IsTempName(name) || name.rfind(".spotvisor-", 0) == 0) continue;
+    if (!config::IsTempName(name) || name.rfind(".spotvisor-", 0) == 0) continue;
     bool is_directory = false;
     if (auto key = KeyOf(it->path(), is_directory)) bytes += key->size;
     found.push_back(it->path());

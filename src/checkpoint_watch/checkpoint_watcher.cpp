@@ -8,16 +8,16 @@
 #include <set>
 #include <utility>
 
-#include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/log/log.hpp"
 
 namespace spotvisor::checkpoint_watch {
 namespace {
 
 namespace asio = boost::asio;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 using std::chrono::steady_clock;
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
 
 }  // namespace
 

@@ -4,14 +4,14 @@
 
 #include <chrono>
 
-#include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/log/log.hpp"
 
 namespace spotvisor::checkpoint_watch {
 namespace {
 
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 
 std::filesystem::path DirOf(const config::JobConfig& job) { return std::filesystem::absolute(*job.checkpoints.dir); }
 

@@ -7,7 +7,7 @@
 #include "job_options.hpp"
 #include "spotvisor/cli/app.hpp"
 #include "spotvisor/drill/drill.hpp"
-#include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/log/log.hpp"
 
 namespace spotvisor::cli {
 namespace {
@@ -50,7 +50,7 @@ void AddDrillCommand(CLI::App& app, int& exit_code) {
       return;
     }
     // The drill narrates on stdout; only trouble from in-process parts (the mock) is logged.
-    telemetry::ConfigureLogging(config::LogFormat::kText, "warning", job->job.name);
+    log::ConfigureLogging(config::LogFormat::kText, "warning", job->job.name);
     drill::DrillOptions o;
     o.spotvisor = std::filesystem::read_symlink("/proc/self/exe");
     o.run_args = {"--config", std::filesystem::absolute(flags->job.config_file).string()};

@@ -1,8 +1,8 @@
 // Flag overrides of job-file keys; see job_options.hpp.
 #include "job_options.hpp"
 
-#include "spotvisor/checkpoint/name_pattern.hpp"
 #include "spotvisor/config/loader.hpp"
+#include "spotvisor/config/name_pattern.hpp"
 #include "spotvisor/config/signals.hpp"
 #include "spotvisor/preemption/provider_detect.hpp"
 
@@ -23,7 +23,7 @@ Status ApplyOverrides(const JobOptions& o, config::JobConfig& job) {
   if (o.workdir) job.job.workdir = FromCwd(*o.workdir);
   if (o.checkpoint_dir) job.checkpoints.dir = FromCwd(*o.checkpoint_dir);
   if (o.pattern) {
-    if (auto p = checkpoint::NamePattern::Parse(*o.pattern); !p) return FlagError("--pattern", p.error().message);
+    if (auto p = config::NamePattern::Parse(*o.pattern); !p) return FlagError("--pattern", p.error().message);
     job.checkpoints.pattern = *o.pattern;
   }
   if (o.state_dir) job.telemetry.state_dir = FromCwd(*o.state_dir);

@@ -12,9 +12,9 @@
 #include "spotvisor/cli/app.hpp"
 #include "spotvisor/config/loader.hpp"
 #include "spotvisor/coordination/etcd_coordinator.hpp"
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/platform/slurm.hpp"
 #include "spotvisor/supervisor/driver.hpp"
-#include "spotvisor/telemetry/log.hpp"
 #include "spotvisor/telemetry/termination_message.hpp"
 
 namespace spotvisor::cli {
@@ -53,7 +53,7 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       exit_code = exit_code::kDone;
       return;
     }
-    telemetry::ConfigureLogging(job->telemetry.log_format, job->telemetry.log_level, job->job.name);
+    log::ConfigureLogging(job->telemetry.log_format, job->telemetry.log_level, job->job.name);
     auto parts = AssembleRun(*job);
     if (!parts) {
       std::fprintf(stderr, "spotvisor: configuration error: %s\n", parts.error().message.c_str());
@@ -70,6 +70,8 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
         return;
       }
     }
+    if (const auto slurm = platform::CurrentSlurmJob())
+      driver.RecordSlurmRestartCount(slurm->restart_count.value_or(0));
     for (auto& observer : parts->observers) driver.AddObserver(std::move(observer));
     // After the telemetry observers (run.json is saved first); scontrol requeue comes last.
     if (auto t = telemetry::MakeTerminationLogObserver(*job)) driver.AddObserver(std::move(t));

@@ -5,8 +5,8 @@
 #include <csignal>
 #include <set>
 
-#include "spotvisor/checkpoint/name_pattern.hpp"
 #include "spotvisor/config/loader.hpp"
+#include "spotvisor/config/name_pattern.hpp"
 #include "spotvisor/config/signals.hpp"
 #include "spotvisor/config/templates.hpp"
 #include "spotvisor/http/tls.hpp"
@@ -188,7 +188,7 @@ Status Finalize(JobConfig& job, bool need_command) {
                  "set checkpoints.dir too: resume arguments need a checkpoint to point at"};
   }
 
-  if (auto p = checkpoint::NamePattern::Parse(job.checkpoints.pattern); !p) {
+  if (auto p = config::NamePattern::Parse(job.checkpoints.pattern); !p) {
     return Error{Where(job, "checkpoints.pattern") + p.error().message};
   }
   if (job.checkpoints.dir && std::filesystem::exists(*job.checkpoints.dir, ec) &&

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "node_reader.hpp"
-#include "spotvisor/checkpoint/name_pattern.hpp"
+#include "spotvisor/config/name_pattern.hpp"
 #include "spotvisor/config/templates.hpp"
 
 namespace spotvisor::config {
@@ -128,7 +128,7 @@ class Reader : public NodeReader {
         {"dir", [&](const YAML::Node& n, const std::string& k) { v.dir = Path(n, k); }},
         {"pattern", [&](const YAML::Node& n, const std::string& k) {
            v.pattern = String(n, k);
-           if (auto parsed = checkpoint::NamePattern::Parse(v.pattern); !parsed) Fail(n, k, parsed.error().message);
+           if (auto parsed = config::NamePattern::Parse(v.pattern); !parsed) Fail(n, k, parsed.error().message);
          }},
         {"validate", [&](const YAML::Node& n, const std::string& k) {
            v.validate = Enum<ValidateLevel>(n, k, {{"structure", ValidateLevel::kStructure},

@@ -19,22 +19,22 @@
 #include "spotvisor/etcd/client.hpp"
 #include "spotvisor/etcd/lease_keeper.hpp"
 #include "spotvisor/etcd/watch.hpp"
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/supervisor/coordinator.hpp"
-#include "spotvisor/telemetry/log.hpp"
 #include "spotvisor/util/host_name.hpp"
 #include "spotvisor/util/timer.hpp"
 
 namespace spotvisor::coordination::detail {
 
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 using supervisor::Coordinator;
 using supervisor::GroupAgreedEvent;
 using supervisor::ProposeResumeAction;
 using supervisor::PublishStopAction;
 using supervisor::StopReason;
 using supervisor::StopRequestedEvent;
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
 
 constexpr auto kRetry = std::chrono::seconds(1);
 constexpr auto kTroubleEvery = std::chrono::seconds(30);  // the same trouble is said again after this

@@ -16,7 +16,7 @@
 #include <random>
 #include <thread>
 
-#include "spotvisor/checkpoint/name_pattern.hpp"
+#include "spotvisor/config/name_pattern.hpp"
 #include "spotvisor/drill/drill_compare.hpp"
 #include "spotvisor/mock/mock_server_thread.hpp"
 #include "spotvisor/state/journal.hpp"

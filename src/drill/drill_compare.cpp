@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "spotvisor/checkpoint/byte_source.hpp"
-#include "spotvisor/checkpoint/name_pattern.hpp"
 #include "spotvisor/checkpoint/zip_archive.hpp"
+#include "spotvisor/config/name_pattern.hpp"
 #include "spotvisor/state/journal.hpp"
 
 namespace spotvisor::drill {
@@ -28,7 +28,7 @@ std::optional<std::string> Slurp(const std::filesystem::path& p) {
 }
 
 std::optional<std::filesystem::path> Newest(const std::filesystem::path& dir, const std::string& pattern) {
-  auto p = checkpoint::NamePattern::Parse(pattern);
+  auto p = config::NamePattern::Parse(pattern);
   if (!p) return std::nullopt;
   std::optional<std::pair<std::uint64_t, std::filesystem::path>> best;
   std::error_code ec;
@@ -156,7 +156,7 @@ Comparison CompareNewestCheckpoints(const std::filesystem::path& dir_a, const st
 
 double StepsPerSecond(const std::filesystem::path& ckpt_dir, const std::string& pattern,
                       const std::filesystem::path& state_dir) {
-  auto p = checkpoint::NamePattern::Parse(pattern);
+  auto p = config::NamePattern::Parse(pattern);
   const auto newest = Newest(ckpt_dir, pattern);
   auto journal = state::Journal::Open(state_dir);
   if (!p || !newest || !journal) return 0;

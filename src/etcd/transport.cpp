@@ -9,7 +9,7 @@
 
 #include "spotvisor/etcd/wire.hpp"
 #include "spotvisor/http/http_client.hpp"
-#include "spotvisor/telemetry/secret_file.hpp"
+#include "spotvisor/util/secret_file.hpp"
 
 namespace spotvisor::etcd {
 namespace {
@@ -45,7 +45,7 @@ std::string Join(const std::vector<std::string>& parts, const char* separator) {
 }  // namespace
 
 Result<Credentials> ReadCredentialsFile(const std::string& path) {
-  auto text = telemetry::ReadSecretFile(path, "etcd credentials");
+  auto text = ReadSecretFile(path, "etcd credentials");
   if (!text) return text.error();
   const std::string line = text->substr(0, text->find('\n'));
   const auto colon = line.find(':');

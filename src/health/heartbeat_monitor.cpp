@@ -7,18 +7,18 @@
 
 #include <boost/asio/post.hpp>
 
-#include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/log/log.hpp"
 
 namespace spotvisor::health {
 namespace {
 
 namespace asio = boost::asio;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 using std::chrono::duration_cast;
 using std::chrono::steady_clock;
 using std::chrono::system_clock;
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
 
 std::optional<WallTime> Mtime(const std::filesystem::path& file) {
   struct stat st {};

@@ -14,17 +14,17 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "spotvisor/config/signals.hpp"
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/process/child_table.hpp"
-#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::hooks {
 namespace {
 
 namespace asio = boost::asio;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 using std::chrono::steady_clock;
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
 
 constexpr std::size_t kMaxLineBytes = 2000;
 constexpr int kMaxLoggedLines = 200;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "spotvisor/http/tls.hpp"
-#include "spotvisor/telemetry/secret_file.hpp"
+#include "spotvisor/util/secret_file.hpp"
 
 namespace spotvisor::http {
 namespace {
@@ -77,7 +77,7 @@ Result<std::string> LoadCa(const std::filesystem::path& path) {
 
 Result<std::string> LoadKey(const std::filesystem::path& path, const std::string& cert_pem,
                             const std::filesystem::path& cert_path) {
-  auto pem = telemetry::ReadSecretFile(path, "TLS key", kMaxKeyKib);
+  auto pem = ReadSecretFile(path, "TLS key", kMaxKeyKib);
   if (!pem) return pem.error();
   Bio bio = MemoryBio(*pem);
   Key key{PEM_read_bio_PrivateKey(bio.get(), nullptr, NoPassphrase, nullptr)};

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "spotvisor/checkpoint/name_pattern.hpp"
+#include "spotvisor/config/name_pattern.hpp"
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/mirror/command_runner.hpp"
-#include "spotvisor/telemetry/log.hpp"
 #include "spotvisor/util/atomic_file.hpp"
 
 namespace spotvisor::mirror {
@@ -19,9 +19,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 
 constexpr std::string_view kRestoreStaging = ".spotvisor-mirror-restore";
 
@@ -128,7 +128,7 @@ Result<RestoreResult> CommandMirror::Restore(std::optional<std::uint64_t> local_
   if (Status s = Run(restore, vars, control, "restore"); !s) {
     result = s.error();
   } else {
-    if (auto pattern = checkpoint::NamePattern::Parse(job_.checkpoints.pattern)) {
+    if (auto pattern = config::NamePattern::Parse(job_.checkpoints.pattern)) {
       for (fs::directory_iterator it(staging, ec), end; !ec && it != end; it.increment(ec)) {
         const std::string name = it->path().filename().string();
         if (auto step = pattern->Match(name)) on_mirror.push_back({name, *step});

@@ -6,15 +6,15 @@
 #include <boost/asio/post.hpp>
 #include <chrono>
 
-#include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/log/log.hpp"
 
 namespace spotvisor::mirror {
 namespace {
 
 namespace asio = boost::asio;
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 
 std::string Ms(std::chrono::steady_clock::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());

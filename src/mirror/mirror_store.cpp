@@ -3,17 +3,17 @@
 
 #include "spotvisor/checkpoint/catalog.hpp"
 #include "spotvisor/checkpoint/validator.hpp"
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/mirror/command_mirror.hpp"
 #include "spotvisor/mirror/path_mirror.hpp"
-#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::mirror {
 namespace {
 
 namespace fs = std::filesystem;
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 
 }  // namespace
 
@@ -21,7 +21,7 @@ std::unique_ptr<MirrorStore> MakeMirrorStore(const config::JobConfig& job, proce
   const auto& m = job.checkpoints.mirror;
   if (!job.checkpoints.dir) return nullptr;
   if (m.path) {
-    auto pattern = checkpoint::NamePattern::Parse(job.checkpoints.pattern);
+    auto pattern = config::NamePattern::Parse(job.checkpoints.pattern);
     if (!pattern) return nullptr;  // Finalize has already refused such a pattern
     return std::make_unique<PathMirror>(job, std::move(*pattern));
   }

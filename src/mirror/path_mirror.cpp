@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/log/log.hpp"
 
 namespace spotvisor::mirror {
 namespace {
@@ -12,7 +12,7 @@ namespace fs = std::filesystem;
 
 }  // namespace
 
-PathMirror::PathMirror(const config::JobConfig& job, checkpoint::NamePattern pattern)
+PathMirror::PathMirror(const config::JobConfig& job, config::NamePattern pattern)
     : job_(job), dir_(*job.checkpoints.mirror.path), pattern_(std::move(pattern)) {}
 
 std::string PathMirror::Describe() const { return "path " + dir_.string(); }

@@ -7,13 +7,13 @@
 #include <nlohmann/json.hpp>
 
 #include "mock_server_core.hpp"
-#include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/log/log.hpp"
 
 namespace spotvisor::mock {
 
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;

@@ -12,15 +12,15 @@
 #include <cstdlib>
 
 #include "spotvisor/config/signals.hpp"
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/mirror/command_runner.hpp"
-#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::platform {
 namespace {
 
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 
 constexpr auto kRequeueTimeout = std::chrono::seconds(30);
 

@@ -6,14 +6,14 @@
 #include <algorithm>
 #include <cctype>
 
-#include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/util/text.hpp"
 
 namespace spotvisor::preemption {
 
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 namespace {
 
 constexpr const char* kEventsPath = "/metadata/scheduledevents?api-version=2020-07-01";

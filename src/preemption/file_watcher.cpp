@@ -6,14 +6,14 @@
 #include <fstream>
 #include <system_error>
 
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/preemption/notice_parsers.hpp"
-#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::preemption {
 
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 namespace {
 
 constexpr std::size_t kMaxContent = 64 * 1024;

@@ -7,14 +7,14 @@
 #include <algorithm>
 #include <cctype>
 
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/preemption/notice_parsers.hpp"
-#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::preemption {
 
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 namespace {
 
 constexpr const char* kBase = "/computeMetadata/v1/";

@@ -5,16 +5,16 @@
 #include "gcp_watcher.hpp"
 #include "imds_dialects.hpp"
 #include "imds_watcher.hpp"
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/preemption/metadata_endpoint.hpp"
 #include "spotvisor/preemption/provider_detect.hpp"
 #include "spotvisor/preemption/watcher.hpp"
-#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::preemption {
 
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 namespace {
 
 using config::ProviderKind;

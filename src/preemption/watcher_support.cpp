@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <cctype>
 
-#include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/log/log.hpp"
 
 namespace spotvisor::preemption {
 
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 
 void ConditionLog::RollWindow() {
   const auto now = std::chrono::steady_clock::now();

@@ -14,18 +14,18 @@
 
 #include "driver_impl.hpp"
 #include "spotvisor/config/signals.hpp"
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/supervisor/journal_counters.hpp"
 #include "spotvisor/supervisor/posix_host.hpp"
 #include "spotvisor/supervisor/stop_ladder.hpp"
-#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::supervisor {
 namespace {
 
 namespace asio = boost::asio;
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 
 constexpr auto kLeftoverPoll = std::chrono::milliseconds(5);
 constexpr auto kOutputDrain = std::chrono::milliseconds(2000);  // relaying a gone trainer's last output
@@ -262,6 +262,7 @@ Status Driver::UseCoordinator(const CoordinatorFactory& make) {
   impl_->SetCoordinator(std::move(*coordinator));
   return Ok{};
 }
+void Driver::RecordSlurmRestartCount(std::optional<int> count) { impl_->SetSlurmRestartCount(count); }
 int Driver::Run() { return impl_->Run(); }
 
 }  // namespace spotvisor::supervisor

@@ -35,6 +35,7 @@ class Driver::Impl final : public RunControl {
   bool abandoned() const { return selection_abandoned_; }  // Run left a stuck selection behind
   void AddObserver(std::unique_ptr<RunObserver> observer) { observers_.push_back(std::move(observer)); }
   void SetCoordinator(std::unique_ptr<Coordinator> coordinator) { coordinator_ = std::move(coordinator); }
+  void SetSlurmRestartCount(std::optional<int> count) { slurm_restart_count_ = count; }
 
   // ---- RunControl ----
   boost::asio::io_context& io() override { return io_; }
@@ -99,6 +100,7 @@ class Driver::Impl final : public RunControl {
   std::optional<Fsm> fsm_;                                     // the policy
   state::PersistedState persisted_;                            // driver-owned parts of the state
   state::AttemptRecord current_;                               // the attempt in progress
+  std::optional<int> slurm_restart_count_;                     // recorded with every attempt
   std::unique_ptr<Trainer> trainer_;                           // the running trainer's group, if any
   TimePoint trainer_started_{};                                // for uptime
   std::optional<ExitStatus> main_status_;                      // main process gone, group maybe not

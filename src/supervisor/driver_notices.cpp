@@ -9,17 +9,17 @@
 
 #include "child_environment.hpp"
 #include "driver_impl.hpp"
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/supervisor/notice_grace.hpp"
-#include "spotvisor/telemetry/log.hpp"
 #include "spotvisor/util/atomic_file.hpp"
 
 namespace spotvisor::supervisor {
 namespace {
 
 namespace asio = boost::asio;
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 
 std::string FormatIsoUtc(std::chrono::system_clock::time_point t) {
   const std::time_t secs = std::chrono::system_clock::to_time_t(t);

@@ -7,16 +7,15 @@
 #include "child_environment.hpp"
 #include "driver_impl.hpp"
 #include "spotvisor/config/signals.hpp"
-#include "spotvisor/platform/slurm.hpp"
-#include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/log/log.hpp"
 
 namespace spotvisor::supervisor {
 namespace {
 
 namespace asio = boost::asio;
-using telemetry::Log;
-using telemetry::LogLevel;
-using telemetry::Quote;
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 
 constexpr auto kWorkersPoll = std::chrono::milliseconds(100);  // a launcher's workers, while they stop
 
@@ -54,7 +53,7 @@ void Driver::Impl::Perform(const SpawnAction& a) {
   current_.attempt = a.attempt;
   current_.started_ms = state::UnixMillisNow();
   current_.pid = pid;
-  if (const auto slurm = platform::CurrentSlurmJob()) current_.slurm_restart_count = slurm->restart_count.value_or(0);
+  current_.slurm_restart_count = slurm_restart_count_;
   if (a.resume) {
     current_.resume_from = a.resume->path.string();
     current_.resume_step = a.resume->step;

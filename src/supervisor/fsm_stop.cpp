@@ -229,9 +229,9 @@ std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
 std::vector<Action> Fsm::OnSelectTimeout() {
   const std::string waited = "the checkpoint selection did not finish within checkpoints.select_timeout = " +
                              FormatDuration(job_.checkpoints.select_timeout);
-  std::vector<Action> actions{Note(
-      LogLevel::kError, "event=select_timeout timeout=" + FormatDuration(job_.checkpoints.select_timeout) + " dir=" +
-                            telemetry::Quote(job_.checkpoints.dir ? job_.checkpoints.dir->string() : "none"))};
+  std::vector<Action> actions{
+      Note(LogLevel::kError, "event=select_timeout timeout=" + FormatDuration(job_.checkpoints.select_timeout) +
+                                 " dir=" + log::Quote(job_.checkpoints.dir ? job_.checkpoints.dir->string() : "none"))};
   switch (pending_stop_) {
     case StopReason::kSignal:
       return Finish(ExitCode::kStopped,

@@ -4,9 +4,13 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 
-#include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/log/log.hpp"
 
 namespace spotvisor::telemetry {
+
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 
 namespace asio = boost::asio;
 

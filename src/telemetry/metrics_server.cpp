@@ -8,7 +8,7 @@
 #include <boost/beast/http.hpp>
 #include <list>
 
-#include "spotvisor/telemetry/secret_file.hpp"
+#include "spotvisor/util/secret_file.hpp"
 
 namespace spotvisor::telemetry {
 namespace {

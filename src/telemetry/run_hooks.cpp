@@ -2,11 +2,15 @@
 #include "run_hooks.hpp"
 
 #include "spotvisor/config/templates.hpp"
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/state/journal.hpp"
 #include "spotvisor/supervisor/group_vars.hpp"
-#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::telemetry {
+
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 
 namespace asio = boost::asio;
 

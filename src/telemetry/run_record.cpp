@@ -3,10 +3,14 @@
 
 #include <algorithm>
 
-#include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/telemetry/run_facts.hpp"
 
 namespace spotvisor::telemetry {
+
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 namespace {
 
 constexpr std::size_t kAttemptsKept = 64;  // ended attempts held as records; older ones are folded

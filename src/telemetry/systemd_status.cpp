@@ -1,9 +1,13 @@
 // sd_notify during a run; see systemd_status.hpp.
 #include "systemd_status.hpp"
 
-#include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/log/log.hpp"
 
 namespace spotvisor::telemetry {
+
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 
 void SystemdStatus::StartWatchdog(boost::asio::io_context& io) {
   if (!notifier_ || !notifier_->watchdog_interval()) return;

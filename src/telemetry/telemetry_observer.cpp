@@ -16,17 +16,21 @@
 #include "run_hooks.hpp"
 #include "run_record.hpp"
 #include "spotvisor/checkpoint_watch/checkpoint_watcher.hpp"
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/preemption/instance_facts.hpp"
 #include "spotvisor/supervisor/budget.hpp"
 #include "spotvisor/supervisor/outcome.hpp"
-#include "spotvisor/telemetry/log.hpp"
 #include "spotvisor/telemetry/metrics_server.hpp"
 #include "spotvisor/telemetry/report.hpp"
 #include "spotvisor/telemetry/run_metrics.hpp"
-#include "spotvisor/telemetry/secret_file.hpp"
+#include "spotvisor/util/secret_file.hpp"
 #include "systemd_status.hpp"
 
 namespace spotvisor::telemetry {
+
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 namespace {
 
 namespace asio = boost::asio;

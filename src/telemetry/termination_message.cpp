@@ -12,11 +12,15 @@
 #include <nlohmann/json.hpp>
 
 #include "spotvisor/checkpoint/resume_selector.hpp"
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/state/journal.hpp"
-#include "spotvisor/telemetry/log.hpp"
 #include "spotvisor/telemetry/report.hpp"
 
 namespace spotvisor::telemetry {
+
+using log::Log;
+using log::LogLevel;
+using log::Quote;
 namespace {
 
 using nlohmann::json;

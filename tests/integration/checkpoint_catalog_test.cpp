@@ -13,7 +13,7 @@
 #include "spotvisor/checkpoint/hash_pool.hpp"
 #include "spotvisor/checkpoint/manifest.hpp"
 #include "spotvisor/checkpoint/zip_archive.hpp"
-#include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/log/log.hpp"
 #include "support/log_capture.hpp"
 #include "support/test_support.hpp"
 
@@ -287,7 +287,7 @@ TEST_F(CheckpointCatalog, LogFieldsSurviveQuotesAndSpacesInPaths) {
   ASSERT_TRUE(catalog->Select(/*act=*/true));
   int lines = 0;
   for (const auto& line : logs.Lines()) {
-    const auto fields = telemetry::ParseFields(line.substr(line.find(' ') + 1));  // "<level> <message>"
+    const auto fields = log::ParseFields(line.substr(line.find(' ') + 1));  // "<level> <message>"
     const auto event = fields.count("event") ? fields.at("event") : "";
     if (event == "checkpoint_validated" || event == "checkpoint_rejected") {
       ++lines;

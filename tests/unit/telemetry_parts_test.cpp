@@ -14,7 +14,7 @@
 #include "spotvisor/telemetry/nvml.hpp"
 #include "spotvisor/telemetry/run_metrics.hpp"
 #include "spotvisor/telemetry/sd_notify.hpp"
-#include "spotvisor/telemetry/secret_file.hpp"
+#include "spotvisor/util/secret_file.hpp"
 #include "support/test_support.hpp"
 
 namespace spotvisor::telemetry {

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "spotvisor/checkpoint/name_pattern.hpp"
 #include "spotvisor/checkpoint/resume_selector.hpp"
 #include "spotvisor/checkpoint/validator.hpp"
 #include "spotvisor/checkpoint/verdict_cache.hpp"
 #include "spotvisor/config/job_config.hpp"
+#include "spotvisor/config/name_pattern.hpp"
 
 namespace spotvisor::checkpoint {
 
@@ -95,14 +95,14 @@ class Catalog {
   const CatalogOptions& options() const { return options_; }
 
  private:
-  Catalog(CatalogOptions options, NamePattern pattern);
+  Catalog(CatalogOptions options, config::NamePattern pattern);
   Verdict Validate(const CatalogEntry& entry) const;
   Result<std::filesystem::path> Quarantine(const CatalogEntry& entry) const;
   Status AfterChoice(const CatalogEntry& chosen, bool fell_back);
 
-  CatalogOptions options_;  // as given; dir absolute
-  NamePattern pattern_;     // parsed options_.pattern
-  VerdictCache cache_;      // loaded at creation
+  CatalogOptions options_;       // as given; dir absolute
+  config::NamePattern pattern_;  // parsed options_.pattern
+  VerdictCache cache_;           // loaded at creation
 };
 
 }  // namespace spotvisor::checkpoint

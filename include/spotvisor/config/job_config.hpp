@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/util/units.hpp"
 
 namespace spotvisor::config {
@@ -145,7 +146,7 @@ struct HealthSection {
   Duration hang_timeout = std::chrono::minutes(10);
 };
 
-enum class LogFormat { kText, kJson };
+using LogFormat = log::LogFormat;
 
 struct MetricsSection {
   std::string listen;  // host:port; empty = metrics off

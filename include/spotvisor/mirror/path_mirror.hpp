@@ -5,7 +5,7 @@
 
 #include <mutex>
 
-#include "spotvisor/checkpoint/name_pattern.hpp"
+#include "spotvisor/config/name_pattern.hpp"
 #include "spotvisor/mirror/mirror_store.hpp"
 
 namespace spotvisor::mirror {
@@ -13,7 +13,7 @@ namespace spotvisor::mirror {
 class PathMirror final : public MirrorStore {
  public:
   // `job` outlives the store; `job.checkpoints.mirror.path` is set.
-  PathMirror(const config::JobConfig& job, checkpoint::NamePattern pattern);
+  PathMirror(const config::JobConfig& job, config::NamePattern pattern);
 
   std::string Describe() const override;
   Result<UploadResult> Upload(const MirrorItem& item, const CopyControl& control) override;
@@ -21,10 +21,10 @@ class PathMirror final : public MirrorStore {
   Result<RestoreResult> Restore(std::optional<std::uint64_t> local_step, const CopyControl& control) override;
 
  private:
-  const config::JobConfig& job_;     // not owned
-  std::filesystem::path dir_;        // the mirror directory
-  checkpoint::NamePattern pattern_;  // checkpoints.pattern
-  std::mutex prune_mutex_;           // one Prune at a time
+  const config::JobConfig& job_;  // not owned
+  std::filesystem::path dir_;     // the mirror directory
+  config::NamePattern pattern_;   // checkpoints.pattern
+  std::mutex prune_mutex_;        // one Prune at a time
 };
 
 }  // namespace spotvisor::mirror

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "spotvisor/checkpoint/resume_selector.hpp"
 #include "spotvisor/config/job_config.hpp"
@@ -38,6 +39,10 @@ class Driver {
   // the factory's.
   using CoordinatorFactory = std::function<Result<std::unique_ptr<Coordinator>>(boost::asio::io_context&)>;
   Status UseCoordinator(const CoordinatorFactory& make);
+
+  // A SLURM job's SLURM_RESTART_COUNT (platform/slurm.hpp), recorded with every attempt;
+  // nullopt outside SLURM (the default). Before Run().
+  void RecordSlurmRestartCount(std::optional<int> count);
 
   // Supervises the job until it ends; returns the exit code of `spotvisor run`.
   int Run();

@@ -18,8 +18,8 @@
 
 #include "spotvisor/checkpoint/resume_selector.hpp"
 #include "spotvisor/config/job_config.hpp"
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/supervisor/outcome.hpp"
-#include "spotvisor/telemetry/log.hpp"
 
 namespace spotvisor::supervisor {
 
@@ -165,7 +165,7 @@ struct AttemptEndedAction {
   std::string next;        // what we do about it, in words
   std::string stopped_by;  // a peer-stopped attempt: which node and why ("node 0: notice: aws spot-itn")
 };
-using telemetry::LogLevel;
+using log::LogLevel;
 struct LogAction {
   LogLevel level;
   std::string text;  // "event=... key=value ..."

@@ -1,6 +1,6 @@
 // Secret files: open once, check the mode of what was opened (no check-then-open race),
 // read a bounded amount, trim. See secret_file.hpp.
-#include "spotvisor/telemetry/secret_file.hpp"
+#include "spotvisor/util/secret_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace spotvisor::telemetry {
+namespace spotvisor {
 namespace {
 
 std::string Octal(mode_t mode) {
@@ -72,4 +72,4 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-}  // namespace spotvisor::telemetry
+}  // namespace spotvisor

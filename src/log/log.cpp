@@ -1,5 +1,5 @@
 // spdlog setup and the two line formats; see log.hpp.
-#include "spotvisor/telemetry/log.hpp"
+#include "spotvisor/log/log.hpp"
 
 #include <spdlog/formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -8,7 +8,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
-namespace spotvisor::telemetry {
+namespace spotvisor::log {
 namespace {
 
 std::string g_job;  // carried by every JSON line; set once at start
@@ -85,14 +85,14 @@ class JsonFormatter final : public spdlog::formatter {
 
 }  // namespace
 
-void ConfigureLogging(config::LogFormat format, const std::string& level, const std::string& job) {
+void ConfigureLogging(LogFormat format, const std::string& level, const std::string& job) {
   g_job = job;
   auto logger = spdlog::get("spotvisor");
   if (!logger) {
     logger = spdlog::stderr_logger_mt("spotvisor");
     spdlog::set_default_logger(logger);
   }
-  if (format == config::LogFormat::kJson) {
+  if (format == LogFormat::kJson) {
     logger->set_formatter(std::make_unique<JsonFormatter>());
   } else {
     // The job name goes into the pattern, so the library's own lines carry it too.
@@ -147,4 +147,4 @@ void Log(LogLevel level, std::string_view fields) {
   logger->log(ToSpd(level), "{}", fields);  // the formatter adds time, level and job
 }
 
-}  // namespace spotvisor::telemetry
+}  // namespace spotvisor::log

@@ -2,9 +2,9 @@
 // every temp-name form writers use while a checkpoint is incomplete.
 #include <gtest/gtest.h>
 
-#include "spotvisor/checkpoint/name_pattern.hpp"
+#include "spotvisor/config/name_pattern.hpp"
 
-namespace spotvisor::checkpoint {
+namespace spotvisor::config {
 namespace {
 
 TEST(NamePattern, MatchesTheWholeNameWithLeadingZeros) {
@@ -45,4 +45,4 @@ TEST(NamePattern, TempNamesNeverCount) {
 }
 
 }  // namespace
-}  // namespace spotvisor::checkpoint
+}  // namespace spotvisor::config

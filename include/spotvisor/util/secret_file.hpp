@@ -10,7 +10,7 @@
 
 #include "spotvisor/util/result.hpp"
 
-namespace spotvisor::telemetry {
+namespace spotvisor {
 
 // The file's content without trailing whitespace. `what` names the secret in messages
 // ("metrics token"). Refused: not a regular file, mode with any group/other read or write
@@ -20,4 +20,4 @@ Result<std::string> ReadSecretFile(const std::filesystem::path& path, std::strin
 // Compares in time independent of where the first difference is.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
-}  // namespace spotvisor::telemetry
+}  // namespace spotvisor

@@ -1,9 +1,9 @@
 // Whole-name matching of checkpoint patterns; see name_pattern.hpp.
-#include "spotvisor/checkpoint/name_pattern.hpp"
+#include "spotvisor/config/name_pattern.hpp"
 
 #include <cctype>
 
-namespace spotvisor::checkpoint {
+namespace spotvisor::config {
 namespace {
 constexpr std::string_view kStep = "{step}";
 
@@ -52,4 +52,4 @@ bool IsTempName(std::string_view name) {
          EndsWith(name, ".incomplete") || StartsWith(name, ".spotvisor-");
 }
 
-}  // namespace spotvisor::checkpoint
+}  // namespace spotvisor::config

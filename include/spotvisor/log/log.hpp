@@ -9,14 +9,15 @@
 #include <string>
 #include <string_view>
 
-#include "spotvisor/config/job_config.hpp"
-
-namespace spotvisor::telemetry {
+namespace spotvisor::log {
 
 enum class LogLevel { kDebug, kInfo, kWarning, kError, kCritical };
 
+// `logging.format`: text lines for people, JSON lines for machines.
+enum class LogFormat { kText, kJson };
+
 // Sets the format, level and the job name every line carries. Safe to call again.
-void ConfigureLogging(config::LogFormat format, const std::string& level, const std::string& job);
+void ConfigureLogging(LogFormat format, const std::string& level, const std::string& job);
 
 // `fields` is "key=value key2=\"a value with spaces\" ...".
 void Log(LogLevel level, std::string_view fields);
@@ -27,4 +28,4 @@ std::map<std::string, std::string> ParseFields(std::string_view fields);
 // Quotes a value for a key=value line when it needs it.
 std::string Quote(std::string_view value);
 
-}  // namespace spotvisor::telemetry
+}  // namespace spotvisor::log

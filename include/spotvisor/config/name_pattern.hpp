@@ -1,6 +1,7 @@
 // Checkpoint names: the job's `pattern` ("ckpt_step{step}", "step_{step}.pt") matched
 // against a whole directory entry name, and the temp names that never count as a
-// checkpoint. Pure, any thread.
+// checkpoint. Pure, any thread. It lives with the config because the schema refuses a bad
+// pattern at load time; the catalog and the mirrors match names with it.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,7 @@
 
 #include "spotvisor/util/result.hpp"
 
-namespace spotvisor::checkpoint {
+namespace spotvisor::config {
 
 class NamePattern {
  public:
@@ -33,4 +34,4 @@ class NamePattern {
 // `*.orbax-checkpoint-tmp*`, `*.partial`, `*.incomplete`, and our own `.spotvisor-*`.
 bool IsTempName(std::string_view name);
 
-}  // namespace spotvisor::checkpoint
+}  // namespace spotvisor::config
