@@ -85,16 +85,11 @@ void AddCheckpointsCommand(CLI::App& app, int& exit_code) {
   cmd->add_flag("--update-cache", o->update_cache,
                 "Remember the verdicts in the job's state dir (checkpoint-cache.tsv); checkpoints are never touched");
   cmd->callback([o, &exit_code] {
-    auto job = LoadJob(o->job, /*require_command=*/false);
-    if (!job) {
-      std::fprintf(stderr, "spotvisor: configuration error: %s\n", job.error().message.c_str());
-      exit_code = exit_code::kConfig;
-      return;
-    }
+    auto job = LoadJobOrExit(o->job, /*require_command=*/false, exit_code);
+    if (!job) return;
     auto catalog = checkpoint::Catalog::FromConfig(*job);
     if (!catalog) {
-      std::fprintf(stderr, "spotvisor: configuration error: %s\n", catalog.error().message.c_str());
-      exit_code = exit_code::kConfig;
+      exit_code = ConfigError(catalog.error().message);
       return;
     }
     auto entries = catalog->Scan();

@@ -37,16 +37,10 @@ void AddDrillCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--scratch", flags->scratch, "Scratch dir (default: a new one under $TMPDIR)");
   cmd->add_flag("--keep-scratch", flags->keep_scratch, "Keep the scratch dir even when the results are identical");
   cmd->callback([flags, &exit_code] {
-    auto job = LoadJob(flags->job, /*require_command=*/true);
-    if (!job) {
-      std::fprintf(stderr, "spotvisor: configuration error: %s\n", job.error().message.c_str());
-      exit_code = exit_code::kConfig;
-      return;
-    }
+    auto job = LoadJobOrExit(flags->job, /*require_command=*/true, exit_code);
+    if (!job) return;
     if (!job->checkpoints.dir) {
-      std::fprintf(stderr, "spotvisor: configuration error: %s: checkpoints.dir: a drill needs the job's checkpoints\n",
-                   flags->job.config_file.c_str());
-      exit_code = exit_code::kConfig;
+      exit_code = ConfigError(flags->job.config_file + ": checkpoints.dir: a drill needs the job's checkpoints");
       return;
     }
     // The drill narrates on stdout; only trouble from in-process parts (the mock) is logged.

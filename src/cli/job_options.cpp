@@ -1,10 +1,12 @@
 // Flag overrides of job-file keys; see job_options.hpp.
 #include "job_options.hpp"
 
+#include <cstdio>
+
+#include "spotvisor/cli/app.hpp"
 #include "spotvisor/config/loader.hpp"
 #include "spotvisor/config/name_pattern.hpp"
 #include "spotvisor/config/signals.hpp"
-#include "spotvisor/preemption/provider_detect.hpp"
 
 namespace spotvisor::cli {
 namespace {
@@ -155,11 +157,21 @@ Result<config::JobConfig> LoadJob(const JobOptions& o, bool require_command) {
   if (Status s = ApplyOverrides(o, *job); !s) return s.error();
   if (!require_command && job->job.command.empty()) job->job.command = {"true"};
   if (Status s = config::Finalize(*job, /*need_command=*/require_command); !s) return s.error();
-  if (job->provider.kind == config::ProviderKind::kAuto) {
-    const auto found = preemption::DetectProvider(job->provider.dmi_root);
-    job->provider.auto_found = std::string(config::ToString(found.kind)) + " (" + found.evidence + ")";
-  }
   return job;
+}
+
+int ConfigError(const std::string& message) {
+  std::fprintf(stderr, "spotvisor: configuration error: %s\n", message.c_str());
+  return exit_code::kConfig;
+}
+
+std::optional<config::JobConfig> LoadJobOrExit(const JobOptions& options, bool require_command, int& exit_code) {
+  auto job = LoadJob(options, require_command);
+  if (!job) {
+    exit_code = ConfigError(job.error().message);
+    return std::nullopt;
+  }
+  return std::move(*job);
 }
 
 }  // namespace spotvisor::cli

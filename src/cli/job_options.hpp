@@ -32,4 +32,10 @@ void AddJobOptions(CLI::App& app, JobOptions& options, bool with_command);
 // line and key, or the flag.
 Result<config::JobConfig> LoadJob(const JobOptions& options, bool require_command);
 
+// Prints "spotvisor: configuration error: <message>" to stderr; returns exit code 78.
+int ConfigError(const std::string& message);
+
+// LoadJob; on an error, ConfigError sets `exit_code` and the result is empty.
+std::optional<config::JobConfig> LoadJobOrExit(const JobOptions& options, bool require_command, int& exit_code);
+
 }  // namespace spotvisor::cli

@@ -20,16 +20,11 @@ void AddLatestCommand(CLI::App& app, int& exit_code) {
   AddJobOptions(*cmd, *o, /*with_command=*/false);
   cmd->add_option("--dir", o->checkpoint_dir, "checkpoints.dir (same as --checkpoint-dir)");
   cmd->callback([o, &exit_code] {
-    auto job = LoadJob(*o, /*require_command=*/false);
-    if (!job) {
-      std::fprintf(stderr, "spotvisor: configuration error: %s\n", job.error().message.c_str());
-      exit_code = exit_code::kConfig;
-      return;
-    }
+    auto job = LoadJobOrExit(*o, /*require_command=*/false, exit_code);
+    if (!job) return;
     auto catalog = checkpoint::Catalog::FromConfig(*job);
     if (!catalog) {
-      std::fprintf(stderr, "spotvisor: configuration error: %s\n", catalog.error().message.c_str());
-      exit_code = exit_code::kConfig;
+      exit_code = ConfigError(catalog.error().message);
       return;
     }
     auto selection = catalog->Select(/*act=*/false);

@@ -37,12 +37,8 @@ void AddPreflightCommand(CLI::App& app, int& exit_code) {
                   "Skip the measurement; plan with this rate per second, e.g. 50MiB");
   cmd->add_flag("--no-endpoint", f->no_endpoint, "Skip the metadata endpoint check");
   cmd->callback([f, &exit_code] {
-    auto job = LoadJob(f->job, /*require_command=*/false);
-    if (!job) {
-      std::fprintf(stderr, "spotvisor: configuration error: %s\n", job.error().message.c_str());
-      exit_code = exit_code::kConfig;
-      return;
-    }
+    auto job = LoadJobOrExit(f->job, /*require_command=*/false, exit_code);
+    if (!job) return;
     preflight::PreflightOptions o;
     o.probe_endpoint = !f->no_endpoint;
     for (auto [text, flag, out] :

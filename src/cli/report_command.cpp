@@ -42,12 +42,8 @@ void AddReportCommand(CLI::App& app, int& exit_code) {
         exit_code = exit_code::kUsage;
         return;
       }
-      auto job = LoadJob(o->job, /*require_command=*/false);
-      if (!job) {
-        std::fprintf(stderr, "spotvisor: configuration error: %s\n", job.error().message.c_str());
-        exit_code = exit_code::kConfig;
-        return;
-      }
+      auto job = LoadJobOrExit(o->job, /*require_command=*/false, exit_code);
+      if (!job) return;
       dir = job->telemetry.state_dir;
     }
     const auto now = state::UnixMillisNow();

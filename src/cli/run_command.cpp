@@ -42,12 +42,8 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
   run->add_flag("--print-config", options->print_config,
                 "Print the effective configuration (secrets redacted) and exit");
   run->callback([options, &exit_code] {
-    auto job = LoadJob(options->job, /*require_command=*/true);
-    if (!job) {
-      std::fprintf(stderr, "spotvisor: configuration error: %s\n", job.error().message.c_str());
-      exit_code = exit_code::kConfig;
-      return;
-    }
+    auto job = LoadJobOrExit(options->job, /*require_command=*/true, exit_code);
+    if (!job) return;
     if (options->print_config) {
       std::fputs(config::ToYaml(*job).c_str(), stdout);
       exit_code = exit_code::kDone;
@@ -56,8 +52,7 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
     log::ConfigureLogging(job->telemetry.log_format, job->telemetry.log_level, job->job.name);
     auto parts = AssembleRun(*job);
     if (!parts) {
-      std::fprintf(stderr, "spotvisor: configuration error: %s\n", parts.error().message.c_str());
-      exit_code = exit_code::kConfig;
+      exit_code = ConfigError(parts.error().message);
       return;
     }
     supervisor::Driver driver(*job, std::move(parts->selector));
@@ -65,8 +60,7 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       const Status group = driver.UseCoordinator(
           [&job](boost::asio::io_context& io) { return coordination::MakeEtcdCoordinator(io, *job); });
       if (!group) {
-        std::fprintf(stderr, "spotvisor: configuration error: %s\n", group.error().message.c_str());
-        exit_code = exit_code::kConfig;
+        exit_code = ConfigError(group.error().message);
         return;
       }
     }

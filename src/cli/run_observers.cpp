@@ -8,7 +8,6 @@
 #include "spotvisor/checkpoint_watch/dir_keeper.hpp"
 #include "spotvisor/health/heartbeat_monitor.hpp"
 #include "spotvisor/mirror/mirror_observer.hpp"
-#include "spotvisor/preemption/provider_detect.hpp"
 #include "spotvisor/telemetry/telemetry_observer.hpp"
 
 namespace spotvisor::cli {
@@ -24,7 +23,8 @@ Result<RunParts> AssembleRun(const config::JobConfig& job) {
     parts.observers.push_back(std::move(owned));
   }
   if (job.cadence.mode != config::CadenceMode::kOff) {
-    parts.observers.push_back(std::make_unique<cadence::CadenceObserver>(job, watcher, preemption::ProviderName(job)));
+    parts.observers.push_back(
+        std::make_unique<cadence::CadenceObserver>(job, watcher, config::ToString(job.provider.kind)));
   }
   if (job.health.heartbeat_file || !job.health.progress_pattern.empty()) {
     parts.observers.push_back(std::make_unique<health::HeartbeatMonitor>(job));

@@ -33,11 +33,7 @@ void AddSealCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--dir", o->job.checkpoint_dir, "checkpoints.dir (same as --checkpoint-dir)");
   cmd->add_option("paths", o->paths, "Checkpoint files or directories")->required();
   cmd->callback([o, &exit_code] {
-    if (auto job = LoadJob(o->job, /*require_command=*/false); !job) {
-      std::fprintf(stderr, "spotvisor: configuration error: %s\n", job.error().message.c_str());
-      exit_code = exit_code::kConfig;
-      return;
-    }
+    if (!LoadJobOrExit(o->job, /*require_command=*/false, exit_code)) return;
     exit_code = exit_code::kDone;
     for (const auto& p : o->paths) {
       auto path = std::filesystem::absolute(p).lexically_normal();

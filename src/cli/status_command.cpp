@@ -61,16 +61,11 @@ void AddStatusCommand(CLI::App& app, int& exit_code) {
   AddJobOptions(*cmd, *o, /*with_command=*/false);
   cmd->add_flag("--json", *json, "One JSON object instead of text");
   cmd->callback([o, json, &exit_code] {
-    auto job = LoadJob(*o, /*require_command=*/false);
-    if (!job) {
-      std::fprintf(stderr, "spotvisor: configuration error: %s\n", job.error().message.c_str());
-      exit_code = exit_code::kConfig;
-      return;
-    }
+    auto job = LoadJobOrExit(*o, /*require_command=*/false, exit_code);
+    if (!job) return;
     if (!job->coordination.enabled()) {
-      std::fprintf(stderr, "spotvisor: configuration error: %s has no coordination.etcd: a single node has no group\n",
-                   job->source_file ? job->source_file->c_str() : "the job");
-      exit_code = exit_code::kConfig;
+      exit_code = ConfigError((job->source_file ? job->source_file->string() : std::string("the job")) +
+                              " has no coordination.etcd: a single node has no group");
       return;
     }
     auto view = coordination::ReadGroup(*job);

@@ -39,12 +39,8 @@ void AddValidateCommand(CLI::App& app, int& exit_code) {
                   "off | finite: no NaN or Inf in any floating-point tensor (default: checkpoints.content, off)")
       ->check(CLI::IsMember({"off", "finite"}));
   cmd->callback([o, &exit_code] {
-    auto job = LoadJob(o->job, /*require_command=*/false);
-    if (!job) {
-      std::fprintf(stderr, "spotvisor: configuration error: %s\n", job.error().message.c_str());
-      exit_code = exit_code::kConfig;
-      return;
-    }
+    auto job = LoadJobOrExit(o->job, /*require_command=*/false, exit_code);
+    if (!job) return;
     checkpoint::ValidatorOptions v;
     v.level = o->level.empty() ? job->checkpoints.validate : *checkpoint::ParseLevel(o->level);
     v.format = job->checkpoints.format;

@@ -93,19 +93,9 @@ void EmitCost(YAML::Emitter& y, const CostSection& c) {
   y.SetDoublePrecision(15);  // prices print as written (0.08, not 0.080000000000000002)
   y << YAML::BeginMap;
   y << YAML::Key << "currency" << YAML::Value << c.currency;
-  const std::pair<const char*, const CostValue*> values[] = {{"gpu_hour", &c.gpu_hour},
-                                                             {"node_hour", &c.node_hour},
-                                                             {"disk_gb", &c.disk_gb},
-                                                             {"disk_gb_month", &c.disk_gb_month},
-                                                             {"snapshot_gb", &c.snapshot_gb},
-                                                             {"snapshot_gb_month", &c.snapshot_gb_month},
-                                                             {"egress_gb", &c.egress_gb},
-                                                             {"egress_per_gb", &c.egress_per_gb},
-                                                             {"public_ip_hour", &c.public_ip_hour},
-                                                             {"support_month", &c.support_month}};
-  for (const auto& [key, value] : values) {
-    y << YAML::Key << key << YAML::Value;
-    CostOut(y, *value);
+  for (const auto& f : kCostFields) {
+    y << YAML::Key << f.key << YAML::Value;
+    CostOut(y, c.*f.value);
   }
   y << YAML::Key << "gpus" << YAML::Value << c.gpus;
   y << YAML::Key << "billing_minimum" << YAML::Value << FormatDuration(c.billing_minimum);
@@ -162,8 +152,12 @@ std::string ToYaml(const JobConfig& c) {
 
   const auto& p = c.provider;
   y << YAML::Key << "provider" << YAML::Value << YAML::BeginMap;
-  y << YAML::Key << "kind" << YAML::Value << ToString(p.kind);
-  if (p.kind == ProviderKind::kAuto && !p.auto_found.empty()) y << YAML::Comment("found: " + p.auto_found);
+  if (p.detected_from.empty()) {
+    y << YAML::Key << "kind" << YAML::Value << ToString(p.kind);
+  } else {
+    y << YAML::Key << "kind" << YAML::Value << "auto";
+    y << YAML::Comment("found: " + std::string(ToString(p.kind)) + " (" + p.detected_from + ")");
+  }
   Optional(y, "endpoint", "provider.endpoint", p.endpoint);
   y << YAML::Key << "poll_interval" << YAML::Value << FormatDuration(p.poll_interval);
   y << YAML::Key << "request_timeout" << YAML::Value << FormatDuration(p.request_timeout);

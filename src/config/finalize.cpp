@@ -7,6 +7,7 @@
 
 #include "spotvisor/config/loader.hpp"
 #include "spotvisor/config/name_pattern.hpp"
+#include "spotvisor/config/provider_detect.hpp"
 #include "spotvisor/config/signals.hpp"
 #include "spotvisor/config/templates.hpp"
 #include "spotvisor/http/tls.hpp"
@@ -215,6 +216,7 @@ Status Finalize(JobConfig& job, bool need_command) {
   }
   if (Status s = CheckStopContract(job); !s) return s.error();
   ChooseSignalTarget(job.job.command, job.signals);
+  ResolveProvider(job.provider);
   if (job.telemetry.state_dir.empty()) job.telemetry.state_dir = job.base_dir / ".spotvisor" / job.job.name;
   if (std::filesystem::exists(job.telemetry.state_dir, ec) &&
       !std::filesystem::is_directory(job.telemetry.state_dir, ec)) {

@@ -26,23 +26,13 @@ CostValue Cost(NodeReader& r, const YAML::Node& n, const std::string& key) {
 void ReadCostSection(NodeReader& r, const YAML::Node& node, const std::string& p, CostSection& v) {
   if (node.IsNull()) return;  // `cost:` with nothing under it: no prices
   v.configured = true;
-  r.Map(node, p, {
+  std::map<std::string, NodeReader::Field> fields{
       {"currency", [&](const YAML::Node& n, const std::string& k) { v.currency = r.String(n, k); }},
-      {"gpu_hour", [&](const YAML::Node& n, const std::string& k) { v.gpu_hour = Cost(r, n, k); }},
       {"gpus", [&](const YAML::Node& n, const std::string& k) { v.gpus = r.Int(n, k, 1, 100000); }},
-      {"node_hour", [&](const YAML::Node& n, const std::string& k) { v.node_hour = Cost(r, n, k); }},
       {"billing_minimum", [&](const YAML::Node& n, const std::string& k) { v.billing_minimum = r.Dur(n, k); }},
       {"billing_from", [&](const YAML::Node& n, const std::string& k) {
          v.bill_from_boot = r.Enum<bool>(n, k, {{"start", false}, {"boot", true}});
        }},
-      {"disk_gb", [&](const YAML::Node& n, const std::string& k) { v.disk_gb = Cost(r, n, k); }},
-      {"disk_gb_month", [&](const YAML::Node& n, const std::string& k) { v.disk_gb_month = Cost(r, n, k); }},
-      {"snapshot_gb", [&](const YAML::Node& n, const std::string& k) { v.snapshot_gb = Cost(r, n, k); }},
-      {"snapshot_gb_month", [&](const YAML::Node& n, const std::string& k) { v.snapshot_gb_month = Cost(r, n, k); }},
-      {"egress_gb", [&](const YAML::Node& n, const std::string& k) { v.egress_gb = Cost(r, n, k); }},
-      {"egress_per_gb", [&](const YAML::Node& n, const std::string& k) { v.egress_per_gb = Cost(r, n, k); }},
-      {"public_ip_hour", [&](const YAML::Node& n, const std::string& k) { v.public_ip_hour = Cost(r, n, k); }},
-      {"support_month", [&](const YAML::Node& n, const std::string& k) { v.support_month = Cost(r, n, k); }},
       {"other_hour", [&](const YAML::Node& n, const std::string& k) {
          if (!n.IsMap()) r.Fail(n, k, "expected a mapping name: price per hour");
          for (const auto& kv : n) v.other_hour[kv.first.as<std::string>()] = Cost(r, kv.second, k + "." + kv.first.as<std::string>());
@@ -54,7 +44,11 @@ void ReadCostSection(NodeReader& r, const YAML::Node& node, const std::string& p
          v.check_interval = r.Dur(n, k);
          if (v.check_interval.count() <= 0) r.Fail(n, k, "must be longer than 0");
        }},
-  });
+  };
+  for (const auto& f : kCostFields) {
+    fields[f.key] = [&r, &v, f](const YAML::Node& n, const std::string& k) { v.*f.value = Cost(r, n, k); };
+  }
+  r.Map(node, p, fields);
   if (v.gpu_hour.known && v.node_hour.known) {
     r.Fail(node, p, "set gpu_hour or node_hour, not both (a node-hour price already includes its GPUs)");
   }

@@ -134,25 +134,17 @@ std::string FormatTotal(const Estimate& e) {
 json CostSectionToJson(const config::CostSection& c) {
   json other = json::object();
   for (const auto& [name, v] : c.other_hour) other[name] = ValueToJson(v);
-  return json{{"configured", c.configured},
-              {"currency", c.currency},
-              {"gpu_hour", ValueToJson(c.gpu_hour)},
-              {"gpus", c.gpus},
-              {"node_hour", ValueToJson(c.node_hour)},
-              {"billing_minimum_ms", c.billing_minimum.count()},
-              {"bill_from_boot", c.bill_from_boot},
-              {"disk_gb", ValueToJson(c.disk_gb)},
-              {"disk_gb_month", ValueToJson(c.disk_gb_month)},
-              {"snapshot_gb", ValueToJson(c.snapshot_gb)},
-              {"snapshot_gb_month", ValueToJson(c.snapshot_gb_month)},
-              {"egress_gb", ValueToJson(c.egress_gb)},
-              {"egress_per_gb", ValueToJson(c.egress_per_gb)},
-              {"public_ip_hour", ValueToJson(c.public_ip_hour)},
-              {"support_month", ValueToJson(c.support_month)},
-              {"other_hour", other},
-              {"unknown", c.unknown},
-              {"budget", c.budget},
-              {"warn_fraction", c.warn_fraction}};
+  json j{{"configured", c.configured},
+         {"currency", c.currency},
+         {"gpus", c.gpus},
+         {"billing_minimum_ms", c.billing_minimum.count()},
+         {"bill_from_boot", c.bill_from_boot},
+         {"other_hour", other},
+         {"unknown", c.unknown},
+         {"budget", c.budget},
+         {"warn_fraction", c.warn_fraction}};
+  for (const auto& f : config::kCostFields) j[f.key] = ValueToJson(c.*f.value);
+  return j;
 }
 
 Result<config::CostSection> CostSectionFromJson(const json& j) {
@@ -164,18 +156,8 @@ Result<config::CostSection> CostSectionFromJson(const json& j) {
     c.gpus = j.value("gpus", 1);
     c.billing_minimum = Duration(j.value("billing_minimum_ms", std::int64_t{0}));
     c.bill_from_boot = j.value("bill_from_boot", false);
-    const std::pair<const char*, CostValue*> values[] = {{"gpu_hour", &c.gpu_hour},
-                                                         {"node_hour", &c.node_hour},
-                                                         {"disk_gb", &c.disk_gb},
-                                                         {"disk_gb_month", &c.disk_gb_month},
-                                                         {"snapshot_gb", &c.snapshot_gb},
-                                                         {"snapshot_gb_month", &c.snapshot_gb_month},
-                                                         {"egress_gb", &c.egress_gb},
-                                                         {"egress_per_gb", &c.egress_per_gb},
-                                                         {"public_ip_hour", &c.public_ip_hour},
-                                                         {"support_month", &c.support_month}};
-    for (const auto& [key, value] : values) {
-      if (j.contains(key)) *value = ValueFromJson(j.at(key));
+    for (const auto& f : config::kCostFields) {
+      if (j.contains(f.key)) c.*f.value = ValueFromJson(j.at(f.key));
     }
     if (j.contains("other_hour")) {
       for (const auto& [name, v] : j.at("other_hour").items()) c.other_hour[name] = ValueFromJson(v);

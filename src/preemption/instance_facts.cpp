@@ -8,7 +8,6 @@
 #include "spotvisor/http/http_client.hpp"
 #include "spotvisor/preemption/metadata_endpoint.hpp"
 #include "spotvisor/preemption/notice_parsers.hpp"
-#include "spotvisor/preemption/provider_detect.hpp"
 
 namespace spotvisor::preemption {
 namespace {
@@ -153,8 +152,7 @@ class Query final : public InstanceFactsQuery {
 
 std::unique_ptr<InstanceFactsQuery> InstanceFactsQuery::Make(boost::asio::io_context& io,
                                                              const config::ProviderSection& provider) {
-  ProviderKind kind = provider.kind;
-  if (kind == ProviderKind::kAuto) kind = DetectProvider(provider.dmi_root).kind;
+  const ProviderKind kind = provider.kind;  // never auto: resolved when the job was finalized
   Dialect dialect = DialectFor(kind);
   if (dialect.questions.empty()) return nullptr;
   auto endpoint = ParseMetadataEndpoint(provider.endpoint.empty() ? DefaultEndpoint(kind) : provider.endpoint);

@@ -7,7 +7,6 @@
 #include "imds_watcher.hpp"
 #include "spotvisor/log/log.hpp"
 #include "spotvisor/preemption/metadata_endpoint.hpp"
-#include "spotvisor/preemption/provider_detect.hpp"
 #include "spotvisor/preemption/watcher.hpp"
 
 namespace spotvisor::preemption {
@@ -27,20 +26,19 @@ Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io, const 
 
 Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io, const config::ProviderSection& provider,
                                              const WatcherTuning& tuning) {
-  ProviderKind kind = provider.kind;
-  if (kind == ProviderKind::kAuto) {
-    const Detection found = DetectProvider(provider.dmi_root);
-    kind = found.kind;
+  const ProviderKind kind = provider.kind;
+  if (kind == ProviderKind::kAuto) return Error{"provider.kind: auto is resolved when the job is finalized"};
+  if (!provider.detected_from.empty()) {
     if (kind == ProviderKind::kNone) {
       // Info, not a warning: a workstation or an on-premises box is no cloud, and the default
       // (provider.kind: auto) must not cry wolf there. One line says what was read.
       Log(LogLevel::kInfo,
-          "event=provider_detected provider=none kind=none evidence=" + Quote(OneLine(found.evidence)) +
+          "event=provider_detected provider=none kind=none evidence=" + Quote(OneLine(provider.detected_from)) +
               " detail=\"no known cloud in DMI: no metadata endpoint is watched (SIGTERM still stops the "
               "trainer); set provider.kind to watch one\"");
     } else {
       Log(LogLevel::kInfo, "event=provider_detected kind=" + std::string(config::ToString(kind)) +
-                               " evidence=" + Quote(OneLine(found.evidence)));
+                               " evidence=" + Quote(OneLine(provider.detected_from)));
     }
   }
   if (kind == ProviderKind::kNone) return std::unique_ptr<Watcher>();

@@ -6,7 +6,6 @@
 
 #include "spotvisor/cadence/checkpoint_journal.hpp"
 #include "spotvisor/checkpoint/catalog.hpp"
-#include "spotvisor/preemption/provider_detect.hpp"
 #include "spotvisor/preflight/probes.hpp"
 
 namespace spotvisor::preflight {
@@ -41,7 +40,7 @@ std::optional<SizeEstimate> EstimateCheckpointSize(const config::JobConfig& job,
 
 std::vector<CheckLine> RunPreflight(const config::JobConfig& job, const PreflightOptions& options) {
   std::vector<CheckLine> lines;
-  const std::string provider = preemption::ProviderName(job);
+  const std::string provider = config::ToString(job.provider.kind);
   const fs::path dir = NearestExisting(job.checkpoints.dir ? *job.checkpoints.dir : job.job.workdir);
   const auto size = EstimateCheckpointSize(job, options.checkpoint_size);
 

@@ -83,10 +83,10 @@ int Driver::Impl::Run() {
       [this](StopRequestedEvent stop) { asio::post(io_, [this, stop = std::move(stop)] { Dispatch(stop); }); });
   Dispatch(StartEvent{});
   io_.run();
-  // Past checkpoints.select_timeout the selection thread is stuck (a hung mount): joining
-  // it would hang the exit too. The pool is left running; ~Driver then keeps this Impl.
-  if (selection_abandoned_) return exit_code_;
-  pool_.join();
+  // A selection still running now is stuck (a hung mount: checkpoints.select_timeout
+  // passed) or no longer wanted (a drained validation at exit): waiting for it could hang
+  // the exit, so its result is dropped and its thread left to finish alone.
+  selections_.Abandon();
   return exit_code_;
 }
 
@@ -166,7 +166,6 @@ void Driver::Impl::Perform(const ArmTimerAction& a) {
   timer.expires_at(a.at);
   timer.async_wait([this, kind = a.kind](const boost::system::error_code& ec) {
     if (ec) return;
-    if (kind == TimerKind::kSelect && fsm_->phase() == Phase::kSelecting) selection_abandoned_ = true;
     Dispatch(TimerFiredEvent{kind});
   });
 }
@@ -249,12 +248,7 @@ void Driver::Impl::JournalTrouble(const std::string& message) {
 Driver::Driver(const config::JobConfig& job, std::unique_ptr<checkpoint::ResumeSelector> selector,
                std::unique_ptr<Host> host)
     : impl_(std::make_unique<Impl>(job, std::move(selector), std::move(host))) {}
-Driver::~Driver() {
-  // A selection stuck past its deadline still runs on the Impl's pool and may wake up
-  // later: the Impl stays alive (reachable, for leak checkers) rather than be freed under it.
-  static auto* const abandoned = new std::vector<std::unique_ptr<Impl>>();
-  if (impl_ && impl_->abandoned()) abandoned->push_back(std::move(impl_));
-}
+Driver::~Driver() = default;
 void Driver::AddObserver(std::unique_ptr<RunObserver> observer) { impl_->AddObserver(std::move(observer)); }
 Status Driver::UseCoordinator(const CoordinatorFactory& make) {
   auto coordinator = make(impl_->io());

@@ -2,13 +2,12 @@
 // reader can find by what they do — driver.cpp (start-up, dispatch, journal, shutdown),
 // driver_trainer.cpp (the trainer's start, signals and end), driver_notices.cpp
 // (preemption notices, the drained validation, checkpoint selection). io thread only,
-// but for the selection, which runs on `pool_` and posts its answer back.
+// but for the selection, which runs on `selections_` (selection_worker.hpp) and posts its answer back.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -16,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "selection_worker.hpp"
 #include "spotvisor/process/output_relay.hpp"
 #include "spotvisor/state/job_lock.hpp"
 #include "spotvisor/state/journal.hpp"
@@ -32,7 +32,6 @@ class Driver::Impl final : public RunControl {
   Impl(const config::JobConfig& job, std::unique_ptr<checkpoint::ResumeSelector> selector, std::unique_ptr<Host> host);
 
   int Run();
-  bool abandoned() const { return selection_abandoned_; }  // Run left a stuck selection behind
   void AddObserver(std::unique_ptr<RunObserver> observer) { observers_.push_back(std::move(observer)); }
   void SetCoordinator(std::unique_ptr<Coordinator> coordinator) { coordinator_ = std::move(coordinator); }
   void SetSlurmRestartCount(std::optional<int> count) { slurm_restart_count_ = count; }
@@ -83,9 +82,8 @@ class Driver::Impl final : public RunControl {
 
   const config::JobConfig& job_;                               // not owned
   boost::asio::io_context io_;                                 // the one event loop; outlives the host
-  std::unique_ptr<checkpoint::ResumeSelector> selector_;       // used on pool_ only
+  std::shared_ptr<checkpoint::ResumeSelector> selector_;       // used by selections_ only
   std::unique_ptr<Host> host_;                                 // every effect on the world
-  boost::asio::thread_pool pool_{1};                           // checkpoint selection
   boost::asio::signal_set signals_;                            // stop / checkpoint requests
   std::map<TimerKind, boost::asio::steady_timer> timers_;      // armed by the Fsm
   boost::asio::steady_timer workers_poll_;                     // waiting for a launcher's workers to stop
@@ -93,7 +91,7 @@ class Driver::Impl final : public RunControl {
   std::unique_ptr<preemption::Watcher> watcher_;               // null for provider none
   std::unique_ptr<Coordinator> coordinator_;                   // agrees on each start, hears the group's stops
   std::optional<preemption::Notice> notice_;                   // the stop notice being handled
-  std::vector<std::unique_ptr<RunObserver>> observers_;        // see run_observer.hpp
+  std::vector<std::shared_ptr<RunObserver>> observers_;        // see run_observer.hpp (shared with selections)
   std::vector<std::unique_ptr<process::OutputRelay>> relays_;  // trainers' output, until EOF
   std::optional<state::JobLock> lock_;                         // held for our whole life
   std::optional<state::Journal> journal_;                      // the job's memory
@@ -106,8 +104,8 @@ class Driver::Impl final : public RunControl {
   std::optional<ExitStatus> main_status_;                      // main process gone, group maybe not
   bool journal_trouble_ = false;                               // state dir not writable
   bool finished_ = false;                                      // Exit performed
-  bool selection_abandoned_ = false;                           // its deadline passed: pool_ never joined
   int exit_code_ = Code(ExitCode::kFailed);                    // what Run returns
+  SelectionWorker selections_{io_};                            // last: abandoned first, before io_ goes
 };
 
 }  // namespace spotvisor::supervisor

@@ -1,15 +1,15 @@
 // The driver's side of preemption notices and of checkpoint selection (see
 // driver_impl.hpp): a notice becomes a stop (grace capped by its deadline) or a checkpoint
 // request, and is written to the notice file; a cleared notice resumes after
-// provider.resume_after; the selection runs on pool_ and comes back as an event, and the
+// provider.resume_after; the selection runs on the selection worker and comes back as an event, and the
 // start it allows is agreed through the coordinator.
 #include <boost/asio/post.hpp>
-#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "child_environment.hpp"
 #include "driver_impl.hpp"
 #include "spotvisor/log/log.hpp"
+#include "spotvisor/preemption/time_format.hpp"
 #include "spotvisor/supervisor/notice_grace.hpp"
 #include "spotvisor/util/atomic_file.hpp"
 
@@ -21,15 +21,6 @@ using log::Log;
 using log::LogLevel;
 using log::Quote;
 
-std::string FormatIsoUtc(std::chrono::system_clock::time_point t) {
-  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 const char* ActionName(preemption::NoticeAction action) {
   return action == preemption::NoticeAction::kStop ? "stop" : "checkpoint";
 }
@@ -37,11 +28,12 @@ const char* ActionName(preemption::NoticeAction action) {
 }  // namespace
 
 void Driver::Impl::Perform(const SelectResumeAction&) {
-  asio::post(pool_, [this] {
-    for (auto& o : observers_) o->BeforeSelection();
-    auto selection = selector_->SelectForResume();
-    asio::post(io_, [this, selection = std::move(selection)]() mutable { OnSelected(std::move(selection)); });
-  });
+  selections_.Post(
+      [selector = selector_, observers = observers_] {
+        for (const auto& o : observers) o->BeforeSelection();
+        return selector->SelectForResume();
+      },
+      [this](Result<checkpoint::Selection> selection) { OnSelected(std::move(selection)); });
 }
 
 void Driver::Impl::OnSelected(Result<checkpoint::Selection> selection) {
@@ -71,10 +63,11 @@ void Driver::Impl::OnNotice(const preemption::Notice& n) {
   const auto now = std::chrono::system_clock::now();
   std::optional<std::chrono::milliseconds> until_deadline;
   if (n.deadline) until_deadline = std::chrono::duration_cast<std::chrono::milliseconds>(*n.deadline - now);
-  Log(LogLevel::kWarning,
-      "event=notice provider=" + n.provider + " kind=" + n.kind + " action=" + ActionName(n.action) +
-          " id=" + Quote(n.id) + " deadline=" + (n.deadline ? FormatIsoUtc(*n.deadline) : "none") + " warning_ms=" +
-          (until_deadline ? std::to_string(until_deadline->count()) : "unknown") + " detail=" + Quote(n.detail));
+  Log(LogLevel::kWarning, "event=notice provider=" + n.provider + " kind=" + n.kind +
+                              " action=" + ActionName(n.action) + " id=" + Quote(n.id) +
+                              " deadline=" + (n.deadline ? preemption::FormatIso8601(*n.deadline) : "none") +
+                              " warning_ms=" + (until_deadline ? std::to_string(until_deadline->count()) : "unknown") +
+                              " detail=" + Quote(n.detail));
   for (auto& o : observers_) o->OnNotice(n);
   if (n.action == preemption::NoticeAction::kCheckpoint) {
     Dispatch(CheckpointRequestedEvent{n.provider + " " + n.kind});
@@ -107,21 +100,20 @@ void Driver::Impl::OnNoticeCleared() {
 // Drained: find (and fully validate) the checkpoint a resume would use, record it, and
 // only then tell the provider we are done (Azure acknowledgement).
 void Driver::Impl::ValidateAfterDrain() {
-  asio::post(pool_, [this] {
-    auto selection = selector_->SelectForResume();
-    asio::post(io_, [this, selection = std::move(selection)] {
-      if (finished_) return;
-      if (!selection) {
-        Log(LogLevel::kError, "event=drained_validation_failed error=" + Quote(selection.error().message));
-      } else {
-        for (auto& o : observers_) o->OnSelection(*selection);  // (the catalog logged each rejection)
-        Log(LogLevel::kWarning,
-            "event=drained newest_good=" + Quote(selection->chosen ? selection->chosen->path.string() : "none") +
-                " step=" + (selection->chosen ? std::to_string(selection->chosen->step) : "none"));
-      }
-      if (watcher_ && notice_) watcher_->Acknowledge(*notice_);
-    });
-  });
+  selections_.Post(
+      [selector = selector_] { return selector->SelectForResume(); },
+      [this](const Result<checkpoint::Selection>& selection) {
+        if (finished_) return;
+        if (!selection) {
+          Log(LogLevel::kError, "event=drained_validation_failed error=" + Quote(selection.error().message));
+        } else {
+          for (auto& o : observers_) o->OnSelection(*selection);  // (the catalog logged each rejection)
+          Log(LogLevel::kWarning,
+              "event=drained newest_good=" + Quote(selection->chosen ? selection->chosen->path.string() : "none") +
+                  " step=" + (selection->chosen ? std::to_string(selection->chosen->step) : "none"));
+        }
+        if (watcher_ && notice_) watcher_->Acknowledge(*notice_);
+      });
 }
 
 void Driver::Impl::WriteNoticeFile(const preemption::Notice& n) {
@@ -130,8 +122,8 @@ void Driver::Impl::WriteNoticeFile(const preemption::Notice& n) {
                    {"action", ActionName(n.action)},
                    {"id", n.id},
                    {"detail", n.detail},
-                   {"received_at", FormatIsoUtc(std::chrono::system_clock::now())}};
-  j["deadline"] = n.deadline ? nlohmann::json(FormatIsoUtc(*n.deadline)) : nlohmann::json(nullptr);
+                   {"received_at", preemption::FormatIso8601(std::chrono::system_clock::now())}};
+  j["deadline"] = n.deadline ? nlohmann::json(preemption::FormatIso8601(*n.deadline)) : nlohmann::json(nullptr);
   // Atomic (the trainer never reads half of it) but not fsynced: it sits between the
   // notice and the signal, where an fsync costs tens of ms on a busy disk, and no one
   // reads it after a power cut (it is removed before a resumed trainer starts).

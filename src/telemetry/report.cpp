@@ -3,11 +3,11 @@
 #include "spotvisor/telemetry/report.hpp"
 
 #include <cmath>
-#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "json_opt.hpp"
 #include "spotvisor/cost/cost_model.hpp"
+#include "spotvisor/preemption/time_format.hpp"
 #include "spotvisor/state/journal.hpp"
 #include "spotvisor/telemetry/run_summary.hpp"
 #include "spotvisor/util/atomic_file.hpp"
@@ -19,13 +19,7 @@ namespace {
 using nlohmann::json;
 
 std::string Iso(std::int64_t ms) {
-  if (ms <= 0) return "";
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  return ms <= 0 ? "" : preemption::FormatIso8601(preemption::TimePoint(std::chrono::milliseconds(ms)));
 }
 
 double Round(double v, int digits) {

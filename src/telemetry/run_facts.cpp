@@ -8,7 +8,6 @@
 #include <sstream>
 
 #include "spotvisor/config/loader.hpp"
-#include "spotvisor/preemption/provider_detect.hpp"
 #include "spotvisor/util/host_name.hpp"
 
 namespace spotvisor::telemetry {
@@ -36,13 +35,8 @@ std::string ReadTrimmed(const std::filesystem::path& p) {
 HostInfo DescribeHost(const config::JobConfig& job) {
   HostInfo h;
   h.hostname = util::ShortHostName();
-  auto kind = job.provider.kind;
-  h.source = "job file (provider.kind)";
-  if (kind == config::ProviderKind::kAuto) {
-    const auto detected = preemption::DetectProvider(job.provider.dmi_root);
-    kind = detected.kind;
-    h.source = "DMI: " + detected.evidence;
-  }
+  const auto kind = job.provider.kind;
+  h.source = job.provider.detected_from.empty() ? "job file (provider.kind)" : "DMI: " + job.provider.detected_from;
   h.provider = config::ToString(kind);
   // EC2 and Alibaba put the instance type in the DMI product name; GCP and Azure do not.
   const std::string product = ReadTrimmed(job.provider.dmi_root / "product_name");

@@ -1,6 +1,7 @@
 // The supervisor's deadlines with the real driver in this process: a checkpoint selection
 // that never returns (a hung mount, played by a selector that blocks until the test lets
-// it go) ends the run with exit 1 at checkpoints.select_timeout, without waiting for it.
+// it go) ends the run with exit 1 at checkpoints.select_timeout, without waiting for it,
+// and once the stuck selection returns, what it held is freed: nothing is left behind.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -22,17 +23,23 @@ namespace {
 using namespace std::chrono_literals;
 
 // Shared by the test and the selector it hands to the driver (which may outlive the test's
-// view of it: the driver keeps a stuck selection's thread alive).
+// view of it: a stuck selection's thread outlives the driver).
 struct Gate {
   std::mutex mutex;
   std::condition_variable opened_cv;
   bool entered = false;  // SelectForResume was called
   bool open = false;     // the test let it return
+  bool freed = false;    // the selector was destroyed
 };
 
 class StuckSelector final : public checkpoint::ResumeSelector {
  public:
   explicit StuckSelector(std::shared_ptr<Gate> gate) : gate_(std::move(gate)) {}
+  ~StuckSelector() override {
+    std::lock_guard lock(gate_->mutex);
+    gate_->freed = true;
+    gate_->opened_cv.notify_all();
+  }
   Result<checkpoint::Selection> SelectForResume() override {
     std::unique_lock lock(gate_->mutex);
     gate_->entered = true;
@@ -72,6 +79,10 @@ TEST(SupervisorDeadline, AStuckSelectionEndsTheRunWithExit1AtItsDeadline) {
   EXPECT_NE(log.Joined().find("event=select_timeout"), std::string::npos) << log.Joined();
   EXPECT_NE(log.Joined().find("checkpoints.select_timeout = 300ms"), std::string::npos) << log.Joined();
   EXPECT_EQ(log.Joined().find("event=trainer_started"), std::string::npos) << log.Joined();
+  // The driver is gone; the abandoned selection, let go, returns and frees its selector.
+  std::unique_lock lock(gate->mutex);
+  EXPECT_TRUE(gate->opened_cv.wait_for(lock, 20s, [&gate] { return gate->freed; }))
+      << "the stuck selection's selector was never freed";
 }
 
 }  // namespace

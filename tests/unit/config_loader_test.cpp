@@ -101,13 +101,34 @@ TEST(ConfigLoader, DefaultsWhenOnlyACommandIsGiven) {
   TempDir dir;
   auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\n");
   ASSERT_TRUE(job) << job.error().message;
-  EXPECT_EQ(job->job.name, "job");                     // the file's stem
-  EXPECT_EQ(job->provider.kind, ProviderKind::kAuto);  // DMI decides: a spot VM is watched by default
+  EXPECT_EQ(job->job.name, "job");  // the file's stem
+  // kind: auto by default, resolved on load from DMI (a spot VM is watched by default): the
+  // evidence is kept, and the kind is never left at auto.
+  EXPECT_FALSE(job->provider.detected_from.empty());
+  EXPECT_NE(job->provider.kind, ProviderKind::kAuto);
   EXPECT_EQ(job->signals.grace, std::chrono::seconds(90));
   EXPECT_EQ(job->restart.max_restarts, 50);
   EXPECT_EQ(job->checkpoints.validate, ValidateLevel::kFull);
   EXPECT_EQ(job->telemetry.state_dir, dir / ".spotvisor" / "job");
   EXPECT_EQ(job->job.success_exit_codes, std::vector<int>{0});
+}
+
+// provider.kind: auto is resolved once, when the job is finalized: every reader of the job
+// (the watcher, the instance facts, the report, preflight, cadence) sees the same kind.
+TEST(ConfigLoader, ProviderAutoIsResolvedFromDmiWhenFinalized) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "dmi");
+  WriteFile(dir / "dmi" / "sys_vendor", "Google\n");
+  WriteFile(dir / "dmi" / "product_name", "Google Compute Engine\n");
+  auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\nprovider:\n  dmi_root: ./dmi\n");
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_EQ(job->provider.kind, ProviderKind::kGcp);
+  EXPECT_NE(job->provider.detected_from.find("Google"), std::string::npos) << job->provider.detected_from;
+
+  auto written = Load(dir, "job:\n  command: [\"/bin/true\"]\nprovider:\n  kind: aws\n  dmi_root: ./dmi\n");
+  ASSERT_TRUE(written) << written.error().message;
+  EXPECT_EQ(written->provider.kind, ProviderKind::kAws);  // a written kind is never second-guessed
+  EXPECT_TRUE(written->provider.detected_from.empty());
 }
 
 TEST(ConfigLoader, UnknownKeyNamesFileLineKeyAndSuggestion) {

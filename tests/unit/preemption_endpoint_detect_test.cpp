@@ -4,14 +4,15 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include "spotvisor/config/provider_detect.hpp"
 #include "spotvisor/preemption/metadata_endpoint.hpp"
-#include "spotvisor/preemption/provider_detect.hpp"
 #include "spotvisor/preemption/watcher.hpp"
 #include "support/test_support.hpp"
 
 namespace spotvisor::preemption {
 namespace {
 
+using config::DetectProvider;
 using config::ProviderKind;
 
 // provider.endpoint goes through the http module's parser; its messages stay the ones a
@@ -85,13 +86,16 @@ TEST(MakeWatcherTest, KindsAndErrors) {
 
   p.kind = ProviderKind::kAuto;
   p.dmi_root = "/nonexistent/dmi";
+  config::ResolveProvider(p);  // as config::Finalize does, once per run
   auto undetected = MakeWatcher(io, p);
   ASSERT_TRUE(undetected.ok());
   EXPECT_EQ(undetected->get(), nullptr);
 
   testing::TempDir d;
   Dmi(d, "sys_vendor", "Amazon EC2");
+  p.kind = ProviderKind::kAuto;
   p.dmi_root = d.path();
+  config::ResolveProvider(p);
   auto detected = MakeWatcher(io, p);
   ASSERT_TRUE(detected.ok());
   EXPECT_NE(detected->get(), nullptr);

@@ -34,8 +34,8 @@ const char* ToString(ProviderKind kind);
 enum class RebalanceAction { kIgnore, kCheckpoint, kStop };
 
 struct ProviderSection {
-  ProviderKind kind = ProviderKind::kAuto;  // auto: from DMI, no network probe
-  std::string auto_found;                   // what auto found here, "aws (sys_vendor=...)" (set on load)
+  ProviderKind kind = ProviderKind::kAuto;  // auto: from DMI, no network probe; never auto once finalized
+  std::string detected_from;                // kind was auto: the DMI evidence, "sys_vendor='Amazon EC2'"
   std::string endpoint;                     // scheme://host:port; empty = provider's own
   Duration poll_interval = std::chrono::seconds(1);
   Duration request_timeout = std::chrono::seconds(2);        // deadline of one metadata request
@@ -223,6 +223,25 @@ struct CostSection {
   double budget = 0;                            // stop (exit 3) when the estimate's upper end reaches it; 0 = none
   double warn_fraction = 0.8;                   // warn when the upper end reaches this fraction of budget
   Duration check_interval = std::chrono::seconds(30);  // how often the estimate is recomputed
+};
+
+// The priced values of a cost section by key, in the order people read them: the schema,
+// --print-config and the run record go through this one list.
+struct CostField {
+  const char* key;
+  CostValue CostSection::*value;
+};
+inline constexpr CostField kCostFields[] = {
+    {"gpu_hour", &CostSection::gpu_hour},
+    {"node_hour", &CostSection::node_hour},
+    {"disk_gb", &CostSection::disk_gb},
+    {"disk_gb_month", &CostSection::disk_gb_month},
+    {"snapshot_gb", &CostSection::snapshot_gb},
+    {"snapshot_gb_month", &CostSection::snapshot_gb_month},
+    {"egress_gb", &CostSection::egress_gb},
+    {"egress_per_gb", &CostSection::egress_per_gb},
+    {"public_ip_hour", &CostSection::public_ip_hour},
+    {"support_month", &CostSection::support_month},
 };
 
 // One hook: argv (templates allowed, never a shell) and how long it may run.

@@ -1,7 +1,7 @@
 // DMI-based cloud detection. The strings are the ones each provider documents or that
 // its images show: "Amazon EC2" (Nitro) or an "amazon" Xen BIOS, "Google Compute Engine",
 // Azure's fixed chassis asset tag, "Alibaba Cloud".
-#include "spotvisor/preemption/provider_detect.hpp"
+#include "spotvisor/config/provider_detect.hpp"
 
 #include <algorithm>
 #include <array>
@@ -10,10 +10,8 @@
 
 #include "spotvisor/util/text.hpp"
 
-namespace spotvisor::preemption {
+namespace spotvisor::config {
 namespace {
-
-using config::ProviderKind;
 
 constexpr std::string_view kAzureAssetTag = "7783-7084-3265-9085-8269-3286-77";
 
@@ -62,10 +60,11 @@ Detection DetectProvider(const std::filesystem::path& dmi_root) {
   return {ProviderKind::kNone, seen.empty() ? "no DMI strings under " + dmi_root.string() : seen};
 }
 
-std::string ProviderName(const config::JobConfig& job) {
-  ProviderKind kind = job.provider.kind;
-  if (kind == ProviderKind::kAuto) kind = DetectProvider(job.provider.dmi_root).kind;
-  return kind == ProviderKind::kAuto ? "none" : config::ToString(kind);
+void ResolveProvider(ProviderSection& provider) {
+  if (provider.kind != ProviderKind::kAuto) return;
+  Detection found = DetectProvider(provider.dmi_root);
+  provider.kind = found.kind;
+  provider.detected_from = std::move(found.evidence);
 }
 
-}  // namespace spotvisor::preemption
+}  // namespace spotvisor::config
