@@ -39,7 +39,6 @@ Driver::Impl::Impl(const config::JobConfig& job, std::unique_ptr<checkpoint::Res
       host_(host ? std::move(host) : MakePosixHost()),
       signals_(io_),
       workers_poll_(io_),
-      resume_timer_(io_),
       coordinator_(std::make_unique<LocalCoordinator>(job.coordination.master_port)) {
   for (int signo : job_.signals.stop_on) signals_.add(signo);  // signals.stop_on: "stop"
   if (!StopsOn(SIGUSR1)) signals_.add(SIGUSR1);                // else "checkpoint now"
@@ -156,7 +155,6 @@ void Driver::Impl::Dispatch(const Event& event) {
   const Phase after = fsm_->phase();
   if (after != before) {
     for (auto& o : observers_) o->OnPhase(after);
-    if (after == Phase::kDrained) ValidateAfterDrain();
   }
   SaveState();
 }
@@ -206,7 +204,6 @@ void Driver::Impl::Shutdown(int code, const std::string& message) {
   Log(level, "event=exit code=" + std::to_string(code) + " message=" + Quote(message));
   for (auto& [kind, timer] : timers_) timer.cancel();
   workers_poll_.cancel();
-  resume_timer_.cancel();
   if (watcher_) watcher_->Stop();
   coordinator_->Leave(code == Code(ExitCode::kDone));
   signals_.cancel();

@@ -75,9 +75,10 @@ class Driver::Impl final : public RunControl {
   void Perform(const ProposeResumeAction& a);
   void Perform(const PublishStopAction& a);
   void Perform(const PublishDoneAction& a);
+  void Perform(const ValidateDrainedAction&);
+  void Perform(const AcknowledgeNoticeAction&);
   void OnNotice(const preemption::Notice& n);
   void OnNoticeCleared();
-  void ValidateAfterDrain();
   void WriteNoticeFile(const preemption::Notice& n);
 
   const config::JobConfig& job_;                               // not owned
@@ -87,7 +88,6 @@ class Driver::Impl final : public RunControl {
   boost::asio::signal_set signals_;                            // stop / checkpoint requests
   std::map<TimerKind, boost::asio::steady_timer> timers_;      // armed by the Fsm
   boost::asio::steady_timer workers_poll_;                     // waiting for a launcher's workers to stop
-  boost::asio::steady_timer resume_timer_;                     // a cleared notice, confirmed
   std::unique_ptr<preemption::Watcher> watcher_;               // null for provider none
   std::unique_ptr<Coordinator> coordinator_;                   // agrees on each start, hears the group's stops
   std::optional<preemption::Notice> notice_;                   // the stop notice being handled

@@ -10,7 +10,6 @@
 #include "driver_impl.hpp"
 #include "spotvisor/log/log.hpp"
 #include "spotvisor/preemption/time_format.hpp"
-#include "spotvisor/supervisor/notice_grace.hpp"
 #include "spotvisor/util/atomic_file.hpp"
 
 namespace spotvisor::supervisor {
@@ -38,8 +37,7 @@ void Driver::Impl::Perform(const SelectResumeAction&) {
 
 void Driver::Impl::OnSelected(Result<checkpoint::Selection> selection) {
   if (!selection) {
-    Shutdown(Code(ExitCode::kFailed), "cannot choose a checkpoint to resume from: " + selection.error().message +
-                                          " (not starting from scratch while checkpoints may exist)");
+    Dispatch(SelectionFailedEvent{selection.error().message});
     return;
   }
   for (auto& o : observers_) o->OnSelection(*selection);  // (the catalog logged each rejection)
@@ -73,33 +71,26 @@ void Driver::Impl::OnNotice(const preemption::Notice& n) {
     Dispatch(CheckpointRequestedEvent{n.provider + " " + n.kind});
     return;
   }
-  resume_timer_.cancel();
   notice_ = n;
   WriteNoticeFile(n);
-  const NoticeGrace grace = GraceForNotice(until_deadline, job_.provider);
-  if (grace.deadline_near) {
-    Log(LogLevel::kWarning,
-        "event=notice_deadline_near warning_ms=" + std::to_string(grace.window.count()) +
-            " grace_cap=" + FormatDuration(grace.cap) + " detail=\"the deadline " +
-            (grace.window.count() <= 0 ? "has already passed" : "is nearer than provider.safety_margin") +
-            " (clock skew or a late notice): the trainer still gets provider.min_grace\"");
-  }
-  Dispatch(StopRequestedEvent{StopReason::kNotice, grace.cap, n.provider + " " + n.kind});
+  Dispatch(
+      StopRequestedEvent{StopReason::kNotice, std::nullopt, n.provider + " " + n.kind, NoticeDeadline{until_deadline}});
 }
 
+// The Fsm waits provider.resume_after before it resumes; a withdrawn notice is never
+// acknowledged.
 void Driver::Impl::OnNoticeCleared() {
-  Log(LogLevel::kInfo, "event=notice_cleared resume_in=" + FormatDuration(job_.provider.resume_after));
-  resume_timer_.expires_after(job_.provider.resume_after);
-  resume_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;
-    notice_.reset();
-    Dispatch(NoticeClearedEvent{});
-  });
+  notice_.reset();
+  Dispatch(NoticeClearedEvent{});
 }
 
-// Drained: find (and fully validate) the checkpoint a resume would use, record it, and
-// only then tell the provider we are done (Azure acknowledgement).
-void Driver::Impl::ValidateAfterDrain() {
+void Driver::Impl::Perform(const AcknowledgeNoticeAction&) {
+  if (watcher_ && notice_) watcher_->Acknowledge(*notice_);
+}
+
+// Drained: find (and fully validate) the checkpoint a resume would use, and record it;
+// the Fsm then has the provider told (DrainedValidatedEvent).
+void Driver::Impl::Perform(const ValidateDrainedAction&) {
   selections_.Post(
       [selector = selector_] { return selector->SelectForResume(); },
       [this](const Result<checkpoint::Selection>& selection) {
@@ -112,7 +103,7 @@ void Driver::Impl::ValidateAfterDrain() {
               "event=drained newest_good=" + Quote(selection->chosen ? selection->chosen->path.string() : "none") +
                   " step=" + (selection->chosen ? std::to_string(selection->chosen->step) : "none"));
         }
-        if (watcher_ && notice_) watcher_->Acknowledge(*notice_);
+        Dispatch(DrainedValidatedEvent{});
       });
 }
 

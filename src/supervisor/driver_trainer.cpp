@@ -143,8 +143,7 @@ void Driver::Impl::OnTrainerExited(ExitStatus status) {
   trainer_->AwaitGroupGone(job_.signals.kill_timeout, [this](bool gone) {
     if (finished_ || !trainer_) return;
     if (!gone) {
-      Shutdown(Code(ExitCode::kFailed), "processes of the trainer's group " + std::to_string(trainer_->pid()) +
-                                            " survive SIGKILL; refusing to start a second trainer");
+      Dispatch(GroupSurvivedKillEvent{trainer_->pid()});
       return;
     }
     TrainerGone();

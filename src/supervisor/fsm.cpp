@@ -54,13 +54,17 @@ std::vector<Action> Fsm::Handle(const Event& event, TimePoint now) {
         if constexpr (std::is_same_v<E, ResumeSelectedEvent>) return OnResumeSelected(e, now);
         if constexpr (std::is_same_v<E, SpawnFailedEvent>) return OnSpawnFailed(e, now);
         if constexpr (std::is_same_v<E, ChildExitedEvent>) return OnChildExited(e, now);
-        if constexpr (std::is_same_v<E, StopRequestedEvent>) return OnStopRequested(e, now);
+        if constexpr (std::is_same_v<E, StopRequestedEvent>)
+          return e.notice ? OnNotice(e, now) : OnStopRequested(e, now);
         if constexpr (std::is_same_v<E, CheckpointRequestedEvent>) return OnCheckpointRequested(e);
         if constexpr (std::is_same_v<E, NoticeClearedEvent>) return OnNoticeCleared(now);
         if constexpr (std::is_same_v<E, TimerFiredEvent>) return OnTimer(e, now);
         if constexpr (std::is_same_v<E, WorkersGoneEvent>) return OnWorkersGone(now);
         if constexpr (std::is_same_v<E, GroupAgreedEvent>) return OnGroupAgreed(e, now);
         if constexpr (std::is_same_v<E, GroupFinishedEvent>) return OnGroupFinished();
+        if constexpr (std::is_same_v<E, SelectionFailedEvent>) return OnSelectionFailed(e);
+        if constexpr (std::is_same_v<E, GroupSurvivedKillEvent>) return OnGroupSurvivedKill(e);
+        if constexpr (std::is_same_v<E, DrainedValidatedEvent>) return OnDrainedValidated();
       },
       event);
 }
@@ -81,9 +85,30 @@ std::vector<Action> Fsm::Select(TimePoint now, std::vector<Action> actions) {
 std::vector<Action> Fsm::Drain(TimePoint now, LogAction note, std::vector<Action> actions) {
   phase_ = Phase::kDrained;
   actions.push_back(std::move(note));
+  actions.push_back(ValidateDrainedAction{});
   const auto timeout = job_.provider.drained_timeout;
   if (timeout.count() > 0) actions.push_back(ArmTimerAction{TimerKind::kDrained, now + timeout});
   return actions;
+}
+
+std::vector<Action> Fsm::OnDrainedValidated() {
+  if (phase_ != Phase::kDrained) return {};
+  return {AcknowledgeNoticeAction{}};
+}
+
+std::vector<Action> Fsm::OnSelectionFailed(const SelectionFailedEvent& e) {
+  if (phase_ != Phase::kSelecting) return {};
+  return Finish(ExitCode::kFailed,
+                "cannot choose a checkpoint to resume from: " + e.message +
+                    " (not starting from scratch while checkpoints may exist)",
+                {CancelTimerAction{TimerKind::kSelect}});
+}
+
+std::vector<Action> Fsm::OnGroupSurvivedKill(const GroupSurvivedKillEvent& e) {
+  // Only while a trainer's group is there to outlive anything (a late report is no news).
+  if (phase_ != Phase::kRunning && phase_ != Phase::kStopping) return {};
+  return Finish(ExitCode::kFailed, "processes of the trainer's group " + std::to_string(e.pgid) +
+                                       " survive SIGKILL; refusing to start a second trainer");
 }
 
 std::vector<Action> Fsm::OnResumeSelected(const ResumeSelectedEvent& e, TimePoint now) {

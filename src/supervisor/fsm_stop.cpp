@@ -6,6 +6,7 @@
 #include "fsm_detail.hpp"
 #include "spotvisor/config/signals.hpp"
 #include "spotvisor/supervisor/fsm.hpp"
+#include "spotvisor/supervisor/notice_grace.hpp"
 
 namespace spotvisor::supervisor {
 
@@ -44,6 +45,8 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
     case Phase::kDrained:
       if (by_signal)
         return Finish(ExitCode::kStopped, "stopped on request after a preemption notice; the job is resumable");
+      // A new notice while a cleared one waited out provider.resume_after: no resume.
+      if (e.reason == StopReason::kNotice) return {CancelTimerAction{TimerKind::kResume}};
       return {};
     case Phase::kFinishing:
       // This node's trainer is done, but not the group's: a peer that stopped or failed
@@ -158,10 +161,36 @@ std::vector<Action> Fsm::OnNoticeCleared(TimePoint now) {
     return {Note(LogLevel::kInfo, "event=notice_cleared detail=\"the notice went away before the trainer started\"")};
   }
   if (phase_ != Phase::kDrained) return {};
+  const auto wait = job_.provider.resume_after;
+  if (wait.count() <= 0) return Resume(now);
+  return {Note(LogLevel::kInfo, "event=notice_cleared resume_in=" + FormatDuration(wait)),
+          ArmTimerAction{TimerKind::kResume, now + wait}};
+}
+
+std::vector<Action> Fsm::Resume(TimePoint now) {
   return Select(now,
-                {CancelTimerAction{TimerKind::kDrained},
+                {CancelTimerAction{TimerKind::kDrained}, CancelTimerAction{TimerKind::kResume},
                  Note(LogLevel::kWarning,
                       "event=resume_after_notice detail=\"the notice cleared and the machine is alive: resuming\"")});
+}
+
+std::vector<Action> Fsm::OnNotice(const StopRequestedEvent& e, TimePoint now) {
+  const NoticeGrace grace = GraceForNotice(e.notice->left, job_.provider);
+  StopRequestedEvent capped = e;
+  capped.grace_cap = grace.cap;
+  capped.notice.reset();
+  std::vector<Action> actions;
+  if (grace.deadline_near) {
+    actions.push_back(
+        Note(LogLevel::kWarning,
+             "event=notice_deadline_near warning_ms=" + std::to_string(grace.window.count()) +
+                 " grace_cap=" + FormatDuration(grace.cap) + " detail=\"the deadline " +
+                 (grace.window.count() <= 0 ? "has already passed" : "is nearer than provider.safety_margin") +
+                 " (clock skew or a late notice): the trainer still gets provider.min_grace\""));
+  }
+  auto more = OnStopRequested(capped, now);
+  actions.insert(actions.end(), more.begin(), more.end());
+  return actions;
 }
 
 std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
@@ -216,9 +245,13 @@ std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
       // provider.rebalance: stop, a maintenance event that never came): the machine is
       // evidently staying, so it trains again rather than idling billed.
       if (phase_ != Phase::kDrained) return {};
-      return Select(now, {Note(LogLevel::kWarning,
+      return Select(now, {CancelTimerAction{TimerKind::kResume},
+                          Note(LogLevel::kWarning,
                                "event=drained_timeout timeout=" + FormatDuration(job_.provider.drained_timeout) +
                                    " detail=\"the machine is still here and the notice never cleared: resuming\"")});
+    case TimerKind::kResume:
+      if (phase_ != Phase::kDrained) return {};
+      return Resume(now);
   }
   return {};
 }

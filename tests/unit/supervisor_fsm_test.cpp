@@ -40,6 +40,8 @@ std::string Kind(const Action& a) {
         if constexpr (std::is_same_v<T, AttemptEndedAction>) return "ended:" + std::string(ToString(x.outcome));
         if constexpr (std::is_same_v<T, LogAction>) return "log";
         if constexpr (std::is_same_v<T, ExitAction>) return "exit:" + std::to_string(Code(x.code));
+        if constexpr (std::is_same_v<T, ValidateDrainedAction>) return "validate";
+        if constexpr (std::is_same_v<T, AcknowledgeNoticeAction>) return "ack";
       },
       a);
 }
@@ -323,8 +325,8 @@ TEST_F(FsmTest, ALauncherThatOutlivesItsWorkersIsKilledAfterTheKillTimeout) {
         {notice, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
         {WorkersGoneEvent{}, 40100, {"release:SIGTERM", "arm:6"}},
         {TimerFiredEvent{TimerKind::kLauncher}, 50100, {"kill", "arm:1"}},
-        {kKilled, 50110, {"ended:preempted", "arm:4"}},     // the workers saved: drained
-        {TimerFiredEvent{TimerKind::kGrace}, 90100, {}}});  // cancelled with the SIGKILL
+        {kKilled, 50110, {"ended:preempted", "validate", "arm:4"}},  // the workers saved: drained
+        {TimerFiredEvent{TimerKind::kGrace}, 90100, {}}});           // cancelled with the SIGKILL
 }
 
 TEST_F(FsmTest, AutoTargetForALauncherIsWorkers) {
@@ -335,8 +337,8 @@ TEST_F(FsmTest, AutoTargetForALauncherIsWorkers) {
         {CheckpointRequestedEvent{"cadence"}, 5, {"signal:SIGUSR1/workers"}},  // no hold for a checkpoint
         {notice, 10, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
         {WorkersGoneEvent{}, 50000, {"release:SIGTERM", "arm:6"}},
-        {kExit1, 50100, {"ended:preempted", "arm:4"}}});  // a launcher's exit code after a notice: drained
-  EXPECT_EQ(last_.size(), 6u);  // three cancels, ended, the drained line, the drained deadline
+        {kExit1, 50100, {"ended:preempted", "validate", "arm:4"}}});  // a launcher's exit code after a notice: drained
+  EXPECT_EQ(last_.size(), 7u);  // three cancels, ended, the drained line, the validation, the drained deadline
 }
 
 TEST_F(FsmTest, WorkersThatOutliveTheGraceAreKilledWithTheLauncherReleased) {
@@ -460,11 +462,74 @@ TEST_F(FsmTest, NoticeDrainsThenResumesWhenClearedWithoutUsingABudget) {
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
                    {At(5), 1, {"propose", "arm:5", "spawn"}},
                    {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
-                   {kExit0, 200, {"ended:preempted", "arm:4"}},
-                   {NoticeClearedEvent{}, 9000, {"select", "arm:3"}},
-                   {At(6), 9001, {"propose", "arm:5", "spawn"}}});
+                   {kExit0, 200, {"ended:preempted", "validate", "arm:4"}},
+                   {NoticeClearedEvent{}, 9000, {"arm:7"}},  // provider.resume_after (5m) first
+                   {TimerFiredEvent{TimerKind::kResume}, 309000, {"select", "arm:3"}},
+                   {At(6), 309001, {"propose", "arm:5", "spawn"}}});
   EXPECT_EQ(fsm->counters().preemptions, 1);
   EXPECT_EQ(fsm->counters().failures, 0);
+}
+
+// The Fsm, not the driver, turns a notice's deadline into the grace (notice_grace.hpp):
+// the window less provider.safety_margin caps signals.grace, and a deadline too near (or
+// already past) still leaves provider.min_grace, said in the log.
+TEST_F(FsmTest, TheNoticesDeadlineCapsTheGrace) {
+  job_.provider.safety_margin = seconds(5);
+  job_.provider.min_grace = seconds(4);
+  job_.provider.default_window = seconds(30);
+  for (const auto& [left, grace_ms, near] : std::vector<std::tuple<std::optional<milliseconds>, long, bool>>{
+           {milliseconds(8000), 3000 + 1000, true},  // 8 s - 5 s = 3 s < min_grace: 4 s
+           {milliseconds(-2000), 4000, true},        // already past: min_grace
+           {milliseconds(12000), 7000, false},       // 12 s - 5 s
+           {std::nullopt, 10000, false}}) {          // no deadline: 30 s - 5 s, capped by signals.grace 10 s
+    Fsm fsm(job_, {}, 1);
+    fsm.Handle(StartEvent{}, t0_);
+    HandleAsTheDriver(fsm, At(5), t0_);
+    const auto actions =
+        fsm.Handle(StopRequestedEvent{StopReason::kNotice, std::nullopt, "aws terminate", NoticeDeadline{left}}, t0_);
+    std::optional<TimePoint> grace_at;
+    bool said_near = false;
+    for (const auto& a : actions) {
+      if (const auto* arm = std::get_if<ArmTimerAction>(&a); arm && arm->kind == TimerKind::kGrace) grace_at = arm->at;
+      if (const auto* l = std::get_if<LogAction>(&a)) said_near |= l->text.find("event=notice_deadline_near") == 0;
+    }
+    ASSERT_TRUE(grace_at) << grace_ms;
+    EXPECT_EQ(*grace_at - t0_, milliseconds(grace_ms));
+    EXPECT_EQ(said_near, near) << grace_ms;
+  }
+}
+
+// Drained: the Fsm asks for the drained validation, and only after it tells the provider.
+// A cleared notice waits provider.resume_after in the Fsm's own timer; a new notice meanwhile
+// disarms it.
+TEST_F(FsmTest, DrainedValidatesThenAcknowledgesAndANewNoticeCancelsTheResume) {
+  const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "azure preempt"};
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
+                   {At(5), 1, {"propose", "arm:5", "spawn"}},
+                   {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
+                   {kExit0, 200, {"ended:preempted", "validate", "arm:4"}},
+                   {DrainedValidatedEvent{}, 300, {"ack"}},
+                   {NoticeClearedEvent{}, 9000, {"arm:7"}},
+                   {notice, 9500, {}}});
+  bool cancelled = false;
+  for (const auto& a : last_) {
+    if (const auto* c = std::get_if<CancelTimerAction>(&a)) cancelled |= c->kind == TimerKind::kResume;
+  }
+  EXPECT_TRUE(cancelled);
+  EXPECT_EQ(fsm->phase(), Phase::kDrained);
+  EXPECT_TRUE(fsm->Handle(DrainedValidatedEvent{}, t0_ + milliseconds(9600)).size() == 1);  // acknowledged again
+}
+
+// A selection that failed (not stuck) and a group that outlived SIGKILL end the run in the
+// Fsm, with the words people read.
+TEST_F(FsmTest, AFailedSelectionAndAGroupThatSurvivesSigkillExit1) {
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {SelectionFailedEvent{"ck: permission denied"}, 5, {"exit:1"}}});
+  EXPECT_NE(ExitMessage().find("cannot choose a checkpoint to resume from: ck: permission denied"), std::string::npos)
+      << ExitMessage();
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(5), 1, {"propose", "arm:5", "spawn"}},
+        {GroupSurvivedKillEvent{4321}, 90, {"exit:1"}}});
+  EXPECT_NE(ExitMessage().find("group 4321 survive SIGKILL"), std::string::npos) << ExitMessage();
 }
 
 TEST_F(FsmTest, NoticeGraceIsCappedByTheDeadline) {
@@ -481,7 +546,7 @@ TEST_F(FsmTest, SigtermWhileDrainedExits75) {
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(5), 1, {"propose", "arm:5", "spawn"}},
         {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
-        {kExit1, 200, {"ended:preempted", "arm:4"}},
+        {kExit1, 200, {"ended:preempted", "validate", "arm:4"}},
         {kSigterm, 300, {"exit:75"}}});
 }
 
@@ -490,7 +555,7 @@ TEST_F(FsmTest, NoticeDuringBackoffStartsNoNewChild) {
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
         {kExit1, 10, {"ended:failed", "arm:2"}},
-        {notice, 20, {"arm:4"}},
+        {notice, 20, {"validate", "arm:4"}},
         {TimerFiredEvent{TimerKind::kBackoff}, 120, {}}});
 }
 
@@ -507,9 +572,10 @@ TEST_F(FsmTest, NoticeDuringSelectionThatClearsResumesAndIsNotDrainedAgain) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "gcp preempted"};
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
                    {notice, 1, {}},
-                   {At(5), 2, {"arm:4"}},  // drained before the start
-                   {NoticeClearedEvent{}, 9000, {"select", "arm:3"}},
-                   {At(5), 9001, {"propose", "arm:5", "spawn"}}});  // resumed, not drained a second time
+                   {At(5), 2, {"validate", "arm:4"}},        // drained before the start
+                   {NoticeClearedEvent{}, 9000, {"arm:7"}},  // provider.resume_after (5m) first
+                   {TimerFiredEvent{TimerKind::kResume}, 309000, {"select", "arm:3"}},
+                   {At(5), 309001, {"propose", "arm:5", "spawn"}}});  // resumed, not drained a second time
   EXPECT_EQ(fsm->phase(), Phase::kRunning);
 }
 
@@ -528,7 +594,7 @@ TEST_F(FsmTest, NoticeDuringAHangStopDrainsInsteadOfRestarting) {
                    {At(5), 1, {"propose", "arm:5", "spawn"}},
                    {hang, 100, {"signal:SIGTERM/group", "arm:0"}},  // grace until 10100
                    {notice, 200, {"arm:0"}},                        // the deadline is nearer: 2200
-                   {kKilled, 2300, {"ended:preempted", "arm:4"}}});
+                   {kKilled, 2300, {"ended:preempted", "validate", "arm:4"}}});
   EXPECT_EQ(fsm->phase(), Phase::kDrained);
   EXPECT_EQ(fsm->counters().hangs, 0);
   EXPECT_EQ(fsm->counters().preemptions, 1);
@@ -634,7 +700,7 @@ TEST_F(FsmTest, DrainedForTooLongWithTheMachineStillHereResumes) {
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
                    {At(5), 1, {"propose", "arm:5", "spawn"}},
                    {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
-                   {kExit0, 200, {"ended:preempted", "arm:4"}}});
+                   {kExit0, 200, {"ended:preempted", "validate", "arm:4"}}});
   EXPECT_EQ(std::get<ArmTimerAction>(last_.back()).at, t0_ + milliseconds(200) + std::chrono::minutes(30));
   fsm->Handle(TimerFiredEvent{TimerKind::kDrained}, t0_ + milliseconds(200) + std::chrono::minutes(30));
   EXPECT_EQ(fsm->phase(), Phase::kSelecting);
@@ -649,8 +715,9 @@ TEST_F(FsmTest, AClearedNoticeDisarmsTheDrainedDeadline) {
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(5), 1, {"propose", "arm:5", "spawn"}},
         {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
-        {kExit0, 200, {"ended:preempted", "arm:4"}},
-        {NoticeClearedEvent{}, 9000, {"select", "arm:3"}}});
+        {kExit0, 200, {"ended:preempted", "validate", "arm:4"}},
+        {NoticeClearedEvent{}, 9000, {"arm:7"}},  // provider.resume_after (5m) first
+        {TimerFiredEvent{TimerKind::kResume}, 309000, {"select", "arm:3"}}});
   bool cancelled = false;
   for (const auto& a : last_) {
     if (const auto* c = std::get_if<CancelTimerAction>(&a)) cancelled = cancelled || c->kind == TimerKind::kDrained;
@@ -660,7 +727,7 @@ TEST_F(FsmTest, AClearedNoticeDisarmsTheDrainedDeadline) {
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(5), 1, {"propose", "arm:5", "spawn"}},
         {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
-        {kExit0, 200, {"ended:preempted"}}});
+        {kExit0, 200, {"ended:preempted", "validate"}}});
 }
 
 // Room for the group: every start is proposed and agreed (a single node through the
@@ -722,7 +789,7 @@ TEST_F(FsmTest, AStopWhileJoiningActsAtOnce) {
   for (const auto& [stop, expect, after] : std::vector<std::tuple<StopRequestedEvent, std::vector<std::string>, Phase>>{
            {kSigterm, {"exit:75"}, Phase::kFinished},
            {budget, {"exit:3"}, Phase::kFinished},
-           {notice, {"arm:4"}, Phase::kDrained},
+           {notice, {"validate", "arm:4"}, Phase::kDrained},
            {hang, {}, Phase::kJoining}}) {
     Fsm fsm(job_, {}, 1);
     fsm.Handle(StartEvent{}, t0_);
@@ -785,9 +852,13 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       TimerFiredEvent{TimerKind::kDrained},
       TimerFiredEvent{TimerKind::kJoin},
       TimerFiredEvent{TimerKind::kLauncher},
+      TimerFiredEvent{TimerKind::kResume},
       WorkersGoneEvent{},
       GroupAgreedEvent{},
       GroupFinishedEvent{},
+      SelectionFailedEvent{"permission denied"},
+      GroupSurvivedKillEvent{4242},
+      DrainedValidatedEvent{},
   };
   // Every alternative of Event has a column, in order; TimerFiredEvent one per TimerKind.
   std::set<std::size_t> kinds_seen;
@@ -826,8 +897,8 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   using V = std::vector<std::string>;
   // Columns: start, resume selected, spawn failed, child exited (1), stop (SIGTERM), a
   // peer's stop (only a running trainer stops), checkpoint requested, notice cleared, timers grace / kill / backoff /
-  // select / drained / join / launcher (none released in these paths: nothing), workers gone, group agreed,
-  // group finished.
+  // select / drained / join / launcher (none released in these paths: nothing) / resume, workers gone, group
+  // agreed, group finished, selection failed, group survived SIGKILL, drained validated.
   const std::map<Phase, std::vector<Cell>> table = {
       {P::kIdle,
        {{P::kSelecting, V{"select", "arm:3"}},
@@ -847,45 +918,29 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
+        {P::kIdle, V{}},
+        {P::kIdle, V{}},
+        {P::kIdle, V{}},
+        {P::kIdle, V{}},
         {P::kIdle, V{}}}},
-      {P::kSelecting,
-       {{P::kSelecting, V{}},
-        {P::kJoining, V{"propose", "arm:5"}},
-        {P::kSelecting, V{}},
-        {P::kSelecting, V{}},
-        {P::kSelecting, V{}},
-        {P::kSelecting, V{}},
-        {P::kSelecting, V{}},
-        {P::kSelecting, V{}},
-        {P::kSelecting, V{}},
-        {P::kSelecting, V{}},
-        {P::kSelecting, V{}},
-        {P::kFinished, V{"exit:1"}},  // the selection is stuck
-        {P::kSelecting, V{}},
-        {P::kSelecting, V{}},
-        {P::kSelecting, V{}},
-        {P::kSelecting, V{}},
-        {P::kSelecting, V{}},
-        {P::kSelecting, V{}}}},
+      {P::kSelecting, {{P::kSelecting, V{}}, {P::kJoining, V{"propose", "arm:5"}},
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}, {P::kFinished, V{"exit:1"}},  // the selection is stuck
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}, {P::kFinished, V{"exit:1"}},
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}}}},
       {P::kJoining,
-       {{P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kFinished, V{"exit:75"}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kFinished, V{"exit:75"}},  // the group never agreed
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kRunning, V{"spawn"}},
-        {P::kJoining, V{}}}},
+       {{P::kJoining, V{}},           {P::kJoining, V{}},           {P::kJoining, V{}}, {P::kJoining, V{}},
+        {P::kFinished, V{"exit:75"}}, {P::kJoining, V{}},           {P::kJoining, V{}}, {P::kJoining, V{}},
+        {P::kJoining, V{}},           {P::kJoining, V{}},           {P::kJoining, V{}}, {P::kJoining, V{}},
+        {P::kJoining, V{}},           {P::kFinished, V{"exit:75"}},  // the group never agreed
+        {P::kJoining, V{}},           {P::kJoining, V{}},           {P::kJoining, V{}}, {P::kRunning, V{"spawn"}},
+        {P::kJoining, V{}},           {P::kJoining, V{}},           {P::kJoining, V{}}, {P::kJoining, V{}}}},
       {P::kRunning,
        {{P::kRunning, V{}},
         {P::kRunning, V{}},
@@ -904,6 +959,10 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kRunning, V{}},
+        {P::kRunning, V{}},
+        {P::kRunning, V{}},
+        {P::kRunning, V{}},
+        {P::kFinished, V{"exit:1"}},
         {P::kRunning, V{}}}},
       {P::kStopping,
        {{P::kStopping, V{}},
@@ -923,6 +982,10 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
+        {P::kStopping, V{}},
+        {P::kStopping, V{}},
+        {P::kStopping, V{}},
+        {P::kFinished, V{"exit:1"}},
         {P::kStopping, V{}}}},
       {P::kBackoff,
        {{P::kBackoff, V{}},
@@ -942,6 +1005,10 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
+        {P::kBackoff, V{}},
+        {P::kBackoff, V{}},
+        {P::kBackoff, V{}},
+        {P::kBackoff, V{}},
         {P::kBackoff, V{}}}},
       {P::kDrained,
        {{P::kDrained, V{}},
@@ -951,7 +1018,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kFinished, V{"exit:75"}},
         {P::kDrained, V{}},
         {P::kDrained, V{}},
-        {P::kSelecting, V{"select", "arm:3"}},
+        {P::kDrained, V{"arm:7"}},  // the notice cleared: wait provider.resume_after
         {P::kDrained, V{}},
         {P::kDrained, V{}},
         {P::kDrained, V{}},
@@ -959,47 +1026,41 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kSelecting, V{"select", "arm:3"}},  // the machine stayed: resume
         {P::kDrained, V{}},
         {P::kDrained, V{}},
+        {P::kSelecting, V{"select", "arm:3"}},  // resume_after passed: resume
         {P::kDrained, V{}},
         {P::kDrained, V{}},
-        {P::kDrained, V{}}}},
-      {P::kFinishing,
-       {{P::kFinishing, V{}},
-        {P::kFinishing, V{}},
-        {P::kFinishing, V{}},
-        {P::kFinishing, V{}},
-        {P::kFinished, V{"exit:75"}},
-        {P::kSelecting, V{"select", "arm:3"}},  // a peer failed after this node finished: rejoin
-        {P::kFinishing, V{}},
-        {P::kFinishing, V{}},
-        {P::kFinishing, V{}},
-        {P::kFinishing, V{}},
-        {P::kFinishing, V{}},
-        {P::kFinishing, V{}},
-        {P::kFinishing, V{}},
-        {P::kFinished, V{"exit:75"}},  // the others did not finish in time
-        {P::kFinishing, V{}},
-        {P::kFinishing, V{}},
-        {P::kFinishing, V{}},
-        {P::kFinished, V{"exit:0"}}}},
+        {P::kDrained, V{}},
+        {P::kDrained, V{}},
+        {P::kDrained, V{}},
+        {P::kDrained, V{"ack"}}}},
+      {P::kFinishing, {{P::kFinishing, V{}},
+                       {P::kFinishing, V{}},
+                       {P::kFinishing, V{}},
+                       {P::kFinishing, V{}},
+                       {P::kFinished, V{"exit:75"}},
+                       {P::kSelecting, V{"select", "arm:3"}},  // a peer failed after this node finished: rejoin
+                       {P::kFinishing, V{}},
+                       {P::kFinishing, V{}},
+                       {P::kFinishing, V{}},
+                       {P::kFinishing, V{}},
+                       {P::kFinishing, V{}},
+                       {P::kFinishing, V{}},
+                       {P::kFinishing, V{}},
+                       {P::kFinished, V{"exit:75"}},  // the others did not finish in time
+                       {P::kFinishing, V{}},
+                       {P::kFinishing, V{}},
+                       {P::kFinishing, V{}},
+                       {P::kFinishing, V{}},
+                       {P::kFinished, V{"exit:0"}},
+                       {P::kFinishing, V{}},
+                       {P::kFinishing, V{}},
+                       {P::kFinishing, V{}}}},
       {P::kFinished,
-       {{P::kFinished, V{}},
-        {P::kFinished, V{}},
-        {P::kFinished, V{}},
-        {P::kFinished, V{}},
-        {P::kFinished, V{}},
-        {P::kFinished, V{}},
-        {P::kFinished, V{}},
-        {P::kFinished, V{}},
-        {P::kFinished, V{}},
-        {P::kFinished, V{}},
-        {P::kFinished, V{}},
-        {P::kFinished, V{}},
-        {P::kFinished, V{}},
-        {P::kFinished, V{}},
-        {P::kFinished, V{}},
-        {P::kFinished, V{}},
-        {P::kFinished, V{}},
-        {P::kFinished, V{}}}},
+       {{P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
+        {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
+        {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
+        {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
+        {P::kFinished, V{}}, {P::kFinished, V{}}}},
   };
   ASSERT_EQ(table.size(), paths.size()) << "a phase without a row";
   for (const auto& [phase, path] : paths) {

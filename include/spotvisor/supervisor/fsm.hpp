@@ -36,7 +36,8 @@ enum class Phase {
   kStopping,   // we asked the trainer to stop; kGrace, then kKill after the SIGKILL
   kBackoff,    // waiting before the next start; kBackoff
   kDrained,    // stopped for a preemption notice; waiting for the machine to go, or to
-               // resume; kDrained (provider.drained_timeout): the machine stayed, resume
+               // resume; kDrained (provider.drained_timeout): the machine stayed, resume;
+               // the notice cleared: kResume (provider.resume_after), then resume
   kFinishing,  // multi-node: this node's trainer succeeded, waiting until every node's has
                // (a peer's stop instead: rejoin); deadline kJoin (join_timeout): exit 75
   kFinished,   // an Exit action was issued; terminal
@@ -55,10 +56,11 @@ enum class TimerKind {
   kDrained,   // drained for provider.drained_timeout and the machine is still here: resume
   kJoin,      // the group did not agree on a start (or finish) within coordination.join_timeout: exit 75
   kLauncher,  // a launcher outlived its workers by signals.kill_timeout after SIGTERM: SIGKILL
+  kResume,    // drained, the notice cleared, the machine still here after provider.resume_after: resume
 };
-inline constexpr TimerKind kTimerKinds[] = {TimerKind::kGrace,   TimerKind::kKill,    TimerKind::kBackoff,
-                                            TimerKind::kSelect,  TimerKind::kDrained, TimerKind::kJoin,
-                                            TimerKind::kLauncher};
+inline constexpr TimerKind kTimerKinds[] = {TimerKind::kGrace,    TimerKind::kKill,    TimerKind::kBackoff,
+                                            TimerKind::kSelect,   TimerKind::kDrained, TimerKind::kJoin,
+                                            TimerKind::kLauncher, TimerKind::kResume};
 
 // Where this node stands in the group for one start.
 struct GroupPlace {
@@ -86,15 +88,21 @@ struct SpawnFailedEvent {
 struct ChildExitedEvent {  // the main child and every process of its group are gone
   ExitStatus status;
 };
+// A preemption notice's stop: how far its deadline was when the notice was seen (none: the
+// notice gave no deadline). The Fsm caps the grace from it (notice_grace.hpp).
+struct NoticeDeadline {
+  std::optional<std::chrono::milliseconds> left;
+};
 struct StopRequestedEvent {
   StopReason reason = StopReason::kSignal;
-  std::optional<std::chrono::milliseconds> grace_cap;  // e.g. notice deadline - now - margin
+  std::optional<std::chrono::milliseconds> grace_cap;  // at most this much grace (a peer's notice's time left)
   std::string detail;                                  // for the log: which signal, which notice
+  std::optional<NoticeDeadline> notice;                // a notice of this node's: grace_cap comes from it
 };
 struct CheckpointRequestedEvent {
   std::string detail;
 };
-struct NoticeClearedEvent {};
+struct NoticeClearedEvent {};  // the provider withdrew the notice (resume after provider.resume_after)
 struct TimerFiredEvent {
   TimerKind kind;
 };
@@ -108,9 +116,22 @@ struct GroupAgreedEvent {
 };
 // Every node's trainer of the running epoch succeeded (the coordinator's answer to PublishDoneAction).
 struct GroupFinishedEvent {};
-using Event = std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent, StopRequestedEvent,
-                           CheckpointRequestedEvent, NoticeClearedEvent, TimerFiredEvent, WorkersGoneEvent,
-                           GroupAgreedEvent, GroupFinishedEvent>;
+// After SelectResumeAction: the selection could not look at the checkpoints (not stuck: failed).
+struct SelectionFailedEvent {
+  std::string message;
+};
+// The trainer's process group outlived SIGKILL for signals.kill_timeout after its main process
+// exited (a process stuck in the kernel).
+struct GroupSurvivedKillEvent {
+  pid_t pgid = 0;
+};
+// After ValidateDrainedAction: the checkpoint a resume would use was found and validated (or
+// the attempt failed and was logged); either way the notice can be acknowledged.
+struct DrainedValidatedEvent {};
+using Event =
+    std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent, StopRequestedEvent,
+                 CheckpointRequestedEvent, NoticeClearedEvent, TimerFiredEvent, WorkersGoneEvent, GroupAgreedEvent,
+                 GroupFinishedEvent, SelectionFailedEvent, GroupSurvivedKillEvent, DrainedValidatedEvent>;
 
 // ---- actions ----
 struct SelectResumeAction {};
@@ -170,14 +191,19 @@ struct LogAction {
   LogLevel level;
   std::string text;  // "event=... key=value ..."
 };
+// Drained: find and fully validate the checkpoint a resume would use, so that it is known
+// good before the machine goes; answered by DrainedValidatedEvent.
+struct ValidateDrainedAction {};
+// Tell the provider this node is ready to go (Azure's StartRequests; a no-op elsewhere).
+struct AcknowledgeNoticeAction {};
 struct ExitAction {
   ExitCode code = ExitCode::kDone;
   std::string message;  // one line for people
 };
-using Action =
-    std::variant<SelectResumeAction, ProposeResumeAction, SpawnAction, SignalAction, HoldLaunchersAction,
-                 ReleaseLaunchersAction, WatchWorkersAction, KillGroupAction, PublishStopAction, PublishDoneAction,
-                 ArmTimerAction, CancelTimerAction, AttemptEndedAction, LogAction, ExitAction>;
+using Action = std::variant<SelectResumeAction, ProposeResumeAction, SpawnAction, SignalAction, HoldLaunchersAction,
+                            ReleaseLaunchersAction, WatchWorkersAction, KillGroupAction, PublishStopAction,
+                            PublishDoneAction, ArmTimerAction, CancelTimerAction, AttemptEndedAction, LogAction,
+                            ExitAction, ValidateDrainedAction, AcknowledgeNoticeAction>;
 
 // What survives a supervisor restart (the journal stores it).
 struct Counters {
@@ -215,6 +241,11 @@ class Fsm {
   std::vector<Action> OnWorkersGone(TimePoint now);
   std::vector<Action> OnGroupAgreed(const GroupAgreedEvent& e, TimePoint now);
   std::vector<Action> OnGroupFinished();
+  std::vector<Action> OnNotice(const StopRequestedEvent& e, TimePoint now);
+  std::vector<Action> OnSelectionFailed(const SelectionFailedEvent& e);
+  std::vector<Action> OnGroupSurvivedKill(const GroupSurvivedKillEvent& e);
+  std::vector<Action> OnDrainedValidated();
+  std::vector<Action> Resume(TimePoint now);  // drained, the notice cleared: select again
 
   // A failure or hang: count it, then either give up or back off.
   std::vector<Action> Fail(const ExitStatus& status, Outcome outcome, TimePoint now);
