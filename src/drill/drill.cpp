@@ -4,21 +4,20 @@
 // and reads what happened from the supervisor's own journal.
 #include "spotvisor/drill/drill.hpp"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <map>
+#include <memory>
 #include <random>
-#include <thread>
 
 #include "spotvisor/config/name_pattern.hpp"
 #include "spotvisor/drill/drill_compare.hpp"
 #include "spotvisor/mock/mock_server_thread.hpp"
+#include "spotvisor/process/blocking_command.hpp"
+#include "spotvisor/process/child_table.hpp"
 #include "spotvisor/state/journal.hpp"
 
 namespace spotvisor::drill {
@@ -36,7 +35,12 @@ struct Lane {
   std::filesystem::path log() const { return root / "supervisor.log"; }
 };
 
-pid_t StartSupervisor(const DrillOptions& o, const Lane& lane, const std::vector<std::string>& extra) {
+using Supervisor = std::unique_ptr<process::BlockingCommand>;
+
+// A `spotvisor run` of `lane`, its output appended to the lane's log; SIGKILLed (its group)
+// once `timeout` passes or when the drill lets go of it.
+Result<Supervisor> StartSupervisor(process::ChildTable& children, const DrillOptions& o, const Lane& lane,
+                                   const std::vector<std::string>& extra, std::chrono::milliseconds timeout) {
   std::vector<std::string> args{o.spotvisor.string(), "run"};
   args.insert(args.end(), o.run_args.begin(), o.run_args.end());
   // A rehearsal: its own dirs and report, and neither the job's mirror (a restore would
@@ -47,38 +51,26 @@ pid_t StartSupervisor(const DrillOptions& o, const Lane& lane, const std::vector
                (lane.root / "report.md").string(), "--no-metrics", "--no-mirror", "--no-hooks"});
   if (o.has_result_file) args.insert(args.end(), {"--result-file", lane.result().string()});
   args.insert(args.end(), extra.begin(), extra.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = open(lane.log().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-    }
-    execv(argv[0], argv.data());
-    _exit(127);
+  process::CommandSpec spec;
+  spec.argv = std::move(args);
+  spec.workdir = std::filesystem::current_path();
+  spec.timeout = timeout;
+  spec.output_file = lane.log();
+  spec.null_stdin = false;
+  auto supervisor = std::make_unique<process::BlockingCommand>(children, spec);
+  if (auto outcome = supervisor->Wait(0ms); outcome && outcome->end == process::CommandEnd::kSpawnFailed) {
+    return Error{outcome->error};
   }
-  return pid;
+  return supervisor;
 }
 
-// The supervisor's exit code once it has exited, nullopt while it runs. Remembered: a
-// supervisor is reaped once, but asked again (a job that ended before an interruption).
-std::optional<int> Exited(pid_t pid) {
-  static std::map<pid_t, int> reaped;  // the drill's own thread only
-  if (auto it = reaped.find(pid); it != reaped.end()) return it->second;
-  int status = 0;
-  if (waitpid(pid, &status, WNOHANG) != pid) return std::nullopt;
-  return reaped[pid] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::optional<int> WaitExited(pid_t pid, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (auto code = Exited(pid)) return code;
-    std::this_thread::sleep_for(20ms);
-  }
+// The supervisor's exit code (128+signal when killed) once it has exited, waiting at most
+// `timeout`; nullopt while it runs, or when it was SIGKILLed at its own deadline.
+std::optional<int> WaitExited(process::BlockingCommand& supervisor, std::chrono::milliseconds timeout) {
+  const auto outcome = supervisor.Wait(timeout);
+  if (!outcome) return std::nullopt;
+  if (outcome->end == process::CommandEnd::kExited) return outcome->exit_code;
+  if (outcome->end == process::CommandEnd::kSignaled) return 128 + outcome->signal;
   return std::nullopt;
 }
 
@@ -95,15 +87,27 @@ Error RunFailed(const std::string& what, const Lane& lane, std::optional<int> co
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // Waits until a trainer of an attempt after `after_attempt` runs. False when the supervisor exited.
-bool WaitForTrainer(pid_t sv, const Lane& lane, int after_attempt, std::chrono::milliseconds timeout) {
+bool WaitForTrainer(process::BlockingCommand& sv, const Lane& lane, int after_attempt,
+                    std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   while (Clock::now() < deadline) {
     const auto s = ReadState(lane);
     if (s.child && s.attempts > after_attempt && s.phase == "running") return true;
-    if (Exited(sv)) return false;
-    std::this_thread::sleep_for(20ms);
+    if (sv.Wait(20ms)) return false;  // ended; else a look at the journal every 20 ms
   }
   return false;
+}
+
+// The uninterrupted run: how long it took, in seconds.
+Result<double> RunReference(process::ChildTable& children, const DrillOptions& o, const Lane& reference) {
+  std::printf("drill: uninterrupted run (log: %s)\n", reference.log().c_str());
+  std::fflush(stdout);
+  const auto start = Clock::now();
+  auto supervisor = StartSupervisor(children, o, reference, {"--provider", "none"}, 6h);
+  if (!supervisor) return supervisor.error();
+  const auto code = WaitExited(**supervisor, 6h);
+  if (code != 0) return RunFailed("the uninterrupted run", reference, code);
+  return Seconds(Clock::now() - start);
 }
 
 struct Injected {
@@ -135,13 +139,12 @@ Result<DrillReport> RunDrill(const DrillOptions& o) {
   }
 
   // 1. The reference run, never interrupted.
-  std::printf("drill: uninterrupted run (log: %s)\n", reference.log().c_str());
-  std::fflush(stdout);
-  const auto ref_start = Clock::now();
-  const pid_t ref = StartSupervisor(o, reference, {"--provider", "none"});
-  const auto ref_code = WaitExited(ref, 6h);
-  report.reference_seconds = Seconds(Clock::now() - ref_start);
-  if (ref_code != 0) return RunFailed("the uninterrupted run", reference, ref_code);
+  // The drill's children start and are reaped here; its group watches are not used.
+  boost::asio::io_context unused_io;
+  process::ChildTable children(unused_io);
+  auto reference_seconds = RunReference(children, o, reference);
+  if (!reference_seconds) return reference_seconds.error();
+  report.reference_seconds = *reference_seconds;
 
   // 2. The same job, interrupted.
   mock::MockServerThread mock(mock::MockProvider::kAws);
@@ -160,24 +163,26 @@ Result<DrillReport> RunDrill(const DrillOptions& o) {
   const auto run_start = Clock::now();
   const auto budget = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(report.reference_seconds * 10 + 120));
-  pid_t sv = StartSupervisor(o, interrupted, extra);
+  // Each supervisor is SIGKILLed (its group) at the latest once the whole run's waits are over.
+  const auto sv_timeout = budget * (o.interruptions + 2);
+  auto started = StartSupervisor(children, o, interrupted, extra, sv_timeout);
+  if (!started) return started.error();
+  Supervisor sv = std::move(*started);
   std::vector<Injected> injected;
   int last_attempt = 0;
   std::uniform_real_distribution<double> spread(0.2, 0.8);
   for (int i = 0; i < o.interruptions; ++i) {
-    if (!WaitForTrainer(sv, interrupted, last_attempt, budget)) {
+    if (!WaitForTrainer(*sv, interrupted, last_attempt, budget)) {
       injected.push_back({0, 0, "the job finished before this interruption"});
       break;
     }
     const int attempt = ReadState(interrupted).attempts;
     const double delay = report.reference_seconds * spread(rng) / o.interruptions;
-    const auto fire_at =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(delay));
-    while (Clock::now() < fire_at && !Exited(sv)) std::this_thread::sleep_for(10ms);
-    if (auto code = Exited(sv)) {
+    const auto until_fire = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(delay));
+    if (auto code = WaitExited(*sv, until_fire)) {
       if (*code != 0) return RunFailed("the interrupted run", interrupted, code);
       injected.push_back({0, 0, "the job finished before this interruption"});
-      sv = 0;
+      sv.reset();
       break;
     }
     Injected inj{attempt, state::UnixMillisNow(), ""};
@@ -195,33 +200,34 @@ Result<DrillReport> RunDrill(const DrillOptions& o) {
         std::printf("drill: preemption notice from the mock metadata server (attempt %d)\n", attempt);
         std::fflush(stdout);
         const auto drained_by = Clock::now() + budget;
-        while (Clock::now() < drained_by && ReadState(interrupted).phase != "drained" && !Exited(sv)) {
-          std::this_thread::sleep_for(20ms);
+        while (Clock::now() < drained_by && ReadState(interrupted).phase != "drained" && !sv->Wait(20ms)) {
         }
         std::printf("drill: supervisor drained; the machine goes away (SIGTERM to spotvisor)\n");
       } else {
         std::printf("drill: SIGTERM to spotvisor, as systemd sends at shutdown (attempt %d)\n", attempt);
       }
-      kill(sv, SIGTERM);
-      const auto code = WaitExited(sv, budget);
+      sv->Signal(SIGTERM);
+      const auto code = WaitExited(*sv, budget);
       if (!code || (*code != o.stop_exit_code && *code != 0))
         return RunFailed("the interrupted supervisor", interrupted, code);
       if (o.kind == InterruptionKind::kNotice) mock.Clear();
       if (code == 0) {
         inj.note = "the job finished while stopping";
         injected.push_back(inj);
-        sv = 0;
+        sv.reset();
         break;
       }
       std::printf("drill: a fresh spotvisor resumes the job\n");
-      sv = StartSupervisor(o, interrupted, extra);
+      auto next = StartSupervisor(children, o, interrupted, extra, sv_timeout);
+      if (!next) return next.error();
+      sv = std::move(*next);
     }
     std::fflush(stdout);
     injected.push_back(inj);
     last_attempt = attempt;
   }
-  if (sv != 0) {
-    const auto code = WaitExited(sv, budget);
+  if (sv) {
+    const auto code = WaitExited(*sv, budget);
     if (code != 0) return RunFailed("the interrupted run", interrupted, code);
   }
   report.interrupted_seconds = Seconds(Clock::now() - run_start);

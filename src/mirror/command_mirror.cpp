@@ -11,7 +11,7 @@
 
 #include "spotvisor/config/name_pattern.hpp"
 #include "spotvisor/log/log.hpp"
-#include "spotvisor/mirror/command_runner.hpp"
+#include "spotvisor/process/blocking_command.hpp"
 #include "spotvisor/util/atomic_file.hpp"
 
 namespace spotvisor::mirror {
@@ -46,9 +46,14 @@ Status CommandMirror::Run(const std::vector<std::string>& argv_template, const c
                           const CopyControl& control, const std::string& what) const {
   auto argv = config::ExpandArgv(argv_template, vars);
   if (!argv) return Error{"checkpoints.mirror: " + argv.error().message};
-  auto outcome = RunCommand(children_, *argv, job_.job.workdir, job_.checkpoints.mirror.timeout, control.cancelled);
-  if (!outcome) return outcome.error();
-  if (!outcome->ok()) return Error{what + " command " + argv->front() + " failed: " + outcome->Describe()};
+  process::CommandSpec spec;
+  spec.argv = std::move(*argv);
+  spec.workdir = job_.job.workdir;
+  spec.timeout = job_.checkpoints.mirror.timeout;
+  spec.die_with_parent = false;  // an upload in flight may finish after a SIGKILLed spotvisor
+  const auto outcome = process::RunCommand(children_, spec, control.stop);
+  if (outcome.end == process::CommandEnd::kSpawnFailed) return Error{outcome.error};
+  if (!outcome.ok()) return Error{what + " command " + spec.argv.front() + " failed: " + outcome.Describe()};
   return Ok{};
 }
 

@@ -43,7 +43,7 @@ MirrorObserver::~MirrorObserver() {
   if (!WaitIdle(job_.checkpoints.mirror.timeout)) {
     Log(LogLevel::kError, "event=mirror_abandoned detail=\"uploads did not finish within checkpoints.mirror.timeout\"");
   }
-  cancelled_ = true;
+  stop_.request_stop();
   changed_.notify_all();
   pool_.join();
 }
@@ -110,7 +110,7 @@ void MirrorObserver::OnExit(int, const std::string&) {
   changed_.notify_all();
   // The trainer's last checkpoint (written while stopping) may not have been seen yet.
   asio::post(pool_, [this] {
-    if (!cancelled_) {
+    if (!stop_.stop_requested()) {
       // The keeper's verdicts from this run are reused: this is an upload, not a resume.
       auto newest = keeper_->Call([this] { return keeper_->NewestGood(/*for_selection=*/false); });
       if (newest) Enqueue(MirrorItem{newest->path, newest->path.filename().string(), newest->step});
@@ -156,7 +156,7 @@ void MirrorObserver::Work() {
   for (const auto& old : superseded) {
     Log(LogLevel::kInfo, "event=mirror_superseded name=" + Quote(old.name) + " by=" + Quote(item->name));
   }
-  if (item && !cancelled_) Upload(*item);
+  if (item && !stop_.stop_requested()) Upload(*item);
   std::lock_guard lock(mutex_);
   if (item) active_.erase(item->name);
   for (const auto& old : superseded) active_.erase(old.name);
@@ -199,10 +199,10 @@ void MirrorObserver::Upload(const MirrorItem& item) {
 CopyControl MirrorObserver::Control() {
   CopyControl c;
   c.limiter = &limiter_;
-  c.cancelled = [this] { return cancelled_.load(); };
+  c.stop = stop_.get_token();
   c.wait_while_paused = [this] {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [this] { return !paused_ || cancelled_; });
+    changed_.wait(lock, [this] { return !paused_ || stop_.stop_requested(); });
   };
   return c;
 }

@@ -52,7 +52,7 @@ Result<XXH64_hash_t> HashFile(const fs::path& path, const CopyControl& control) 
   Hasher h;
   std::vector<char> buf(kChunk);
   for (;;) {
-    if (control.cancelled && control.cancelled()) return Error{"cancelled while verifying " + path.string()};
+    if (control.stop.stop_requested()) return Error{"cancelled while verifying " + path.string()};
     const ssize_t n = ::read(in.get(), buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Error{Errno("cannot read back", path)};
@@ -71,7 +71,7 @@ Status CopyFile(const fs::path& from, const fs::path& to, mode_t mode, const Cop
   std::vector<char> buf(kChunk);
   for (;;) {
     if (control.wait_while_paused) control.wait_while_paused();
-    if (control.cancelled && control.cancelled()) return Error{"cancelled while copying " + from.string()};
+    if (control.stop.stop_requested()) return Error{"cancelled while copying " + from.string()};
     const ssize_t n = ::read(in.get(), buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Error{Errno("cannot read", from)};

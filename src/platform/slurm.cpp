@@ -13,7 +13,7 @@
 
 #include "spotvisor/config/signals.hpp"
 #include "spotvisor/log/log.hpp"
-#include "spotvisor/mirror/command_runner.hpp"
+#include "spotvisor/process/blocking_command.hpp"
 
 namespace spotvisor::platform {
 namespace {
@@ -62,15 +62,21 @@ class SlurmObserver final : public supervisor::RunObserver {
                                "or a user's resubmission must restart it\"");
       return;
     }
-    const std::vector<std::string> argv{job_.slurm.scontrol, "requeue", slurm_.job_id};
     if (control_ == nullptr) return;
-    // The waiter reaps through the child table itself: no deadlock on the io thread.
-    auto outcome = mirror::RunCommand(control_->children(), argv, job_.job.workdir, kRequeueTimeout);
-    if (!outcome || !outcome->ok()) {
+    process::CommandSpec spec;
+    spec.argv = {job_.slurm.scontrol, "requeue", slurm_.job_id};
+    spec.workdir = job_.job.workdir;
+    spec.timeout = kRequeueTimeout;
+    spec.die_with_parent = false;  // the requeue is the job's last word: let it land
+    // The waiting thread reaps through the child table itself: no deadlock on the io thread.
+    const auto outcome = process::RunCommand(control_->children(), spec);
+    if (!outcome.ok()) {
+      const std::string error = outcome.end == process::CommandEnd::kSpawnFailed
+                                    ? outcome.error
+                                    : spec.argv.front() + " requeue: " + outcome.Describe();
       Log(LogLevel::kError, "event=slurm_requeue_failed job_id=" + Quote(slurm_.job_id) + " cause=" + cause +
-                                " error=" + Quote(outcome ? outcome->Describe() : outcome.error().message) +
-                                " detail=\"the job ends with exit code " + std::to_string(code) +
-                                "; list it in the cluster's RequeueExit or requeue by hand\"");
+                                " error=" + Quote(error) + " detail=\"the job ends with exit code " +
+                                std::to_string(code) + "; list it in the cluster's RequeueExit or requeue by hand\"");
       return;
     }
     Log(LogLevel::kInfo, "event=slurm_requeued job_id=" + Quote(slurm_.job_id) + " cause=" + cause);

@@ -16,11 +16,6 @@
 #include "spotvisor/process/process_group.hpp"
 
 namespace spotvisor::process {
-namespace {
-
-constexpr auto kGroupPoll = std::chrono::milliseconds(5);
-
-}  // namespace
 
 struct ChildTable::GroupWatch {
   GroupWatch(boost::asio::io_context& io, pid_t group, std::chrono::steady_clock::time_point until, GroupCallback cb)
@@ -76,16 +71,21 @@ void ChildTable::WatchGroup(pid_t pgid, std::chrono::milliseconds within, GroupC
   });
 }
 
-void ChildTable::PollGroup(const std::shared_ptr<GroupWatch>& watch) {
+bool ChildTable::SweepGroup(pid_t pgid) {
   Reap();  // zombies of the group count as members until reaped
-  const bool gone = !GroupExists(watch->pgid);
+  if (!GroupExists(pgid)) return true;
+  SignalGroup(pgid, SIGKILL);
+  return false;
+}
+
+void ChildTable::PollGroup(const std::shared_ptr<GroupWatch>& watch) {
+  const bool gone = SweepGroup(watch->pgid);
   if (gone || std::chrono::steady_clock::now() > watch->deadline) {
     watch->stopped = true;
     std::erase(groups_, watch);
     watch->done(gone);
     return;
   }
-  SignalGroup(watch->pgid, SIGKILL);
   watch->timer.expires_after(kGroupPoll);
   watch->timer.async_wait([this, watch](const boost::system::error_code& ec) {
     if (!ec && !watch->stopped) PollGroup(watch);

@@ -9,10 +9,12 @@
 #include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cerrno>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace spotvisor::process {
 namespace {
@@ -36,18 +38,25 @@ void WriteAll(int fd, const char* data, std::size_t size) {
 
 struct OutputRelay::Impl : std::enable_shared_from_this<Impl> {
   struct Stream {
-    Stream(asio::io_context& io, int fd, int to) : pipe(io, fd), target(to) {}
+    Stream(asio::io_context& io, int fd, int to) : pipe(io), target(to), eof(fd < 0) {
+      if (fd >= 0) pipe.assign(fd);
+    }
     asio::posix::stream_descriptor pipe;  // the read end, owned
-    int target;                           // our fd 1 or 2
+    int target;                           // our fd 1 or 2 (with write_through)
     std::array<char, kChunk> buffer{};
     std::string partial;  // the line so far
     bool eof = false;
   };
 
-  Impl(asio::io_context& io, int out_fd, int err_fd, LineHandler handler)
-      : out(io, out_fd, STDOUT_FILENO), err(io, err_fd, STDERR_FILENO), deadline(io), on_line(std::move(handler)) {}
+  Impl(asio::io_context& io, int out_fd, int err_fd, LineHandler handler, bool through)
+      : out(io, out_fd, STDOUT_FILENO),
+        err(io, err_fd, STDERR_FILENO),
+        deadline(io),
+        on_line(std::move(handler)),
+        write_through(through) {}
 
   void Read(Stream& s) {
+    if (s.eof) return;
     s.pipe.async_read_some(asio::buffer(s.buffer),
                            [self = shared_from_this(), &s](const boost::system::error_code& ec, std::size_t n) {
                              if (n > 0) self->Relay(s, n);
@@ -60,7 +69,7 @@ struct OutputRelay::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void Relay(Stream& s, std::size_t n) {
-    WriteAll(s.target, s.buffer.data(), n);
+    if (write_through) WriteAll(s.target, s.buffer.data(), n);
     if (!on_line) return;
     std::string_view chunk(s.buffer.data(), n);
     for (auto nl = chunk.find('\n'); nl != std::string_view::npos; nl = chunk.find('\n')) {
@@ -83,7 +92,13 @@ struct OutputRelay::Impl : std::enable_shared_from_this<Impl> {
     s.partial.clear();
     boost::system::error_code ignored;
     s.pipe.close(ignored);
-    if (out.eof && err.eof) deadline.cancel();
+    if (out.eof && err.eof) Ended();
+  }
+
+  // Both pipes are done: Drain's deadline and its `then` with them.
+  void Ended() {
+    deadline.cancel();
+    if (auto then = std::exchange(on_done, nullptr)) then();
   }
 
   void Close() {
@@ -92,28 +107,39 @@ struct OutputRelay::Impl : std::enable_shared_from_this<Impl> {
       s->pipe.close(ignored);
       s->eof = true;
     }
-    deadline.cancel();
     on_line = nullptr;
   }
 
   Stream out, err;
   asio::steady_timer deadline;  // Drain's limit
   LineHandler on_line;
+  bool write_through;             // the bytes to our fds 1 and 2 too
+  std::function<void()> on_done;  // Drain's `then`
 };
 
-OutputRelay::OutputRelay(asio::io_context& io, int stdout_fd, int stderr_fd, LineHandler on_line)
-    : impl_(std::make_shared<Impl>(io, stdout_fd, stderr_fd, std::move(on_line))) {
+OutputRelay::OutputRelay(asio::io_context& io, int stdout_fd, int stderr_fd, LineHandler on_line, bool write_through)
+    : impl_(std::make_shared<Impl>(io, stdout_fd, stderr_fd, std::move(on_line), write_through)) {
   impl_->Read(impl_->out);
   impl_->Read(impl_->err);
 }
 
-OutputRelay::~OutputRelay() { impl_->Close(); }
+OutputRelay::~OutputRelay() {
+  impl_->on_done = nullptr;
+  impl_->deadline.cancel();
+  impl_->Close();
+}
 
-void OutputRelay::Drain(std::chrono::milliseconds within) {
-  if (done()) return;
+void OutputRelay::Drain(std::chrono::milliseconds within, std::function<void()> then) {
+  if (done()) {
+    if (then) asio::post(impl_->deadline.get_executor(), std::move(then));
+    return;
+  }
+  impl_->on_done = std::move(then);
   impl_->deadline.expires_after(within);
   impl_->deadline.async_wait([impl = impl_](const boost::system::error_code& ec) {
-    if (!ec) impl->Close();
+    if (ec) return;
+    impl->Close();
+    impl->Ended();
   });
 }
 

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <initializer_list>
+#include <vector>
 
 extern char** environ;
 
@@ -87,6 +88,75 @@ struct ChildFds {
   _exit(127);
 }
 
+// What the child's standard streams become, opened before the fork.
+struct Streams {
+  ChildFds child;                    // the child's 0, 1 and 2 (-1: ours)
+  std::vector<int> child_side;       // closed in the parent once the child has its copies
+  int out_read = -1, err_read = -1;  // pipe_output's read ends, for the caller
+
+  void CloseChildSide() {
+    for (const int fd : child_side) close(fd);
+    child_side.clear();
+  }
+  void CloseAll() {
+    CloseChildSide();
+    spotvisor::process::CloseAll({out_read, err_read});
+  }
+};
+
+// The output pipes (pipe_output) or the output file, and /dev/null for stdin.
+Result<Streams> OpenStreams(const SpawnSpec& spec) {
+  Streams s;
+  if (spec.pipe_output) {
+    int out[2] = {-1, -1}, err[2] = {-1, -1};
+    if (pipe2(out, O_CLOEXEC) != 0 || (!spec.merge_output && pipe2(err, O_CLOEXEC) != 0)) {
+      const int e = errno;
+      CloseAll({out[0], out[1], err[0], err[1]});
+      return Error{std::string("cannot make the output pipes: ") + std::strerror(e)};
+    }
+    s.out_read = out[0];
+    s.err_read = err[0];
+    s.child_side = {out[1]};
+    if (err[1] >= 0) s.child_side.push_back(err[1]);
+    s.child.out = out[1];
+    s.child.err = spec.merge_output ? out[1] : err[1];
+  } else if (!spec.output_file.empty()) {
+    const int fd = open(spec.output_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      return Error{"cannot open " + spec.output_file.string() + " for the output of '" + spec.argv[0] +
+                   "': " + std::strerror(errno)};
+    }
+    s.child_side = {fd};
+    s.child.out = s.child.err = fd;
+  }
+  if (spec.null_stdin) {
+    s.child.in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (s.child.in >= 0) s.child_side.push_back(s.child.in);
+  }
+  return s;
+}
+
+// A pidfd for `pid` (close-on-exec), or -1 where the kernel has none.
+int OpenPidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+// exec's errno as the child wrote it before exiting, or 0 once the pipe closed on exec.
+int ReadExecError(int fd) {
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = read(fd, &child_errno, sizeof child_errno);
+  } while (n < 0 && errno == EINTR);
+  close(fd);
+  return n == static_cast<ssize_t>(sizeof child_errno) ? child_errno : 0;
+}
+
 }  // namespace
 
 Result<std::filesystem::path> ResolveExecutable(const std::string& name, const std::filesystem::path& workdir) {
@@ -123,20 +193,14 @@ Result<SpawnedChild> Spawn(const SpawnSpec& spec) {
   auto envp = Pointers(env_strings);
   const std::string workdir = spec.workdir.string();
 
-  int out[2] = {-1, -1}, err[2] = {-1, -1};
-  if (spec.pipe_output && (pipe2(out, O_CLOEXEC) != 0 || (!spec.merge_output && pipe2(err, O_CLOEXEC) != 0))) {
-    const int e = errno;
-    CloseAll({out[0], out[1], err[0], err[1]});
-    return Error{std::string("cannot make the output pipes: ") + std::strerror(e)};
-  }
-  const int null_in = spec.null_stdin ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
+  auto streams = OpenStreams(spec);
+  if (!streams) return streams.error();
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     const int e = errno;
-    CloseAll({out[0], out[1], err[0], err[1], null_in});
+    streams->CloseAll();
     return Error{std::string("pipe2 failed: ") + std::strerror(e)};
   }
-  const ChildFds fds{null_in, out[1], spec.pipe_output && spec.merge_output ? out[1] : err[1]};
   const pid_t parent = getpid();
   // Signals stay blocked across the fork so that none reaches our handlers inside the
   // child before it has restored default dispositions; pending ones then act normally.
@@ -147,27 +211,26 @@ Result<SpawnedChild> Spawn(const SpawnSpec& spec) {
   if (pid != 0) sigprocmask(SIG_SETMASK, &previous, nullptr);
   if (pid < 0) {
     const int fork_errno = errno;
-    CloseAll({pipe_fds[0], pipe_fds[1], out[0], out[1], err[0], err[1], null_in});
+    CloseAll({pipe_fds[0], pipe_fds[1]});
+    streams->CloseAll();
     return Error{"cannot start '" + spec.argv[0] + "': fork failed: " + std::strerror(fork_errno)};
   }
   if (pid == 0) {
     close(pipe_fds[0]);
-    ExecChild(parent, spec.die_with_parent, path.c_str(), argv.data(), envp.data(), workdir.c_str(), pipe_fds[1], fds);
+    ExecChild(parent, spec.die_with_parent, path.c_str(), argv.data(), envp.data(), workdir.c_str(), pipe_fds[1],
+              streams->child);
   }
-  CloseAll({pipe_fds[1], out[1], err[1], null_in});
+  close(pipe_fds[1]);
+  streams->CloseChildSide();
   setpgid(pid, pid);  // may fail with EACCES once the child has exec'd; it set it itself
-  int child_errno = 0;
-  ssize_t n;
-  do {
-    n = read(pipe_fds[0], &child_errno, sizeof child_errno);
-  } while (n < 0 && errno == EINTR);
-  close(pipe_fds[0]);
-  if (n == static_cast<ssize_t>(sizeof child_errno)) {
+  // Before anyone can reap it (the caller has not seen the pid yet), so the pid is this child.
+  const int pidfd = spec.want_pidfd ? OpenPidfd(pid) : -1;
+  if (const int child_errno = ReadExecError(pipe_fds[0]); child_errno != 0) {
     waitpid(pid, nullptr, 0);
-    CloseAll({out[0], err[0]});
+    CloseAll({streams->out_read, streams->err_read, pidfd});
     return Error{"cannot start '" + spec.argv[0] + "' in " + workdir + ": " + std::strerror(child_errno)};
   }
-  return SpawnedChild{pid, out[0], err[0]};
+  return SpawnedChild{pid, streams->out_read, streams->err_read, pidfd};
 }
 
 }  // namespace spotvisor::process

@@ -1,14 +1,15 @@
 // The mirror's building blocks: the token bucket (time passed in, no sleeps), the verified
-// atomic tree copy, and the command runner (through a child table).
+// atomic tree copy, and the blocking command runner the command mirror uses (through a
+// child table).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include <atomic>
 #include <boost/asio/io_context.hpp>
+#include <stop_token>
 
-#include "spotvisor/mirror/command_runner.hpp"
 #include "spotvisor/mirror/rate_limiter.hpp"
 #include "spotvisor/mirror/tree_copy.hpp"
+#include "spotvisor/process/blocking_command.hpp"
 #include "spotvisor/process/child_table.hpp"
 #include "support/test_support.hpp"
 
@@ -70,7 +71,9 @@ TEST(TreeCopy, CancelLeavesNothingBehind) {
   TempDir dir;
   WriteFile(dir / "ck" / "a.bin", std::string(4 << 20, 'y'));
   CopyControl control;
-  control.cancelled = [] { return true; };
+  std::stop_source cancel;
+  cancel.request_stop();
+  control.stop = cancel.get_token();
   auto r = CopyVerified(dir / "ck", dir / "m", "ck", control);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("cancelled"), std::string::npos);
@@ -96,27 +99,33 @@ TEST(CommandRunner, ExitCodesSignalsAndTimeouts) {
   TempDir dir;
   boost::asio::io_context io;
   process::ChildTable children(io);
-  auto ok = RunCommand(children, {"true"}, dir.path(), 10s);
-  ASSERT_TRUE(ok.ok()) << ok.error().message;
-  EXPECT_TRUE(ok->ok());
-  auto fail = RunCommand(children, {"sh", "-c", "exit 7"}, dir.path(), 10s);
-  ASSERT_TRUE(fail.ok());
-  EXPECT_EQ(fail->exit_code, 7);
-  auto killed = RunCommand(children, {"sh", "-c", "kill -9 $$"}, dir.path(), 10s);
-  ASSERT_TRUE(killed.ok());
-  EXPECT_EQ(killed->signal, 9);
+  using process::CommandEnd;
+  const auto run = [&](std::vector<std::string> argv, std::chrono::milliseconds timeout, std::stop_token stop = {}) {
+    return process::RunCommand(children, {.argv = std::move(argv), .workdir = dir.path(), .timeout = timeout},
+                               std::move(stop));
+  };
+  auto ok = run({"true"}, 10s);
+  ASSERT_NE(ok.end, CommandEnd::kSpawnFailed) << ok.error;
+  EXPECT_TRUE(ok.ok());
+  auto fail = run({"sh", "-c", "exit 7"}, 10s);
+  ASSERT_NE(fail.end, CommandEnd::kSpawnFailed);
+  EXPECT_EQ(fail.exit_code, 7);
+  auto killed = run({"sh", "-c", "kill -9 $$"}, 10s);
+  ASSERT_NE(killed.end, CommandEnd::kSpawnFailed);
+  EXPECT_EQ(killed.signal, 9);
   const auto start = std::chrono::steady_clock::now();
-  auto slow = RunCommand(children, {"sleep", "30"}, dir.path(), 300ms);
-  ASSERT_TRUE(slow.ok());
-  EXPECT_TRUE(slow->timed_out);
+  auto slow = run({"sleep", "30"}, 300ms);
+  ASSERT_NE(slow.end, CommandEnd::kSpawnFailed);
+  EXPECT_EQ(slow.end, CommandEnd::kTimedOut);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
-  std::atomic<bool> cancel{true};
-  auto cancelled = RunCommand(children, {"sleep", "30"}, dir.path(), 60s, [&] { return cancel.load(); });
-  ASSERT_TRUE(cancelled.ok());
-  EXPECT_TRUE(cancelled->timed_out);
-  EXPECT_FALSE(RunCommand(children, {"/nonexistent/program"}, dir.path(), 1s).ok());
-  auto cwd = RunCommand(children, {"sh", "-c", "pwd > out.txt"}, dir.path(), 10s);
-  ASSERT_TRUE(cwd.ok());
+  std::stop_source cancel;
+  cancel.request_stop();
+  auto cancelled = run({"sleep", "30"}, 60s, cancel.get_token());
+  ASSERT_NE(cancelled.end, CommandEnd::kSpawnFailed);
+  EXPECT_EQ(cancelled.end, CommandEnd::kCancelled);  // killed (SIGKILL to its group) on cancel
+  EXPECT_EQ(run({"/nonexistent/program"}, 1s).end, CommandEnd::kSpawnFailed);
+  auto cwd = run({"sh", "-c", "pwd > out.txt"}, 10s);
+  ASSERT_NE(cwd.end, CommandEnd::kSpawnFailed);
   EXPECT_EQ(ReadFile(dir / "out.txt"), dir.path().string() + "\n");
 }
 

@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "spotvisor/hooks/hook_runner.hpp"
-#include "spotvisor/mirror/command_runner.hpp"
+#include "spotvisor/process/blocking_command.hpp"
 #include "spotvisor/process/child_table.hpp"
 #include "spotvisor/process/process_group.hpp"
 #include "support/test_support.hpp"
@@ -193,8 +193,8 @@ TEST(ChildTable, SpawnsFromOtherThreadsGetTheirStatusWhileTheIoThreadReaps) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 8; ++i) {
         const int code = t * 10 + i;
-        auto r = mirror::RunCommand(loop.table, {"/bin/sh", "-c", "exit " + std::to_string(code)}, "/", 10s);
-        if (r.ok() && r->exit_code == code) ++right;
+        auto r = RunCommand(loop.table, {.argv = {"/bin/sh", "-c", "exit " + std::to_string(code)}, .timeout = 10s});
+        if (r.end == CommandEnd::kExited && r.exit_code == code) ++right;
       }
     });
   }
@@ -218,11 +218,12 @@ TEST(ChildTable, ATrainerAHookAndAMirrorCommandShareOneTable) {
                [&](const hooks::HookResult& r) { hook_result.set_value(r); });
   });
   auto mirror = std::async(std::launch::async, [&] {
-    return mirror::RunCommand(loop.table, {"/bin/sh", "-c", "sleep 0.1; exit 4"}, dir.path(), 10s);
+    return RunCommand(loop.table,
+                      {.argv = {"/bin/sh", "-c", "sleep 0.1; exit 4"}, .workdir = dir.path(), .timeout = 10s});
   });
   auto upload = mirror.get();
-  ASSERT_TRUE(upload.ok()) << upload.error().message;
-  EXPECT_EQ(upload->exit_code, 4);
+  ASSERT_NE(upload.end, CommandEnd::kSpawnFailed) << upload.error;
+  EXPECT_EQ(upload.exit_code, 4);
   auto hook_future = hook_result.get_future();
   ASSERT_EQ(hook_future.wait_for(10s), std::future_status::ready);
   const auto hook = hook_future.get();

@@ -1,10 +1,10 @@
-// Runs hooks: argv (never a shell), own process group, output relayed to the log line by
-// line, a timeout after which the whole group gets SIGKILL. Hooks are started through the
-// run's process::ChildTable, which reaps them with every other child; while a hook runs
-// the runner also reaps on SIGCHLD itself, so a hook finishes on an io_context that is not
-// the driver's (before_start). Everything runs on the io_context given; nothing blocks it.
-// The runner must outlive the hooks it started (or be destroyed only after its io_context
-// stopped running).
+// Runs hooks through the one command runner (process/command.hpp: argv, never a shell,
+// own process group, a timeout after which the whole group gets SIGKILL, started and
+// reaped through the run's process::ChildTable, so a hook also finishes on an io_context
+// that is not the driver's: before_start). This adds the hook's side: one run per hook
+// name at a time, its output lines and its end in the log, and the HookResult. Everything
+// runs on the io_context given; nothing blocks it. Destroying the runner SIGKILLs the
+// hooks still running and drops their callbacks.
 #pragma once
 
 #include <sys/types.h>
@@ -45,7 +45,7 @@ class HookRunner {
   // outlives the runner).
   HookRunner(boost::asio::io_context& io, process::ChildTable& children, std::filesystem::path workdir,
              std::map<std::string, std::string> env);
-  ~HookRunner();  // KillAll; the statuses still to come are reaped without a call
+  ~HookRunner();  // SIGKILL to the running hooks' groups; their `done` is not called
   HookRunner(const HookRunner&) = delete;
   HookRunner& operator=(const HookRunner&) = delete;
 

@@ -1,8 +1,8 @@
 // The command form of the mirror (`checkpoints.mirror.command`, e.g. `rclone copy
-// {checkpoint} remote:bucket/{job}/{name}`): argv templates, run through command_runner
-// with `mirror.timeout`. What was uploaded is remembered in `<state_dir>/mirror.json` so
-// that retention can run `mirror.prune_command` for the oldest, and `mirror.restore_command`
-// fetches the mirror into a staging dir for a restore. Worker threads only.
+// {checkpoint} remote:bucket/{job}/{name}`): argv templates, run through the one command
+// runner (process/blocking_command.hpp) with `mirror.timeout`. What was uploaded is remembered in
+// `<state_dir>/mirror.json` so that retention can run `mirror.prune_command` for the oldest, and
+// `mirror.restore_command` fetches the mirror into a staging dir for a restore. Worker threads only.
 #pragma once
 
 #include <mutex>

@@ -7,13 +7,13 @@
 // or a stop. At exit, uploads still going get up to `mirror.timeout` to finish.
 #pragma once
 
-#include <atomic>
 #include <boost/asio/thread_pool.hpp>
 #include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <stop_token>
 #include <string>
 
 #include "spotvisor/checkpoint_watch/checkpoint_watcher.hpp"
@@ -60,7 +60,7 @@ class MirrorObserver final : public supervisor::RunObserver {
   bool paused_ = false;                                  // a stop is in progress
   bool restore_done_ = false;                            // restore runs before the first selection only
   bool warned_prune_ = false;                            // said once that prune_command is missing
-  std::atomic<bool> cancelled_{false};                   // give up uploads (destructor, after the drain)
+  std::stop_source stop_;                                // give up uploads (destructor, after the drain)
   boost::asio::thread_pool pool_;                        // upload threads (declared last: joined first)
 };
 

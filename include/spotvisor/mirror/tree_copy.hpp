@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <stop_token>
 #include <string>
 
 #include "spotvisor/mirror/rate_limiter.hpp"
@@ -21,7 +22,7 @@ inline constexpr std::string_view kTempPrefix = ".spotvisor-mirror-tmp-";
 
 struct CopyControl {
   RateLimiter* limiter = nullptr;           // null: no cap
-  std::function<bool()> cancelled;          // checked between chunks; true aborts the copy
+  std::stop_token stop;                     // checked between chunks (and ends a command): requested aborts
   std::function<void()> wait_while_paused;  // called between chunks; may block (a stop is on)
 };
 

@@ -1,5 +1,6 @@
-// The one child table: every child spotvisor starts (the trainer, hooks, mirror commands)
-// is started and waited for here, and Reap holds the program's only waitpid(-1), so no
+// The one child table: every child spotvisor starts (the trainer; hooks, mirror and
+// scontrol commands and the drill's supervisors through command.hpp's runner) is started
+// and waited for here, and Reap holds the program's only waitpid(-1), so no
 // one can take another's exit status; as a child subreaper it also reaps adopted orphans.
 // Owned by whoever runs the io_context (the driver). Spawn and Reap: any thread; group
 // watches: the io thread.
@@ -52,9 +53,14 @@ class ChildTable {
   void Reap();
 
   // io thread: calls `done` (from the io thread, never inside this call) once group `pgid`
-  // is empty, zombies reaped; meanwhile SIGKILLs whatever is left of it every 5 ms and
-  // reaps, and gives up (done(false)) once `within` has passed.
+  // is empty, zombies reaped; meanwhile SweepGroup every kGroupPoll, and gives up
+  // (done(false)) once `within` has passed.
   void WatchGroup(pid_t pgid, std::chrono::milliseconds within, GroupCallback done);
+
+  // One step of awaiting a group's end: reaps, then true once group `pgid` is empty;
+  // otherwise SIGKILLs what is left of it (call again after kGroupPoll). Any thread.
+  bool SweepGroup(pid_t pgid);
+  static constexpr std::chrono::milliseconds kGroupPoll{5};  // between sweeps
 
   // io thread: ends every group watch without calling it (shutdown).
   void StopGroupWatches();
