@@ -61,7 +61,7 @@ int Driver::Impl::Run() {
   journal_.emplace(std::move(*journal));
   if (!StopLeftovers()) return Code(ExitCode::kFailed);
   host_->Attach(io_);
-  fsm_.emplace(job_, RestoreCounters(journal_->state(), journal_->ReadAttempts(), state::UnixMillisNow(), host_->Now()),
+  fsm_.emplace(job_, RestoreCounters(journal_->state(), journal_->ReadAttempts(), WallMillis(), host_->Now()),
                static_cast<std::uint64_t>(getpid()) * 7919u);
   Log(LogLevel::kInfo, "event=supervisor_started pid=" + std::to_string(getpid()) +
                            " state_dir=" + Quote(job_.telemetry.state_dir.string()) +
@@ -171,7 +171,7 @@ void Driver::Impl::Perform(const ArmTimerAction& a) {
 void Driver::Impl::Perform(const CancelTimerAction& a) { timers_.at(a.kind).cancel(); }
 
 void Driver::Impl::Perform(const AttemptEndedAction& a) {
-  current_.ended_ms = state::UnixMillisNow();
+  current_.ended_ms = WallMillis();
   if (a.status.signal != 0) {
     current_.signal = a.status.signal;
   } else {
@@ -217,7 +217,7 @@ void Driver::Impl::SaveState(bool force) {
   if (!journal_ || !fsm_) return;
   state::PersistedState s = persisted_;
   s.job = job_.job.name;
-  StoreCounters(fsm_->counters(), state::UnixMillisNow(), host_->Now(), s);
+  StoreCounters(fsm_->counters(), WallMillis(), host_->Now(), s);
   s.phase = PhaseName(fsm_->phase());
   if (!force && SameForTheJournal(s, journal_->state())) return;
   // Mid-run saves are atomic but not fsynced (attempts.jsonl is the durable record and a

@@ -35,6 +35,10 @@ class Driver::Impl final : public RunControl {
   void AddObserver(std::unique_ptr<RunObserver> observer) { observers_.push_back(std::move(observer)); }
   void SetCoordinator(std::unique_ptr<Coordinator> coordinator) { coordinator_ = std::move(coordinator); }
   void SetSlurmRestartCount(std::optional<int> count) { slurm_restart_count_ = count; }
+  // The host's wall clock in Unix milliseconds (the journal's unit).
+  std::int64_t WallMillis() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(host_->WallNow().time_since_epoch()).count();
+  }
 
   // ---- RunControl ----
   boost::asio::io_context& io() override { return io_; }

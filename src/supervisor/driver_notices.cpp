@@ -58,7 +58,7 @@ void Driver::Impl::Perform(const PublishDoneAction&) {
 }
 
 void Driver::Impl::OnNotice(const preemption::Notice& n) {
-  const auto now = std::chrono::system_clock::now();
+  const auto now = host_->WallNow();
   std::optional<std::chrono::milliseconds> until_deadline;
   if (n.deadline) until_deadline = std::chrono::duration_cast<std::chrono::milliseconds>(*n.deadline - now);
   Log(LogLevel::kWarning, "event=notice provider=" + n.provider + " kind=" + n.kind +
@@ -113,7 +113,7 @@ void Driver::Impl::WriteNoticeFile(const preemption::Notice& n) {
                    {"action", ActionName(n.action)},
                    {"id", n.id},
                    {"detail", n.detail},
-                   {"received_at", preemption::FormatIso8601(std::chrono::system_clock::now())}};
+                   {"received_at", preemption::FormatIso8601(host_->WallNow())}};
   j["deadline"] = n.deadline ? nlohmann::json(preemption::FormatIso8601(*n.deadline)) : nlohmann::json(nullptr);
   // Atomic (the trainer never reads half of it) but not fsynced: it sits between the
   // notice and the signal, where an fsync costs tens of ms on a busy disk, and no one

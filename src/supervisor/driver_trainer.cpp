@@ -51,7 +51,7 @@ void Driver::Impl::Perform(const SpawnAction& a) {
   persisted_.child = trainer_->Identity();
   current_ = state::AttemptRecord{};
   current_.attempt = a.attempt;
-  current_.started_ms = state::UnixMillisNow();
+  current_.started_ms = WallMillis();
   current_.pid = pid;
   current_.slurm_restart_count = slurm_restart_count_;
   if (a.resume) {

@@ -77,6 +77,7 @@ class PosixHost final : public Host {
   process::ChildTable& children() override { return *table_; }
 
   TimePoint Now() const override { return std::chrono::steady_clock::now(); }
+  std::chrono::system_clock::time_point WallNow() const override { return std::chrono::system_clock::now(); }
 
   Result<StartedTrainer> Spawn(const process::SpawnSpec& spec, ExitHandler on_exit) override {
     // Any thread may reap it: the handler runs on ours, after this call has set `pid`.

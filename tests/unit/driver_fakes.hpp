@@ -86,6 +86,11 @@ class FakeHost final : public Host {
   void Detach() override { detached_ = true; }
   process::ChildTable& children() override { return *children_; }  // real: no observer here starts one
   TimePoint Now() const override { return std::chrono::steady_clock::now(); }
+  // The real wall clock shifted by `wall_offset` (a test moves the host's idea of the date).
+  std::chrono::system_clock::time_point WallNow() const override {
+    return std::chrono::system_clock::now() + wall_offset;
+  }
+  std::chrono::milliseconds wall_offset{0};
 
   Result<StartedTrainer> Spawn(const process::SpawnSpec& spec, ExitHandler on_exit) override {
     if (spawns_.size() >= scripts_.size()) return Error{"the test scripted no further trainer"};

@@ -160,6 +160,23 @@ TEST_F(DriverTest, ATrainerThatIgnoresTheStopIsKilledAtTheEndOfTheGrace) {
   EXPECT_EQ(log.Count("event=signal_sent signal=SIGKILL target=group"), 1) << log.Joined();
 }
 
+// The journal's times come from the host's wall clock (the seam), never from the system's:
+// a host a day ahead writes attempts a day ahead.
+TEST_F(DriverTest, TheJournalsTimesComeFromTheHostsWallClock) {
+  const auto job = Job();
+  auto host = std::make_unique<FakeHost>(std::vector<Script>{{milliseconds(5), ExitStatus{0, 0}}});
+  host->wall_offset = std::chrono::hours(24);
+  testing::LogCapture log;
+  Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
+  ASSERT_EQ(driver.Run(), Code(ExitCode::kDone)) << log.Joined();
+  const auto attempts = Attempts(job);
+  ASSERT_EQ(attempts.size(), 1u);
+  const auto started = nlohmann::json::parse(attempts[0]).at("started_ms").get<std::int64_t>();
+  const auto now_ms =
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  EXPECT_GT(started, now_ms + std::chrono::duration_cast<milliseconds>(std::chrono::hours(23)).count()) << attempts[0];
+}
+
 TEST_F(DriverTest, TheAttemptEndsOnlyOnceTheWholeGroupIsGone) {
   const auto job = Job();
   auto host = std::make_unique<FakeHost>(std::vector<Script>{

@@ -85,6 +85,8 @@ class Host {
   virtual process::ChildTable& children() = 0;
   // The steady clock every Fsm time point comes from (the driver's timers use it too).
   virtual TimePoint Now() const = 0;
+  // The wall clock: notice deadlines, the notice file, the journal's times.
+  virtual std::chrono::system_clock::time_point WallNow() const = 0;
   // Starts the trainer in its own process group; `on_exit` gets the main process's status
   // once, when it exits (the rest of its group may live on: see Trainer::GroupGone).
   virtual Result<StartedTrainer> Spawn(const process::SpawnSpec& spec, ExitHandler on_exit) = 0;
