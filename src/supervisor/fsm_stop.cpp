@@ -27,21 +27,7 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
       return {Note(LogLevel::kInfo, std::string("event=stop_requested reason=") + ReasonName(e.reason) + " detail=\"" +
                                         e.detail + "\" phase=selecting")};
     case Phase::kBackoff:
-      if (by_signal) {
-        return Finish(ExitCode::kStopped, "stopped on request while waiting to restart; the job is resumable",
-                      {CancelTimerAction{TimerKind::kBackoff}});
-      }
-      if (e.reason == StopReason::kNotice) {
-        return Drain(now,
-                     Note(LogLevel::kWarning,
-                          "event=drained reason=notice detail=\"notice during backoff; no new trainer is started\""),
-                     {CancelTimerAction{TimerKind::kBackoff}});
-      }
-      if (e.reason == StopReason::kBudget) {
-        return Finish(ExitCode::kBudget, "the cost budget is exhausted while waiting to restart",
-                      {CancelTimerAction{TimerKind::kBackoff}});
-      }
-      return {};
+      return StopInBackoff(e, now);
     case Phase::kDrained:
       if (by_signal)
         return Finish(ExitCode::kStopped, "stopped on request after a preemption notice; the job is resumable");
@@ -63,61 +49,96 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
                       {CancelTimerAction{TimerKind::kJoin}});
       }
       return {};  // a notice, a hang or the budget: no trainer runs here, the group's decides
-    case Phase::kJoining: {
-      // No trainer yet and nothing of ours in flight: a stop acts at once. The group hears
-      // of it (its coordinator takes back this node's join) unless nothing changes here.
-      std::vector<Action> actions{CancelTimerAction{TimerKind::kJoin}};
-      if (by_signal || e.reason == StopReason::kBudget || e.reason == StopReason::kNotice) {
-        actions.push_back(PublishStopAction{std::string(ReasonName(e.reason)) + ": " + e.detail, e.grace_cap});
-      }
-      if (by_signal) {
-        return Finish(ExitCode::kStopped, "stopped on request before the trainer started; the job is resumable",
-                      std::move(actions));
-      }
-      if (e.reason == StopReason::kBudget) {
-        return Finish(ExitCode::kBudget, "the cost budget is exhausted; the trainer was not started again",
-                      std::move(actions));
-      }
-      if (e.reason == StopReason::kNotice) {
-        return Drain(now,
-                     Note(LogLevel::kWarning,
-                          "event=drained reason=notice detail=\"notice before the trainer started; not starting it\""),
-                     std::move(actions));
-      }
-      return {};
-    }
+    case Phase::kJoining:
+      return StopWhileJoining(e, now);
     case Phase::kStopping:
-      if (e.reason == StopReason::kNotice && stop_reason_ == StopReason::kHang) {
-        // The machine is going away: the hung trainer's end is a drain, not a restart, and
-        // the notice's deadline may be nearer than the hang stop's grace.
-        stop_reason_ = StopReason::kNotice;
-        std::vector<Action> actions{
-            Note(LogLevel::kWarning, "event=stop_reason_changed from=hang to=notice detail=\"" + e.detail + "\"")};
-        if (e.grace_cap && now + *e.grace_cap < grace_at_) {
-          grace_at_ = now + std::max(milliseconds(0), *e.grace_cap);
-          actions.push_back(ArmTimerAction{TimerKind::kGrace, grace_at_});
-        }
-        return actions;
-      }
-      if (by_signal) {
-        stop_requests_ += 1;
-        // A second SIGINT/SIGTERM means "now": no more grace.
-        if (stop_reason_ != StopReason::kSignal) stop_reason_ = StopReason::kSignal;
-        if (stop_requests_ >= 2) {
-          launchers_held_ = false;  // SIGKILL ends paused processes too
-          launcher_released_ = false;
-          return {
-              Note(LogLevel::kWarning, "event=stop_escalated detail=\"second stop request: SIGKILL to the group now\""),
-              CancelTimerAction{TimerKind::kGrace}, CancelTimerAction{TimerKind::kLauncher}, KillGroupAction{},
-              ArmTimerAction{TimerKind::kKill, now + job_.signals.kill_timeout}};
-        }
-      }
-      return {};
+      return StopWhileStopping(e, now);
     case Phase::kRunning:
-      break;
+      return StopTheTrainer(e, now);
     case Phase::kFinished:
       return {};
   }
+  return {};
+}
+
+// Waiting to restart: a signal or the budget ends the run, a notice drains it.
+std::vector<Action> Fsm::StopInBackoff(const StopRequestedEvent& e, TimePoint now) {
+  if (e.reason == StopReason::kSignal) {
+    return Finish(ExitCode::kStopped, "stopped on request while waiting to restart; the job is resumable",
+                  {CancelTimerAction{TimerKind::kBackoff}});
+  }
+  if (e.reason == StopReason::kNotice) {
+    return Drain(now,
+                 Note(LogLevel::kWarning,
+                      "event=drained reason=notice detail=\"notice during backoff; no new trainer is started\""),
+                 {CancelTimerAction{TimerKind::kBackoff}});
+  }
+  if (e.reason == StopReason::kBudget) {
+    return Finish(ExitCode::kBudget, "the cost budget is exhausted while waiting to restart",
+                  {CancelTimerAction{TimerKind::kBackoff}});
+  }
+  return {};
+}
+
+// No trainer yet and nothing of ours in flight: a stop acts at once. The group hears of it
+// (its coordinator takes back this node's join) unless nothing changes here.
+std::vector<Action> Fsm::StopWhileJoining(const StopRequestedEvent& e, TimePoint now) {
+  const bool by_signal = e.reason == StopReason::kSignal;
+  std::vector<Action> actions{CancelTimerAction{TimerKind::kJoin}};
+  if (by_signal || e.reason == StopReason::kBudget || e.reason == StopReason::kNotice) {
+    actions.push_back(PublishStopAction{std::string(ReasonName(e.reason)) + ": " + e.detail, e.grace_cap});
+  }
+  if (by_signal) {
+    return Finish(ExitCode::kStopped, "stopped on request before the trainer started; the job is resumable",
+                  std::move(actions));
+  }
+  if (e.reason == StopReason::kBudget) {
+    return Finish(ExitCode::kBudget, "the cost budget is exhausted; the trainer was not started again",
+                  std::move(actions));
+  }
+  if (e.reason == StopReason::kNotice) {
+    return Drain(now,
+                 Note(LogLevel::kWarning,
+                      "event=drained reason=notice detail=\"notice before the trainer started; not starting it\""),
+                 std::move(actions));
+  }
+  return {};
+}
+
+// A stop while the trainer is already stopping: a notice outranks a hang's stop, and a
+// second SIGINT/SIGTERM means "now".
+std::vector<Action> Fsm::StopWhileStopping(const StopRequestedEvent& e, TimePoint now) {
+  const bool by_signal = e.reason == StopReason::kSignal;
+  if (e.reason == StopReason::kNotice && stop_reason_ == StopReason::kHang) {
+    // The machine is going away: the hung trainer's end is a drain, not a restart, and
+    // the notice's deadline may be nearer than the hang stop's grace.
+    stop_reason_ = StopReason::kNotice;
+    std::vector<Action> actions{
+        Note(LogLevel::kWarning, "event=stop_reason_changed from=hang to=notice detail=\"" + e.detail + "\"")};
+    if (e.grace_cap && now + *e.grace_cap < grace_at_) {
+      grace_at_ = now + std::max(milliseconds(0), *e.grace_cap);
+      actions.push_back(ArmTimerAction{TimerKind::kGrace, grace_at_});
+    }
+    return actions;
+  }
+  if (by_signal) {
+    stop_requests_ += 1;
+    // A second SIGINT/SIGTERM means "now": no more grace.
+    if (stop_reason_ != StopReason::kSignal) stop_reason_ = StopReason::kSignal;
+    if (stop_requests_ >= 2) {
+      launchers_held_ = false;  // SIGKILL ends paused processes too
+      launcher_released_ = false;
+      return {Note(LogLevel::kWarning, "event=stop_escalated detail=\"second stop request: SIGKILL to the group now\""),
+              CancelTimerAction{TimerKind::kGrace}, CancelTimerAction{TimerKind::kLauncher}, KillGroupAction{},
+              ArmTimerAction{TimerKind::kKill, now + job_.signals.kill_timeout}};
+    }
+  }
+  return {};
+}
+
+// The running trainer is asked to stop: the group first, then the signal and its grace.
+std::vector<Action> Fsm::StopTheTrainer(const StopRequestedEvent& e, TimePoint now) {
+  const bool by_signal = e.reason == StopReason::kSignal;
   phase_ = Phase::kStopping;
   stop_reason_ = e.reason;
   stop_detail_ = e.detail;

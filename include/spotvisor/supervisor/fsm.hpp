@@ -235,6 +235,10 @@ class Fsm {
   std::vector<Action> OnSpawnFailed(const SpawnFailedEvent& e, TimePoint now);
   std::vector<Action> OnChildExited(const ChildExitedEvent& e, TimePoint now);
   std::vector<Action> OnStopRequested(const StopRequestedEvent& e, TimePoint now);
+  std::vector<Action> StopInBackoff(const StopRequestedEvent& e, TimePoint now);
+  std::vector<Action> StopWhileJoining(const StopRequestedEvent& e, TimePoint now);
+  std::vector<Action> StopWhileStopping(const StopRequestedEvent& e, TimePoint now);
+  std::vector<Action> StopTheTrainer(const StopRequestedEvent& e, TimePoint now);
   std::vector<Action> OnCheckpointRequested(const CheckpointRequestedEvent& e);
   std::vector<Action> OnNoticeCleared(TimePoint now);
   std::vector<Action> OnTimer(const TimerFiredEvent& e, TimePoint now);
