@@ -1,5 +1,5 @@
 // The driver's effects on the world behind one seam (leveldb's Env, ninja's CommandRunner):
-// the clock, starting the trainer and learning that it ended, signalling its processes, a
+// the steady and wall clocks, starting the trainer and learning that it ended, signalling its processes, a
 // previous supervisor's leftovers, and the preemption watcher. PosixHost (posix_host.hpp) is
 // the real one; tests script a fake one and run the driver in-process. Every call and every
 // callback happens on the driver's io thread.
