@@ -10,6 +10,7 @@ Prints Markdown tables (with the command line) for docs/BENCHMARKS.md. Standard 
 only; run from the repository root after a build:
 
     /usr/bin/python3 tests/bench/supervise_bench.py [--build build] [--restarts 300] [--idle-seconds 60]
+    /usr/bin/python3 tests/bench/supervise_bench.py --compare BUILD... [--idle-seconds 60]   # idle A/B
 """
 import argparse
 import os
@@ -141,6 +142,25 @@ def idle_torchrun(seconds, tmp):
                          "/bin/sleep", "100000"], seconds, settle=8, cwd=tmp)
 
 
+def idle_compare(builds, seconds, tmp):
+    """Idle RSS and CPU of several builds' spotvisor, all running at once (same machine, same
+    minute): an A/B across commits (issue 25). Rows: build directory, its --version, RSS, CPU."""
+    from concurrent.futures import ThreadPoolExecutor
+    def one(i_build):
+        i, build = i_build
+        os.makedirs(f"{tmp}/ab{i}")
+        return measure_idle([os.path.join(build, "spotvisor"), "run", "--state-dir", f"{tmp}/ab{i}/idle-state",
+                             "--log-level", "warning", "--", "/bin/sleep", "100000"], seconds, settle=2)
+    with ThreadPoolExecutor(len(builds)) as pool:
+        results = list(pool.map(one, enumerate(builds)))
+    rows = []
+    for build, (rss, cpu) in zip(builds, results):
+        version = subprocess.run([os.path.join(build, "spotvisor"), "--version"], capture_output=True,
+                                 text=True).stdout.strip()
+        rows.append((build, version, rss, cpu))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -148,11 +168,22 @@ def main():
     ap.add_argument("--torchrun-restarts", type=int, default=5)
     ap.add_argument("--idle-seconds", type=float, default=60)
     ap.add_argument("--only", choices=["restart", "idle"], default=None)
+    ap.add_argument("--compare", nargs="+", metavar="BUILD",
+                    help="idle only: these builds' spotvisor side by side, nothing else")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     helper = os.path.join(build, "tests", "spotvisor_child_helper")
     cmd = "/usr/bin/python3 tests/bench/supervise_bench.py " + " ".join(sys.argv[1:])
     with tempfile.TemporaryDirectory() as tmp:
+        if args.compare:
+            print(f"### Idle cost while supervising `sleep`, builds side by side ({args.idle_seconds:.0f} s window)\n")
+            print(f"`{cmd}`\n")
+            print("| build | version | RSS | CPU s / min |")
+            print("|---|---|---|---|")
+            for build, version, rss, cpu in idle_compare(args.compare, args.idle_seconds, tmp):
+                print(f"| {build} | {version} | {rss:.1f} MiB | {cpu:.3f} |")
+            print()
+            return
         if args.only in (None, "restart"):
             sv = spotvisor_restarts(build, helper, args.restarts, tmp)
             tr = torchrun_restarts(helper, args.torchrun_restarts, tmp)
