@@ -101,6 +101,11 @@ SPOTVISOR_OPENSSL(void, SSL_set_bio, (SSL * ssl, BIO* rbio, BIO* wbio), (ssl, rb
 SPOTVISOR_OPENSSL(int, SSL_set_ex_data, (SSL * ssl, int idx, void* data), (ssl, idx, data))
 SPOTVISOR_OPENSSL(int, SSL_write, (SSL * ssl, const void* buf, int num), (ssl, buf, num))
 SPOTVISOR_OPENSSL(const SSL_METHOD*, TLS_client_method, (void), ())
+// Referenced by Asio's ssl::context for the methods this client never asks for; an
+// unoptimized build keeps those references, so they need their lines too.
+SPOTVISOR_OPENSSL(const SSL_METHOD*, TLS_method, (void), ())
+SPOTVISOR_OPENSSL(const SSL_METHOD*, TLS_server_method, (void), ())
+SPOTVISOR_OPENSSL(EVP_PKEY*, d2i_PrivateKey_bio, (BIO * bp, EVP_PKEY** a), (bp, a))
 SPOTVISOR_OPENSSL(int, X509_STORE_add_cert, (X509_STORE * store, X509* x), (store, x))
 SPOTVISOR_OPENSSL(int, X509_VERIFY_PARAM_set1_ip_asc, (X509_VERIFY_PARAM * param, const char* ip), (param, ip))
 SPOTVISOR_OPENSSL(int, X509_check_private_key, (const X509* x, const EVP_PKEY* key), (x, key))

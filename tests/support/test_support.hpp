@@ -2,6 +2,7 @@
 // fixed sleeps, and running the real spotvisor binary as a subprocess.
 #pragma once
 
+#include <sys/prctl.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -72,6 +73,16 @@ class NotifySocket {
 
  private:
   int fd_ = -1;  // owned
+};
+
+// This process adopts orphaned grandchildren while it lives, as `spotvisor run` does
+// (PR_SET_CHILD_SUBREAPER), so that a test's child table reaps them, not the test's init.
+class Subreaper {
+ public:
+  Subreaper() { prctl(PR_SET_CHILD_SUBREAPER, 1); }
+  ~Subreaper() { prctl(PR_SET_CHILD_SUBREAPER, 0); }
+  Subreaper(const Subreaper&) = delete;
+  Subreaper& operator=(const Subreaper&) = delete;
 };
 
 }  // namespace spotvisor::testing

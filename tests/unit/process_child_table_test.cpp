@@ -5,7 +5,6 @@
 // table holds the program's only wait for any child.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -28,6 +27,7 @@ namespace {
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
+using testing::Subreaper;
 using testing::TempDir;
 using testing::WaitUntil;
 
@@ -71,15 +71,6 @@ class IoThread {
   asio::signal_set sigchld_{io, SIGCHLD};
   asio::executor_work_guard<asio::io_context::executor_type> guard_{asio::make_work_guard(io)};
   std::thread thread_;
-};
-
-// We adopt orphans while it lives, as the driver does (PR_SET_CHILD_SUBREAPER).
-class Subreaper {
- public:
-  Subreaper() { prctl(PR_SET_CHILD_SUBREAPER, 1); }
-  ~Subreaper() { prctl(PR_SET_CHILD_SUBREAPER, 0); }
-  Subreaper(const Subreaper&) = delete;
-  Subreaper& operator=(const Subreaper&) = delete;
 };
 
 SpawnSpec Shell(const std::string& script, const std::filesystem::path& workdir = "/") {

@@ -4,7 +4,6 @@
 // spawn failure that names the program, cancellation, and nothing left behind.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/prctl.h>
 
 #include <boost/asio/io_context.hpp>
 #include <fstream>
@@ -24,18 +23,9 @@ namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using testing::ProcessAlive;
 using testing::ReadFile;
+using testing::Subreaper;
 using testing::TempDir;
 using testing::WaitUntil;
-
-// Adopts the grandchildren whose parents exit, as `spotvisor run` does, so that they are
-// reaped by the table rather than by whatever init this test runs under.
-class Subreaper {
- public:
-  Subreaper() { prctl(PR_SET_CHILD_SUBREAPER, 1); }
-  ~Subreaper() { prctl(PR_SET_CHILD_SUBREAPER, 0); }
-  Subreaper(const Subreaper&) = delete;
-  Subreaper& operator=(const Subreaper&) = delete;
-};
 
 CommandSpec Shell(const std::string& script, std::chrono::milliseconds timeout = 10s,
                   const std::filesystem::path& workdir = "/") {
