@@ -13,7 +13,7 @@ namespace detail {
 
 void EtcdCoordinator::Propose(const ProposeResumeAction& proposal, AgreedHandler on_agreed) {
   on_finished_ = nullptr;  // the group did not finish: a peer stopped it
-  done_retry_.Cancel();
+  done_retry_->Cancel();
   pending_ = proposal;
   on_agreed_ = std::move(on_agreed);
   running_epoch_ = 0;
@@ -59,7 +59,7 @@ void EtcdCoordinator::PublishDone(FinishedHandler on_finished) {
     if (left_ || !on_finished_ || epoch != running_epoch_) return;
     if (!r) {
       Trouble("cannot tell the group that this node's trainer finished", r.error());
-      done_retry_.After(kRetry, [this] {
+      done_retry_->After(kRetry, [this] {
         if (on_finished_) PublishDone(std::move(on_finished_));
       });
       return;
@@ -101,7 +101,7 @@ void EtcdCoordinator::PublishJoin() {
                  if (!r) {
                    Trouble("cannot join epoch " + std::to_string(epoch), r.error());
                    if (join_epoch_ == epoch) join_epoch_ = previous;
-                   retry_.After(kRetry, [this] { PublishJoin(); });
+                   retry_->After(kRetry, [this] { PublishJoin(); });
                    return;
                  }
                  if (previous != 0 && previous != epoch) {

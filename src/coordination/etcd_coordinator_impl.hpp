@@ -21,8 +21,8 @@
 #include "spotvisor/etcd/watch.hpp"
 #include "spotvisor/log/log.hpp"
 #include "spotvisor/supervisor/coordinator.hpp"
+#include "spotvisor/util/clock.hpp"
 #include "spotvisor/util/host_name.hpp"
-#include "spotvisor/util/timer.hpp"
 
 namespace spotvisor::coordination::detail {
 
@@ -56,8 +56,8 @@ class EtcdCoordinator final : public Coordinator {
       : c_(job.coordination),
         base_(GroupPrefix(c_.prefix, job.job.name)),
         client_(std::move(client)),
-        retry_(io),
-        done_retry_(io),
+        retry_(SystemClock().MakeTimer(io)),
+        done_retry_(SystemClock().MakeTimer(io)),
         me_{c_.advertise, util::ShortHostName(), static_cast<std::int64_t>(getpid()), UnixMillisNow()} {}
 
   // coordinator.hpp's; Start and Leave in membership.cpp, Propose and PublishStop in
@@ -101,8 +101,8 @@ class EtcdCoordinator final : public Coordinator {
   const config::CoordinationSection& c_;  // not owned
   const std::string base_;                // <prefix>/<job>/
   std::unique_ptr<etcd::Client> client_;
-  Timer retry_;                                 // the next try after trouble
-  Timer done_retry_;                            // the next try of PublishDone's write
+  std::unique_ptr<Timer> retry_;                // the next try after trouble
+  std::unique_ptr<Timer> done_retry_;           // the next try of PublishDone's write
   MemberRecord me_;                             // what this node's member key says
   std::unique_ptr<etcd::LeaseKeeper> keeper_;   // keeps lease_ alive
   std::unique_ptr<etcd::SnapshotWatch> watch_;  // the view below

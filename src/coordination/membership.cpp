@@ -15,8 +15,8 @@ void EtcdCoordinator::Start(PeerStopHandler on_peer_stop) {
 void EtcdCoordinator::Leave(bool finished) {
   if (left_) return;
   left_ = true;
-  retry_.Cancel();
-  done_retry_.Cancel();
+  retry_->Cancel();
+  done_retry_->Cancel();
   watch_.reset();
   keeper_.reset();
   if (lease_ == 0) return;
@@ -38,7 +38,7 @@ void EtcdCoordinator::Register() {
     if (left_) return;
     if (!r) {
       Trouble("cannot reach etcd at " + Join(c_.etcd), r.error());
-      retry_.After(kRetry, [this] { Register(); });
+      retry_->After(kRetry, [this] { Register(); });
       return;
     }
     lease_ = r->id;
@@ -63,7 +63,7 @@ void EtcdCoordinator::OnLeaseLost(const Error& e) {
   lease_ = 0;
   keeper_.reset();
   claimed_ = false;
-  retry_.After(std::chrono::milliseconds(0), [this] { Register(); });
+  retry_->After(std::chrono::milliseconds(0), [this] { Register(); });
 }
 
 void EtcdCoordinator::ClaimRank() {
@@ -74,7 +74,7 @@ void EtcdCoordinator::ClaimRank() {
     if (!free) {
       Trouble("all " + std::to_string(c_.nodes) + " ranks are held; waiting for one to be free",
               Error{"coordination.nodes = " + std::to_string(c_.nodes)});
-      retry_.After(kRetry, [this] { ClaimRank(); });
+      retry_->After(kRetry, [this] { ClaimRank(); });
       return;
     }
     want = *free;
@@ -93,13 +93,13 @@ void EtcdCoordinator::ClaimRank() {
     if (left_ || claimed_) return;
     if (!r) {
       Trouble("cannot claim rank " + std::to_string(want), r.error());
-      retry_.After(kRetry, [this] { ClaimRank(); });
+      retry_->After(kRetry, [this] { ClaimRank(); });
       return;
     }
     if (!r->succeeded) {
       Trouble("rank " + std::to_string(want) + " is held by another node; waiting for it to be free",
               Error{"key " + MemberKey(base_, want)});
-      retry_.After(kRetry, [this] { ClaimRank(); });
+      retry_->After(kRetry, [this] { ClaimRank(); });
       return;
     }
     rank_ = want;

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "spotvisor/util/timer.hpp"
+#include "spotvisor/util/clock.hpp"
 
 namespace spotvisor::etcd {
 namespace {
@@ -21,21 +21,21 @@ struct LeaseKeeper::Impl : std::enable_shared_from_this<Impl> {
         id(lease),
         ttl(std::chrono::seconds(ttl_seconds)),
         lost(std::move(l)),
-        timer(c.transport().io()),
+        timer(SystemClock().MakeTimer(c.transport().io())),
         expiry(Clock::now() + ttl) {}
 
   Client& client;                   // the owner's
   std::int64_t id;                  // the lease
   Duration ttl;                     // as granted or last renewed
   std::function<void(Error)> lost;  // the owner's
-  Timer timer;                      // the next keepalive
+  std::unique_ptr<Timer> timer;     // the next keepalive
   Clock::time_point expiry;         // when the lease lapses without a renewal
   std::uint64_t renewals = 0;       // keepalives answered with a TTL
   bool stopped = false;             // destroyed or lost
 
   void Schedule(Duration delay) {
     auto weak = weak_from_this();
-    timer.After(delay, [weak] {
+    timer->After(delay, [weak] {
       if (auto self = weak.lock(); self && !self->stopped) self->Send();
     });
   }
@@ -63,7 +63,7 @@ struct LeaseKeeper::Impl : std::enable_shared_from_this<Impl> {
 
   void Lose(const std::string& why) {
     stopped = true;
-    timer.Cancel();
+    timer->Cancel();
     std::string message = "etcd lease " + std::to_string(id) + " lost: " + why;
     if (!last_error.empty()) message += " (last error: " + last_error + ")";
     if (lost) lost(Error{message});
@@ -78,7 +78,7 @@ LeaseKeeper::LeaseKeeper(Client& client, std::int64_t lease_id, std::int64_t ttl
 
 LeaseKeeper::~LeaseKeeper() {
   impl_->stopped = true;
-  impl_->timer.Cancel();
+  impl_->timer->Cancel();
 }
 
 void LeaseKeeper::Start() { impl_->Schedule(impl_->ttl / 3); }

@@ -8,7 +8,7 @@
 
 #include "line_stream.hpp"
 #include "spotvisor/etcd/wire.hpp"
-#include "spotvisor/util/timer.hpp"
+#include "spotvisor/util/clock.hpp"
 
 namespace spotvisor::etcd {
 namespace {
@@ -27,14 +27,14 @@ struct Watch::Impl : std::enable_shared_from_this<Impl> {
       : client(c),
         options(std::move(o)),
         handlers(std::move(h)),
-        retry(c.transport().io()),
+        retry(SystemClock().MakeTimer(c.transport().io())),
         next_revision(options.start_revision),
         member(c.transport().preferred()) {}
 
   Client& client;                      // the owner's; outlives the watch
   WatchOptions options;                // what to watch
   WatchHandlers handlers;              // the owner's
-  Timer retry;                         // the pause before reopening
+  std::unique_ptr<Timer> retry;        // the pause before reopening
   std::unique_ptr<LineStream> stream;  // the open stream, if any
   std::int64_t next_revision = 0;      // where the next stream starts (0: now)
   std::size_t member = 0;              // index of the member of the current stream
@@ -122,7 +122,7 @@ struct Watch::Impl : std::enable_shared_from_this<Impl> {
     if (handlers.connection) handlers.connection(false, why);
     if (stopped) return;
     auto weak = weak_from_this();
-    retry.After(pause, [weak] {
+    retry->After(pause, [weak] {
       if (auto s = weak.lock(); s && !s->stopped) s->Open();
     });
   }
@@ -139,7 +139,7 @@ Watch::Watch(Client& client, WatchOptions options, WatchHandlers handlers)
 
 Watch::~Watch() {
   impl_->stopped = true;
-  impl_->retry.Cancel();
+  impl_->retry->Cancel();
   impl_->stream.reset();
 }
 
@@ -149,13 +149,17 @@ std::int64_t Watch::next_revision() const { return impl_->next_revision; }
 
 struct SnapshotWatch::Impl : std::enable_shared_from_this<Impl> {
   Impl(Client& c, std::string p, SnapshotWatchHandlers h, Duration d)
-      : client(c), prefix(std::move(p)), handlers(std::move(h)), retry_delay(d), retry(c.transport().io()) {}
+      : client(c),
+        prefix(std::move(p)),
+        handlers(std::move(h)),
+        retry_delay(d),
+        retry(SystemClock().MakeTimer(c.transport().io())) {}
 
   Client& client;                  // the owner's; outlives this
   std::string prefix;              // what to follow
   SnapshotWatchHandlers handlers;  // the owner's
   Duration retry_delay;            // after a failed read
-  Timer retry;                     // schedules reads
+  std::unique_ptr<Timer> retry;    // schedules reads
   std::unique_ptr<Watch> watch;    // from the snapshot's revision + 1
   bool stopped = false;            // destroyed
 
@@ -176,7 +180,7 @@ struct SnapshotWatch::Impl : std::enable_shared_from_this<Impl> {
     if (handlers.connection) handlers.connection(false, why);
     if (stopped) return;
     auto weak = weak_from_this();
-    retry.After(retry_delay, [weak] {
+    retry->After(retry_delay, [weak] {
       if (auto self = weak.lock(); self && !self->stopped) self->Read();
     });
   }
@@ -190,7 +194,7 @@ struct SnapshotWatch::Impl : std::enable_shared_from_this<Impl> {
     h.compacted = [weak](std::int64_t) {
       auto self = weak.lock();
       if (!self || self->stopped) return;
-      self->retry.After(Duration(0), [weak] {  // not from inside the watch's own handler
+      self->retry->After(Duration(0), [weak] {  // not from inside the watch's own handler
         if (auto s = weak.lock(); s && !s->stopped) s->Read();
       });
     };
@@ -208,7 +212,7 @@ SnapshotWatch::SnapshotWatch(Client& client, std::string prefix, SnapshotWatchHa
 
 SnapshotWatch::~SnapshotWatch() {
   impl_->stopped = true;
-  impl_->retry.Cancel();
+  impl_->retry->Cancel();
   impl_->watch.reset();
 }
 

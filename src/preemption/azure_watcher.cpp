@@ -40,7 +40,7 @@ AzureWatcher::AzureWatcher(boost::asio::io_context& io, http::Endpoint endpoint,
                            const WatcherTuning& tuning)
     : client_(io, endpoint),
       ack_client_(io, endpoint),
-      timer_(io),
+      timer_(SystemClock().MakeTimer(io)),
       cfg_(cfg),
       tuning_(tuning),
       interval_(std::max(cfg.poll_interval, tuning.azure_min_interval)),
@@ -64,13 +64,13 @@ void AzureWatcher::OnStart() {
 void AzureWatcher::OnStop() {
   client_.Cancel();
   ack_client_.Cancel();
-  timer_.Cancel();
+  timer_->Cancel();
   ack_queue_.clear();
 }
 
 void AzureWatcher::Schedule(Duration delay, void (AzureWatcher::*step)()) {
   if (stopped()) return;
-  timer_.After(std::max(delay, Duration{0}), [this, step] { (this->*step)(); });
+  timer_->After(std::max(delay, Duration{0}), [this, step] { (this->*step)(); });
 }
 
 void AzureWatcher::FetchVmName() {

@@ -13,7 +13,7 @@
 
 #include "spotvisor/http/http_client.hpp"
 #include "spotvisor/preemption/notice_parsers.hpp"
-#include "spotvisor/util/timer.hpp"
+#include "spotvisor/util/clock.hpp"
 #include "watcher_support.hpp"
 
 namespace spotvisor::preemption {
@@ -39,7 +39,7 @@ class AzureWatcher final : public WatcherBase {
 
   http::HttpClient client_;                                    // polls
   http::HttpClient ack_client_;                                // acknowledgements, so they never wait for a poll
-  Timer timer_;                                                // the next poll (or name lookup)
+  std::unique_ptr<Timer> timer_;                               // the next poll (or name lookup)
   config::ProviderSection cfg_;                                // types, name, interval, acknowledge
   WatcherTuning tuning_;                                       // first-call timeout, minimum interval
   Duration interval_;                                          // effective poll interval

@@ -22,7 +22,7 @@ constexpr const char* kSlot = "file";
 }  // namespace
 
 FileWatcher::FileWatcher(boost::asio::io_context& io, const config::ProviderSection& cfg)
-    : timer_(io), cfg_(cfg), condition_("file", cfg.file.string()) {}
+    : timer_(SystemClock().MakeTimer(io)), cfg_(cfg), condition_("file", cfg.file.string()) {}
 
 void FileWatcher::OnStart() {
   Log(LogLevel::kInfo, "event=watcher_start provider=file path=" + Quote(cfg_.file.string()) +
@@ -30,7 +30,7 @@ void FileWatcher::OnStart() {
   Poll();
 }
 
-void FileWatcher::OnStop() { timer_.Cancel(); }
+void FileWatcher::OnStop() { timer_->Cancel(); }
 
 void FileWatcher::Poll() {
   std::error_code ec;
@@ -46,7 +46,7 @@ void FileWatcher::Poll() {
     if (!Emit(kSlot, Read(ec ? std::filesystem::file_time_type{} : mtime))) return;
   }
   if (stopped()) return;
-  timer_.After(cfg_.poll_interval, [this] { Poll(); });
+  timer_->After(cfg_.poll_interval, [this] { Poll(); });
 }
 
 Notice FileWatcher::Read(const std::filesystem::file_time_type& mtime) {

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "spotvisor/util/timer.hpp"
+#include "spotvisor/util/clock.hpp"
 #include "watcher_support.hpp"
 
 namespace spotvisor::preemption {
@@ -20,9 +20,9 @@ class FileWatcher final : public WatcherBase {
   void Poll();
   Notice Read(const std::filesystem::file_time_type& mtime);
 
-  Timer timer_;                  // the next look
-  config::ProviderSection cfg_;  // file, interval, window
-  ConditionLog condition_;       // unreadable path, bad content
+  std::unique_ptr<Timer> timer_;  // the next look
+  config::ProviderSection cfg_;   // file, interval, window
+  ConditionLog condition_;        // unreadable path, bad content
 };
 
 }  // namespace spotvisor::preemption

@@ -55,7 +55,7 @@ GcpWatcher::Subscription::Subscription(boost::asio::io_context& io, const http::
                                        std::string key_path, Duration backoff_base, Duration backoff_max)
     : key(std::move(key_path)),
       client(io, endpoint),
-      timer(io),
+      timer(SystemClock().MakeTimer(io)),
       condition("gcp", key),
       backoff(backoff_base, backoff_max) {}
 
@@ -78,7 +78,7 @@ void GcpWatcher::OnStart() {
 void GcpWatcher::OnStop() {
   for (auto& sub : subs_) {
     sub->client.Cancel();
-    sub->timer.Cancel();
+    sub->timer->Cancel();
   }
 }
 
@@ -180,7 +180,7 @@ void GcpWatcher::Hidden(Subscription& sub) {
 
 void GcpWatcher::Retry(Subscription& sub, Duration delay) {
   if (stopped()) return;
-  sub.timer.After(std::max(delay, Duration{0}), [this, &sub] { Request(sub); });
+  sub.timer->After(std::max(delay, Duration{0}), [this, &sub] { Request(sub); });
 }
 
 }  // namespace spotvisor::preemption

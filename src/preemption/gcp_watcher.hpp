@@ -10,7 +10,7 @@
 #include <string>
 
 #include "spotvisor/http/http_client.hpp"
-#include "spotvisor/util/timer.hpp"
+#include "spotvisor/util/clock.hpp"
 #include "watcher_support.hpp"
 
 namespace spotvisor::preemption {
@@ -29,7 +29,7 @@ class GcpWatcher final : public WatcherBase {
                  Duration backoff_base, Duration backoff_max);
     std::string key;                // e.g. "instance/preempted"
     http::HttpClient client;        // its own connection: a long-poll holds it
-    Timer timer;                    // delay before the next request
+    std::unique_ptr<Timer> timer;   // delay before the next request
     ConditionLog condition;         // state of this key's endpoint
     Backoff backoff;                // after errors other than 503
     std::string etag;               // last ETag seen; empty = plain GET next

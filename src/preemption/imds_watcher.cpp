@@ -38,7 +38,7 @@ bool PlausibleToken(std::string_view token) {
 ImdsWatcher::ImdsWatcher(boost::asio::io_context& io, http::Endpoint endpoint, const config::ProviderSection& cfg,
                          const WatcherTuning& tuning, ImdsDialect dialect)
     : client_(io, std::move(endpoint)),
-      timer_(io),
+      timer_(SystemClock().MakeTimer(io)),
       cfg_(cfg),
       tuning_(tuning),
       dialect_(std::move(dialect)),
@@ -57,7 +57,7 @@ void ImdsWatcher::OnStart() {
 
 void ImdsWatcher::OnStop() {
   client_.Cancel();
-  timer_.Cancel();
+  timer_->Cancel();
 }
 
 void ImdsWatcher::Poll() {
@@ -185,7 +185,7 @@ void ImdsWatcher::EndRound(bool ok) {
   } else {
     delay = backoff_.Next();
   }
-  timer_.After(delay, [this] { Poll(); });
+  timer_->After(delay, [this] { Poll(); });
 }
 
 }  // namespace spotvisor::preemption

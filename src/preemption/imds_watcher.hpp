@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "spotvisor/http/http_client.hpp"
-#include "spotvisor/util/timer.hpp"
+#include "spotvisor/util/clock.hpp"
 #include "watcher_support.hpp"
 
 namespace spotvisor::preemption {
@@ -50,7 +50,7 @@ class ImdsWatcher final : public WatcherBase {
   void EndRound(bool ok);  // schedule the next round
 
   http::HttpClient client_;                     // one kept-alive connection to the service
-  Timer timer_;                                 // the next round
+  std::unique_ptr<Timer> timer_;                // the next round
   config::ProviderSection cfg_;                 // intervals, TTL, fallback
   WatcherTuning tuning_;                        // backoff ceiling, refresh margin
   ImdsDialect dialect_;                         // paths and header names

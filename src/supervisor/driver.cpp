@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <csignal>
-#include <thread>
 #include <vector>
 
 #include "driver_impl.hpp"
@@ -37,31 +36,26 @@ Driver::Impl::Impl(const config::JobConfig& job, std::unique_ptr<checkpoint::Res
     : job_(job),
       selector_(selector ? std::move(selector) : checkpoint::MakeResumeSelector(job)),
       host_(host ? std::move(host) : MakePosixHost()),
-      signals_(io_),
-      workers_poll_(io_),
+      workers_poll_(host_->clock().MakeTimer(io_)),
       coordinator_(std::make_unique<LocalCoordinator>(job.coordination.master_port)) {
-  for (int signo : job_.signals.stop_on) signals_.add(signo);  // signals.stop_on: "stop"
-  if (!StopsOn(SIGUSR1)) signals_.add(SIGUSR1);                // else "checkpoint now"
-  for (auto kind : kTimerKinds) timers_.emplace(kind, asio::steady_timer(io_));
+  for (auto kind : kTimerKinds) timers_.emplace(kind, host_->clock().MakeTimer(io_));
 }
 
 int Driver::Impl::Run() {
   pid_t holder = 0;
-  auto lock = state::JobLock::Acquire(job_.telemetry.state_dir, &holder);
-  if (!lock) {
-    Log(LogLevel::kError, "event=refused reason=" + Quote(lock.error().message));
-    return holder != 0 ? Code(ExitCode::kLocked) : Code(ExitCode::kFailed);
+  auto files = host_->OpenState(job_, &holder);
+  if (!files && holder != 0) {
+    Log(LogLevel::kError, "event=refused reason=" + Quote(files.error().message));
+    return Code(ExitCode::kLocked);
   }
-  lock_.emplace(std::move(*lock));
-  auto journal = state::Journal::Open(job_.telemetry.state_dir);
-  if (!journal) {
-    Log(LogLevel::kCritical, "event=cannot_start reason=" + Quote(journal.error().message));
+  if (!files) {
+    Log(LogLevel::kCritical, "event=cannot_start reason=" + Quote(files.error().message));
     return Code(ExitCode::kFailed);
   }
-  journal_.emplace(std::move(*journal));
+  files_ = std::move(*files);
   if (!StopLeftovers()) return Code(ExitCode::kFailed);
   host_->Attach(io_);
-  fsm_.emplace(job_, RestoreCounters(journal_->state(), journal_->ReadAttempts(), WallMillis(), host_->Now()),
+  fsm_.emplace(job_, RestoreCounters(files_->state(), files_->ReadAttempts(), WallMillis(), host_->clock().Now()),
                static_cast<std::uint64_t>(getpid()) * 7919u);
   Log(LogLevel::kInfo, "event=supervisor_started pid=" + std::to_string(getpid()) +
                            " state_dir=" + Quote(job_.telemetry.state_dir.string()) +
@@ -77,11 +71,13 @@ int Driver::Impl::Run() {
     watcher_->Start([this](const preemption::Notice& n) { OnNotice(n); }, [this] { OnNoticeCleared(); });
   }
   for (auto& o : observers_) o->OnStart(*this);
-  WaitSignals();
+  std::vector<int> requests = job_.signals.stop_on;    // signals.stop_on: "stop"
+  if (!StopsOn(SIGUSR1)) requests.push_back(SIGUSR1);  // else "checkpoint now"
+  host_->WatchSignals(requests, [this](int signo) { OnSignal(signo); });
   coordinator_->Start(
       [this](StopRequestedEvent stop) { asio::post(io_, [this, stop = std::move(stop)] { Dispatch(stop); }); });
   Dispatch(StartEvent{});
-  io_.run();
+  host_->clock().Run(io_);
   // A selection still running now is stuck (a hung mount: checkpoints.select_timeout
   // passed) or no longer wanted (a drained validation at exit): waiting for it could hang
   // the exit, so its result is dropped and its thread left to finish alone.
@@ -99,7 +95,7 @@ void Driver::Impl::RequestCheckpoint(const std::string& detail) {
 
 // A child of a SIGKILLed supervisor died with it (PDEATHSIG), but its group may live on.
 bool Driver::Impl::StopLeftovers() {
-  const auto& child = journal_->state().child;
+  const auto& child = files_->state().child;
   if (!child) return true;
   auto pids = host_->Leftovers(*child);
   if (pids.empty()) return true;
@@ -109,11 +105,11 @@ bool Driver::Impl::StopLeftovers() {
   // The ladder (stop_ladder.hpp) decides; this only sends, polls and sleeps.
   StopLadder ladder(LeftoverLadder(job_.signals.on_notice, job_.signals.grace, job_.signals.kill_timeout));
   for (;;) {
-    const auto now = host_->Now();
+    const auto now = host_->clock().Now();
     const auto step = ladder.Next(host_->Leftovers(*child).empty(), now);
     if (step.move == StopLadder::Move::kSignal) host_->SignalGroup(child->pid, step.signo);
     if (step.move == StopLadder::Move::kWait) {
-      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(kLeftoverPoll, step.until - now));
+      host_->clock().Sleep(std::min<Duration>(kLeftoverPoll, std::chrono::ceil<Duration>(step.until - now)));
     }
     if (step.move == StopLadder::Move::kStopped) {
       Log(LogLevel::kInfo,
@@ -127,17 +123,13 @@ bool Driver::Impl::StopLeftovers() {
   return false;
 }
 
-void Driver::Impl::WaitSignals() {
-  signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
-    if (ec) return;  // cancelled at shutdown
-    if (!StopsOn(signo)) {
-      Dispatch(CheckpointRequestedEvent{"SIGUSR1 to spotvisor"});
-    } else {
-      for (auto& o : observers_) o->OnStopSignal(signo);
-      Dispatch(StopRequestedEvent{StopReason::kSignal, std::nullopt, config::SignalName(signo) + " to spotvisor"});
-    }
-    if (!finished_) WaitSignals();
-  });
+void Driver::Impl::OnSignal(int signo) {
+  if (!StopsOn(signo)) {
+    Dispatch(CheckpointRequestedEvent{"SIGUSR1 to spotvisor"});
+    return;
+  }
+  for (auto& o : observers_) o->OnStopSignal(signo);
+  Dispatch(StopRequestedEvent{StopReason::kSignal, std::nullopt, config::SignalName(signo) + " to spotvisor"});
 }
 
 bool Driver::Impl::StopsOn(int signo) const {
@@ -148,7 +140,7 @@ bool Driver::Impl::StopsOn(int signo) const {
 void Driver::Impl::Dispatch(const Event& event) {
   if (finished_) return;
   const Phase before = fsm_->phase();
-  for (const Action& action : fsm_->Handle(event, host_->Now())) {
+  for (const Action& action : fsm_->Handle(event, host_->clock().Now())) {
     std::visit([this](const auto& a) { Perform(a); }, action);
     if (finished_) break;
   }
@@ -160,15 +152,10 @@ void Driver::Impl::Dispatch(const Event& event) {
 }
 
 void Driver::Impl::Perform(const ArmTimerAction& a) {
-  auto& timer = timers_.at(a.kind);
-  timer.expires_at(a.at);
-  timer.async_wait([this, kind = a.kind](const boost::system::error_code& ec) {
-    if (ec) return;
-    Dispatch(TimerFiredEvent{kind});
-  });
+  timers_.at(a.kind)->At(a.at, [this, kind = a.kind] { Dispatch(TimerFiredEvent{kind}); });
 }
 
-void Driver::Impl::Perform(const CancelTimerAction& a) { timers_.at(a.kind).cancel(); }
+void Driver::Impl::Perform(const CancelTimerAction& a) { timers_.at(a.kind)->Cancel(); }
 
 void Driver::Impl::Perform(const AttemptEndedAction& a) {
   current_.ended_ms = WallMillis();
@@ -184,7 +171,7 @@ void Driver::Impl::Perform(const AttemptEndedAction& a) {
       "event=attempt_ended attempt=" + std::to_string(current_.attempt) + " outcome=" + current_.outcome +
           " status=" + Quote(Describe(a.status)) + " next=" + Quote(a.next) +
           (a.stopped_by.empty() ? std::string() : " stopped_by=" + Quote(a.stopped_by)));
-  if (Status s = journal_->AppendAttempt(current_); !s) JournalTrouble(s.error().message);
+  if (Status s = files_->AppendAttempt(current_); !s) JournalTrouble(s.error().message);
   for (auto& o : observers_) o->OnAttemptEnded(current_);
 }
 
@@ -202,11 +189,10 @@ void Driver::Impl::Shutdown(int code, const std::string& message) {
   persisted_.last_exit_message = message;
   const LogLevel level = code == 0 || code == job_.job.stop_exit_code ? LogLevel::kInfo : LogLevel::kError;
   Log(level, "event=exit code=" + std::to_string(code) + " message=" + Quote(message));
-  for (auto& [kind, timer] : timers_) timer.cancel();
-  workers_poll_.cancel();
+  for (auto& [kind, timer] : timers_) timer->Cancel();
+  workers_poll_->Cancel();
   if (watcher_) watcher_->Stop();
   coordinator_->Leave(code == Code(ExitCode::kDone));
-  signals_.cancel();
   host_->Detach();
   for (auto& relay : relays_) relay->Drain(kOutputDrain);  // the group is gone: EOF is near
   SaveState(/*force=*/true);
@@ -214,17 +200,17 @@ void Driver::Impl::Shutdown(int code, const std::string& message) {
 }
 
 void Driver::Impl::SaveState(bool force) {
-  if (!journal_ || !fsm_) return;
+  if (!files_ || !fsm_) return;
   state::PersistedState s = persisted_;
   s.job = job_.job.name;
-  StoreCounters(fsm_->counters(), WallMillis(), host_->Now(), s);
+  StoreCounters(fsm_->counters(), WallMillis(), host_->clock().Now(), s);
   s.phase = PhaseName(fsm_->phase());
-  if (!force && SameForTheJournal(s, journal_->state())) return;
+  if (!force && SameForTheJournal(s, files_->state())) return;
   // Mid-run saves are atomic but not fsynced (attempts.jsonl is the durable record and a
   // power cut leaves no process to find); the last one is durable.
-  const std::size_t held = journal_->unwritten_attempts();
-  Status st = journal_->Save(s, force ? Durability::kDurable : Durability::kAtomicOnly);
-  if (st) st = journal_->FlushAttempts();  // attempt lines a full or read-only dir refused
+  const std::size_t held = files_->unwritten_attempts();
+  Status st = files_->Save(s, force ? Durability::kDurable : Durability::kAtomicOnly);
+  if (st) st = files_->FlushAttempts();  // attempt lines a full or read-only dir refused
   if (!st) {
     JournalTrouble(st.error().message);
   } else if (journal_trouble_) {

@@ -6,8 +6,6 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -17,12 +15,12 @@
 
 #include "selection_worker.hpp"
 #include "spotvisor/process/output_relay.hpp"
-#include "spotvisor/state/job_lock.hpp"
 #include "spotvisor/state/journal.hpp"
 #include "spotvisor/supervisor/coordinator.hpp"
 #include "spotvisor/supervisor/driver.hpp"
 #include "spotvisor/supervisor/fsm.hpp"
 #include "spotvisor/supervisor/host.hpp"
+#include "spotvisor/util/clock.hpp"
 #include "spotvisor/util/result.hpp"
 
 namespace spotvisor::supervisor {
@@ -36,12 +34,11 @@ class Driver::Impl final : public RunControl {
   void SetCoordinator(std::unique_ptr<Coordinator> coordinator) { coordinator_ = std::move(coordinator); }
   void SetSlurmRestartCount(std::optional<int> count) { slurm_restart_count_ = count; }
   // The host's wall clock in Unix milliseconds (the journal's unit).
-  std::int64_t WallMillis() const {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(host_->WallNow().time_since_epoch()).count();
-  }
+  std::int64_t WallMillis() const { return UnixMillis(host_->clock().WallNow()); }
 
   // ---- RunControl ----
   boost::asio::io_context& io() override { return io_; }
+  Clock& clock() override { return host_->clock(); }
   const config::JobConfig& job() const override { return job_; }
   pid_t child_pid() const override { return trainer_ ? trainer_->pid() : 0; }
   process::ChildTable& children() override { return host_->children(); }
@@ -51,7 +48,7 @@ class Driver::Impl final : public RunControl {
  private:
   // driver.cpp
   bool StopLeftovers();
-  void WaitSignals();
+  void OnSignal(int signo);
   bool StopsOn(int signo) const;  // signo is in signals.stop_on
   void Dispatch(const Event& event);
   void Perform(const ArmTimerAction& a);
@@ -89,16 +86,14 @@ class Driver::Impl final : public RunControl {
   boost::asio::io_context io_;                                 // the one event loop; outlives the host
   std::shared_ptr<checkpoint::ResumeSelector> selector_;       // used by selections_ only
   std::unique_ptr<Host> host_;                                 // every effect on the world
-  boost::asio::signal_set signals_;                            // stop / checkpoint requests
-  std::map<TimerKind, boost::asio::steady_timer> timers_;      // armed by the Fsm
-  boost::asio::steady_timer workers_poll_;                     // waiting for a launcher's workers to stop
+  std::map<TimerKind, std::unique_ptr<Timer>> timers_;         // armed by the Fsm
+  std::unique_ptr<Timer> workers_poll_;                        // waiting for a launcher's workers to stop
   std::unique_ptr<preemption::Watcher> watcher_;               // null for provider none
   std::unique_ptr<Coordinator> coordinator_;                   // agrees on each start, hears the group's stops
   std::optional<preemption::Notice> notice_;                   // the stop notice being handled
   std::vector<std::shared_ptr<RunObserver>> observers_;        // see run_observer.hpp (shared with selections)
   std::vector<std::unique_ptr<process::OutputRelay>> relays_;  // trainers' output, until EOF
-  std::optional<state::JobLock> lock_;                         // held for our whole life
-  std::optional<state::Journal> journal_;                      // the job's memory
+  std::unique_ptr<StateFiles> files_;                          // the lock held, the journal: the job's memory
   std::optional<Fsm> fsm_;                                     // the policy
   state::PersistedState persisted_;                            // driver-owned parts of the state
   state::AttemptRecord current_;                               // the attempt in progress
@@ -109,7 +104,7 @@ class Driver::Impl final : public RunControl {
   bool journal_trouble_ = false;                               // state dir not writable
   bool finished_ = false;                                      // Exit performed
   int exit_code_ = Code(ExitCode::kFailed);                    // what Run returns
-  SelectionWorker selections_{io_};                            // last: abandoned first, before io_ goes
+  SelectionWorker selections_{io_, host_->clock()};            // last: abandoned first, before io_ goes
 };
 
 }  // namespace spotvisor::supervisor

@@ -10,7 +10,6 @@
 #include "driver_impl.hpp"
 #include "spotvisor/log/log.hpp"
 #include "spotvisor/preemption/time_format.hpp"
-#include "spotvisor/util/atomic_file.hpp"
 
 namespace spotvisor::supervisor {
 namespace {
@@ -58,7 +57,7 @@ void Driver::Impl::Perform(const PublishDoneAction&) {
 }
 
 void Driver::Impl::OnNotice(const preemption::Notice& n) {
-  const auto now = host_->WallNow();
+  const auto now = host_->clock().WallNow();
   std::optional<std::chrono::milliseconds> until_deadline;
   if (n.deadline) until_deadline = std::chrono::duration_cast<std::chrono::milliseconds>(*n.deadline - now);
   Log(LogLevel::kWarning, "event=notice provider=" + n.provider + " kind=" + n.kind +
@@ -113,12 +112,9 @@ void Driver::Impl::WriteNoticeFile(const preemption::Notice& n) {
                    {"action", ActionName(n.action)},
                    {"id", n.id},
                    {"detail", n.detail},
-                   {"received_at", preemption::FormatIso8601(host_->WallNow())}};
+                   {"received_at", preemption::FormatIso8601(host_->clock().WallNow())}};
   j["deadline"] = n.deadline ? nlohmann::json(preemption::FormatIso8601(*n.deadline)) : nlohmann::json(nullptr);
-  // Atomic (the trainer never reads half of it) but not fsynced: it sits between the
-  // notice and the signal, where an fsync costs tens of ms on a busy disk, and no one
-  // reads it after a power cut (it is removed before a resumed trainer starts).
-  if (Status s = WriteFileAtomically(NoticeFilePath(job_), j.dump(2) + "\n", Durability::kAtomicOnly); !s) {
+  if (Status s = files_->WriteNotice(j.dump(2) + "\n"); !s) {
     Log(LogLevel::kError, "event=notice_file_failed error=" + Quote(s.error().message));
   }
 }

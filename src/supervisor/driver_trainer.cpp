@@ -22,17 +22,21 @@ constexpr auto kWorkersPoll = std::chrono::milliseconds(100);  // a launcher's w
 }  // namespace
 
 void Driver::Impl::Perform(const SpawnAction& a) {
+  // The attempt's record from the start: a start that fails is an attempt of its own too.
+  current_ = state::AttemptRecord{};
+  current_.attempt = a.attempt;
+  current_.started_ms = WallMillis();
+  current_.slurm_restart_count = slurm_restart_count_;
+  if (a.resume) {
+    current_.resume_from = a.resume->path.string();
+    current_.resume_step = a.resume->step;
+  }
   auto spec = BuildSpawnSpec(job_, a);
   if (!spec) {
     asio::post(io_, [this, message = spec.error().message] { Dispatch(SpawnFailedEvent{message}); });
     return;
   }
-  if (job_.checkpoints.dir) {
-    std::error_code ec;
-    std::filesystem::create_directories(*job_.checkpoints.dir, ec);
-  }
-  std::error_code stale;
-  std::filesystem::remove(NoticeFilePath(job_), stale);  // a resumed trainer starts without a notice
+  files_->BeforeStart();  // a resumed trainer starts without a notice
   auto started = host_->Spawn(*spec, [this](ExitStatus status) { OnTrainerExited(status); });
   if (!started) {
     asio::post(io_, [this, message = started.error().message] { Dispatch(SpawnFailedEvent{message}); });
@@ -47,17 +51,9 @@ void Driver::Impl::Perform(const SpawnAction& a) {
                                                                for (auto& o : observers_) o->OnTrainerLine(line);
                                                              }));
   }
-  trainer_started_ = host_->Now();
+  trainer_started_ = host_->clock().Now();
   persisted_.child = trainer_->Identity();
-  current_ = state::AttemptRecord{};
-  current_.attempt = a.attempt;
-  current_.started_ms = WallMillis();
   current_.pid = pid;
-  current_.slurm_restart_count = slurm_restart_count_;
-  if (a.resume) {
-    current_.resume_from = a.resume->path.string();
-    current_.resume_step = a.resume->step;
-  }
   // The start and the child's identity are on disk before anyone hears of it: a supervisor
   // SIGKILLed now still counts this attempt and finds its trainer when it comes back.
   SaveState();
@@ -106,9 +102,8 @@ void Driver::Impl::Perform(const ReleaseLaunchersAction& a) {
 }
 
 void Driver::Impl::Perform(const WatchWorkersAction&) {
-  workers_poll_.expires_after(kWorkersPoll);
-  workers_poll_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || !trainer_ || fsm_->phase() != Phase::kStopping) return;
+  workers_poll_->After(kWorkersPoll, [this] {
+    if (!trainer_ || fsm_->phase() != Phase::kStopping) return;
     if (trainer_->WorkersGone()) {
       Dispatch(WorkersGoneEvent{});
     } else {
@@ -135,7 +130,7 @@ void Driver::Impl::OnTrainerExited(ExitStatus status) {
       "event=trainer_exited pid=" + std::to_string(trainer_->pid()) + " status=" + Quote(Describe(status)) +
           " uptime_ms=" +
           std::to_string(
-              std::chrono::duration_cast<std::chrono::milliseconds>(host_->Now() - trainer_started_).count()));
+              std::chrono::duration_cast<std::chrono::milliseconds>(host_->clock().Now() - trainer_started_).count()));
   if (!trainer_->GroupGone()) {
     Log(LogLevel::kWarning, "event=group_leftovers pgid=" + std::to_string(trainer_->pid()) +
                                 " detail=\"processes of the trainer's group outlived it: SIGKILL\"");
@@ -153,7 +148,7 @@ void Driver::Impl::OnTrainerExited(ExitStatus status) {
 void Driver::Impl::TrainerGone() {
   const ExitStatus status = *main_status_;
   trainer_.reset();
-  workers_poll_.cancel();
+  workers_poll_->Cancel();
   main_status_.reset();
   persisted_.child.reset();
   Dispatch(ChildExitedEvent{status});

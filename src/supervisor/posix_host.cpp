@@ -13,7 +13,10 @@
 #include <map>
 #include <optional>
 
+#include "child_environment.hpp"
 #include "spotvisor/process/child_table.hpp"
+#include "spotvisor/state/job_lock.hpp"
+#include "spotvisor/util/atomic_file.hpp"
 #include "trainer_signals.hpp"
 
 namespace spotvisor::supervisor {
@@ -53,6 +56,35 @@ class PosixTrainer final : public Trainer {
   process::ChildIdentity identity_;  // pid, start time, boot id
 };
 
+// The lock file, the journal and the notice file, on disk.
+class PosixStateFiles final : public StateFiles {
+ public:
+  PosixStateFiles(const config::JobConfig& job, state::JobLock lock, state::Journal journal)
+      : job_(job), lock_(std::move(lock)), journal_(std::move(journal)) {}
+  const state::PersistedState& state() const override { return journal_.state(); }
+  std::vector<state::AttemptRecord> ReadAttempts() const override { return journal_.ReadAttempts(); }
+  Status Save(const state::PersistedState& s, Durability durability) override { return journal_.Save(s, durability); }
+  Status AppendAttempt(const state::AttemptRecord& record) override { return journal_.AppendAttempt(record); }
+  Status FlushAttempts() override { return journal_.FlushAttempts(); }
+  std::size_t unwritten_attempts() const override { return journal_.unwritten_attempts(); }
+  // Atomic (the trainer never reads half of it) but not fsynced: it sits between the
+  // notice and the signal, where an fsync costs tens of ms on a busy disk, and no one
+  // reads it after a power cut (it is removed before a resumed trainer starts).
+  Status WriteNotice(const std::string& text) override {
+    return WriteFileAtomically(NoticeFilePath(job_), text, Durability::kAtomicOnly);
+  }
+  void BeforeStart() override {
+    std::error_code ec;
+    if (job_.checkpoints.dir) std::filesystem::create_directories(*job_.checkpoints.dir, ec);
+    std::filesystem::remove(NoticeFilePath(job_), ec);
+  }
+
+ private:
+  const config::JobConfig& job_;  // not owned
+  state::JobLock lock_;           // held until the driver lets go of these files
+  state::Journal journal_;        // state.json and attempts.jsonl
+};
+
 class PosixHost final : public Host {
  public:
   void Attach(asio::io_context& io) override {
@@ -70,14 +102,29 @@ class PosixHost final : public Host {
   void Detach() override {
     detached_ = true;
     if (children_) children_->cancel();
+    if (requests_) requests_->cancel();
     if (table_) table_->StopGroupWatches();
     exits_.clear();
   }
 
   process::ChildTable& children() override { return *table_; }
 
-  TimePoint Now() const override { return std::chrono::steady_clock::now(); }
-  std::chrono::system_clock::time_point WallNow() const override { return std::chrono::system_clock::now(); }
+  Clock& clock() override { return SystemClock(); }
+
+  void WatchSignals(const std::vector<int>& signos, std::function<void(int)> on_signal) override {
+    requests_.emplace(*io_);
+    for (int signo : signos) requests_->add(signo);
+    on_request_ = std::move(on_signal);
+    WaitRequests();
+  }
+
+  Result<std::unique_ptr<StateFiles>> OpenState(const config::JobConfig& job, pid_t* holder) override {
+    auto lock = state::JobLock::Acquire(job.telemetry.state_dir, holder);
+    if (!lock) return lock.error();
+    auto journal = state::Journal::Open(job.telemetry.state_dir);
+    if (!journal) return journal.error();
+    return std::unique_ptr<StateFiles>(std::make_unique<PosixStateFiles>(job, std::move(*lock), std::move(*journal)));
+  }
 
   Result<StartedTrainer> Spawn(const process::SpawnSpec& spec, ExitHandler on_exit) override {
     // Any thread may reap it: the handler runs on ours, after this call has set `pid`.
@@ -112,6 +159,14 @@ class PosixHost final : public Host {
     handler(FromWaitStatus(wait_status));
   }
 
+  void WaitRequests() {
+    requests_->async_wait([this](const boost::system::error_code& ec, int signo) {
+      if (ec || detached_) return;  // cancelled at shutdown
+      on_request_(signo);
+      if (!detached_) WaitRequests();  // a stop may have ended the run
+    });
+  }
+
   void WaitChildren() {
     children_->async_wait([this](const boost::system::error_code& ec, int) {
       if (ec) return;  // cancelled at shutdown
@@ -123,6 +178,8 @@ class PosixHost final : public Host {
   asio::io_context* io_ = nullptr;            // from Attach
   std::optional<process::ChildTable> table_;  // every child of the run; from Attach
   std::optional<asio::signal_set> children_;  // SIGCHLD
+  std::optional<asio::signal_set> requests_;  // WatchSignals's
+  std::function<void(int)> on_request_;       // WatchSignals's handler
   std::map<pid_t, ExitHandler> exits_;        // trainers whose main process still runs
   bool detached_ = false;                     // no more waiting, no more callbacks
 };

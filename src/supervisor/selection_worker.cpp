@@ -15,12 +15,18 @@ namespace spotvisor::supervisor {
 struct SelectionWorker::Shared {
   std::mutex mutex;
   std::condition_variable wake;
-  std::deque<std::pair<Work, Done>> jobs;  // not started yet
-  boost::asio::io_context* io = nullptr;   // null once abandoned
-  bool busy = false;                       // the thread is inside a job
+  struct Job {
+    Work work;
+    Done done;
+    std::shared_ptr<void> in_flight;  // the clock's BackgroundWork token
+  };
+  std::deque<Job> jobs;                   // not started yet
+  boost::asio::io_context* io = nullptr;  // null once abandoned
+  bool busy = false;                      // the thread is inside a job
 };
 
-SelectionWorker::SelectionWorker(boost::asio::io_context& io) : shared_(std::make_shared<Shared>()) {
+SelectionWorker::SelectionWorker(boost::asio::io_context& io, Clock& clock)
+    : clock_(clock), shared_(std::make_shared<Shared>()) {
   shared_->io = &io;
 }
 
@@ -30,7 +36,7 @@ void SelectionWorker::Post(Work work, Done done) {
   {
     std::lock_guard lock(shared_->mutex);
     if (shared_->io == nullptr) return;
-    shared_->jobs.emplace_back(std::move(work), std::move(done));
+    shared_->jobs.push_back(Shared::Job{std::move(work), std::move(done), clock_.BackgroundWork()});
   }
   shared_->wake.notify_one();
   if (!thread_.joinable()) thread_ = std::thread([shared = shared_] { Loop(shared); });
@@ -58,7 +64,7 @@ void SelectionWorker::Loop(const std::shared_ptr<Shared>& shared) {
   for (;;) {
     shared->wake.wait(lock, [&] { return shared->io == nullptr || !shared->jobs.empty(); });
     if (shared->io == nullptr) return;
-    auto [work, done] = std::move(shared->jobs.front());
+    auto [work, done, in_flight] = std::move(shared->jobs.front());
     shared->jobs.pop_front();
     shared->busy = true;
     lock.unlock();
@@ -69,6 +75,7 @@ void SelectionWorker::Loop(const std::shared_ptr<Shared>& shared) {
     if (shared->io == nullptr) return;
     boost::asio::post(*shared->io,
                       [done = std::move(done), result = std::move(result)]() mutable { done(std::move(result)); });
+    in_flight.reset();  // after the post: a virtual clock sees the answer before it moves on
   }
 }
 

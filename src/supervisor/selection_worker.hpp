@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "spotvisor/checkpoint/resume_selector.hpp"
+#include "spotvisor/util/clock.hpp"
 #include "spotvisor/util/result.hpp"
 
 namespace boost::asio {
@@ -24,8 +25,9 @@ class SelectionWorker {
   using Work = std::function<Result<checkpoint::Selection>()>;
   using Done = std::function<void(Result<checkpoint::Selection>)>;
 
-  // `io` receives every `done`; it must outlive the worker, not the abandoned thread.
-  explicit SelectionWorker(boost::asio::io_context& io);
+  // `io` receives every `done`; it must outlive the worker, not the abandoned thread. Each
+  // job holds `clock`'s BackgroundWork token until its `done` is posted.
+  SelectionWorker(boost::asio::io_context& io, Clock& clock);
   ~SelectionWorker();  // Abandon()
   SelectionWorker(const SelectionWorker&) = delete;
   SelectionWorker& operator=(const SelectionWorker&) = delete;
@@ -43,6 +45,7 @@ class SelectionWorker {
   struct Shared;
   static void Loop(const std::shared_ptr<Shared>& shared);
 
+  Clock& clock_;                    // time stands still for a virtual one while a job runs
   std::shared_ptr<Shared> shared_;  // with the thread, which may outlive this object
   std::thread thread_;              // started by the first Post
 };

@@ -68,6 +68,7 @@ class Control final : public supervisor::RunControl {
  public:
   explicit Control(const config::JobConfig& job) : job_(job) {}
   boost::asio::io_context& io() override { return io_; }
+  Clock& clock() override { return SystemClock(); }               // real files, real time
   process::ChildTable& children() override { return children_; }  // the watcher starts none
   const config::JobConfig& job() const override { return job_; }
   void RequestStop(supervisor::StopReason, const std::string&) override {}

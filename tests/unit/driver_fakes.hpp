@@ -1,21 +1,21 @@
 // The driver's effects, scripted for in-process tests (supervisor_driver_test.cpp): a fake
-// Host whose trainers exit when their script says (after a delay, or on a signal), a fake
-// watcher that delivers notices, a resume selector that finds step 20 once a trainer ran,
-// and a group that agrees at once. Everything they are asked to do is recorded.
+// Host in virtual time (support/virtual_clock.hpp) whose trainers exit when their script says
+// (after a delay, or on a signal), signals to spotvisor at scripted times, a fake watcher
+// that delivers notices, state files in memory that can refuse writes (a full disk), a
+// resume selector that finds step 20 once a trainer ran, and a group that agrees at once.
+// Everything they are asked to do is recorded, with the virtual time it happened at.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <csignal>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include "spotvisor/process/child_table.hpp"
 #include "spotvisor/supervisor/host.hpp"
-#include "support/log_capture.hpp"
-#include "support/test_support.hpp"
+#include "spotvisor/supervisor/posix_host.hpp"
+#include "support/virtual_clock.hpp"
 
 namespace spotvisor::supervisor::fake {
 
@@ -52,14 +52,14 @@ class FakeTrainer final : public Trainer {
   std::string KilledStates() const override { return std::to_string(pid_) + " fake S"; }
 
   void ExitMain(ExitStatus status);
-  void PollGroup(std::chrono::steady_clock::time_point deadline, std::function<void(bool gone)> done);
+  void PollGroup(SteadyTime deadline, std::function<void(bool gone)> done);
 
   FakeHost& host_;
   pid_t pid_;
   Script script_;
   bool main_exited_ = false;
   bool killed_ = false;
-  std::chrono::steady_clock::time_point exited_at_{};
+  SteadyTime exited_at_{};
 };
 
 class FakeWatcher final : public preemption::Watcher {
@@ -74,27 +74,86 @@ class FakeWatcher final : public preemption::Watcher {
   int acknowledged_ = 0;
 };
 
+// The journal and the notice file in memory. `full` makes every write fail, as a full or
+// read-only state dir does; what was refused is not recorded.
+class FakeStateFiles final : public StateFiles {
+ public:
+  const state::PersistedState& state() const override { return state_; }
+  std::vector<state::AttemptRecord> ReadAttempts() const override { return attempts_; }
+  Status Save(const state::PersistedState& s, Durability) override {
+    if (full) return Error{"state.json: No space left on device"};
+    state_ = s;
+    ++saves;
+    return Ok{};
+  }
+  Status AppendAttempt(const state::AttemptRecord& record) override {
+    held_.push_back(record);
+    return FlushAttempts();
+  }
+  Status FlushAttempts() override {
+    if (full && !held_.empty()) return Error{"attempts.jsonl: No space left on device"};
+    attempts_.insert(attempts_.end(), held_.begin(), held_.end());
+    held_.clear();
+    return Ok{};
+  }
+  std::size_t unwritten_attempts() const override { return held_.size(); }
+  Status WriteNotice(const std::string& text) override {
+    if (full) return Error{"notice.json: No space left on device"};
+    notice = text;
+    return Ok{};
+  }
+  void BeforeStart() override { notice.reset(); }
+
+  bool full = false;
+  int saves = 0;
+  std::optional<std::string> notice;  // the notice file, while there is one
+  state::PersistedState state_;
+  std::vector<state::AttemptRecord> attempts_;
+  std::vector<state::AttemptRecord> held_;  // refused by a full disk, written later
+};
+
 // Records every effect; plays the scripts in spawn order.
 class FakeHost final : public Host {
  public:
-  explicit FakeHost(std::vector<Script> scripts) : scripts_(std::move(scripts)) {}
+  explicit FakeHost(std::vector<Script> scripts, WallTime wall_start = std::chrono::system_clock::now())
+      : clock_(wall_start), scripts_(std::move(scripts)) {}
 
   void Attach(asio::io_context& io) override {
     io_ = &io;
     children_.emplace(io);
+    for (auto& [after, fn] : at) After(after, std::move(fn));
   }
+  std::vector<std::pair<milliseconds, std::function<void()>>> at;  // run at these virtual times after Attach
   void Detach() override { detached_ = true; }
   process::ChildTable& children() override { return *children_; }  // real: no observer here starts one
-  TimePoint Now() const override { return std::chrono::steady_clock::now(); }
-  // The real wall clock shifted by `wall_offset` (a test moves the host's idea of the date).
-  std::chrono::system_clock::time_point WallNow() const override {
-    return std::chrono::system_clock::now() + wall_offset;
+  Clock& clock() override { return clock_; }
+  // Delivers each of `signals_at` (a signal to spotvisor `after` the watch began) that the
+  // driver asked for.
+  void WatchSignals(const std::vector<int>& signos, std::function<void(int)> on_signal) override {
+    watched_signals_ = signos;
+    on_signal_ = std::move(on_signal);
+    for (const auto& [after, signo] : signals_at) {
+      After(after, [this, signo = signo] {
+        if (!detached_ && std::find(watched_signals_.begin(), watched_signals_.end(), signo) != watched_signals_.end())
+          on_signal_(signo);
+      });
+    }
   }
-  std::chrono::milliseconds wall_offset{0};
+  // The real files in the job's state dir (PosixHost's); with `state_in_memory`, files_.
+  Result<std::unique_ptr<StateFiles>> OpenState(const config::JobConfig& job, pid_t* holder) override {
+    if (!state_in_memory) return MakePosixHost()->OpenState(job, holder);
+    *holder = 0;
+    auto files = std::make_unique<FakeStateFiles>();
+    files_ = files.get();
+    return std::unique_ptr<StateFiles>(std::move(files));
+  }
+  bool state_in_memory = false;
+  FakeStateFiles* files_ = nullptr;  // with state_in_memory, from OpenState
 
   Result<StartedTrainer> Spawn(const process::SpawnSpec& spec, ExitHandler on_exit) override {
     if (spawns_.size() >= scripts_.size()) return Error{"the test scripted no further trainer"};
     spawns_.push_back(spec);
+    spawned_at_.push_back(clock_.elapsed());
     const Script& script = scripts_[spawns_.size() - 1];
     auto trainer = std::make_unique<FakeTrainer>(*this, 1000 + static_cast<pid_t>(spawns_.size()), script);
     live_ = trainer.get();
@@ -123,32 +182,41 @@ class FakeHost final : public Host {
     return std::unique_ptr<preemption::Watcher>(std::move(watcher));
   }
 
+  // Runs `fn` after `delay` of virtual time.
   void After(milliseconds delay, std::function<void()> fn) {
-    auto timer = std::make_shared<asio::steady_timer>(*io_, delay);
-    timer->async_wait([timer, fn = std::move(fn)](const boost::system::error_code& ec) {
-      if (!ec) fn();
-    });
+    timers_.push_back(clock_.MakeTimer(*io_));
+    timers_.back()->After(delay, std::move(fn));
   }
 
   // Whatever happens to the trainer's main process goes through here, once.
   void MainExited(FakeTrainer* trainer, ExitStatus status) {
     if (trainer != live_ || trainer->main_exited_ || detached_) return;
     trainer->main_exited_ = true;
-    trainer->exited_at_ = std::chrono::steady_clock::now();
+    trainer->exited_at_ = clock_.Now();
+    exited_at_.push_back(clock_.elapsed());
     auto handler = std::move(on_exit_);
     asio::post(*io_, [handler = std::move(handler), status] { handler(status); });
   }
 
+  testing::VirtualClock clock_;
+  std::vector<std::pair<milliseconds, int>> signals_at;  // signals to spotvisor, after the watch began
   std::vector<Script> scripts_;
   std::vector<process::SpawnSpec> spawns_;
+  std::vector<milliseconds> spawned_at_;                       // virtual time of each spawn
+  std::vector<milliseconds> exited_at_;                        // virtual time each main process ended
   std::vector<std::pair<int, config::SignalTarget>> signals_;  // what Send got
+  std::vector<milliseconds> signalled_at_;                     // when, in virtual time
   std::vector<std::pair<pid_t, int>> group_signals_;           // what SignalGroup got
   int group_kills_ = 0;
+  std::vector<milliseconds> killed_at_;  // virtual time of each KillGroup
   asio::io_context* io_ = nullptr;
   std::optional<process::ChildTable> children_;  // from Attach
   FakeTrainer* live_ = nullptr;                  // the newest trainer
   ExitHandler on_exit_;
   FakeWatcher* watcher_ = nullptr;
+  std::vector<int> watched_signals_;
+  std::function<void(int)> on_signal_;
+  std::vector<std::unique_ptr<Timer>> timers_;  // After's
   bool detached_ = false;
 };
 
@@ -157,6 +225,7 @@ inline void FakeTrainer::ExitMain(ExitStatus status) { host_.MainExited(this, st
 inline std::size_t FakeTrainer::Send(int signo, config::SignalTarget to, bool) {
   if (main_exited_) return 0;
   host_.signals_.emplace_back(signo, to);
+  host_.signalled_at_.push_back(host_.clock_.elapsed());
   if (script_.exits_on == signo) {
     host_.After(milliseconds(1), [this, s = script_.on_signal_status] { ExitMain(s); });
   }
@@ -165,25 +234,25 @@ inline std::size_t FakeTrainer::Send(int signo, config::SignalTarget to, bool) {
 
 inline std::size_t FakeTrainer::KillGroup() {
   ++host_.group_kills_;
+  host_.killed_at_.push_back(host_.clock_.elapsed());
   killed_ = true;
   if (!main_exited_) ExitMain(ExitStatus{0, SIGKILL});
   return 1;
 }
 
 inline bool FakeTrainer::GroupGone() {
-  return main_exited_ && (killed_ || std::chrono::steady_clock::now() - exited_at_ >= script_.group_lingers);
+  return main_exited_ && (killed_ || host_.clock_.Now() - exited_at_ >= script_.group_lingers);
 }
 
 // As the child table does: SIGKILL (through the host, so the test sees it) until gone.
 inline void FakeTrainer::AwaitGroupGone(milliseconds within, std::function<void(bool gone)> done) {
-  const auto deadline = std::chrono::steady_clock::now() + within;
+  const auto deadline = host_.clock_.Now() + within;
   asio::post(*host_.io_, [this, deadline, done = std::move(done)]() mutable { PollGroup(deadline, std::move(done)); });
 }
 
-inline void FakeTrainer::PollGroup(std::chrono::steady_clock::time_point deadline,
-                                   std::function<void(bool gone)> done) {
+inline void FakeTrainer::PollGroup(SteadyTime deadline, std::function<void(bool gone)> done) {
   if (host_.detached_) return;
-  if (GroupGone() || std::chrono::steady_clock::now() > deadline) {
+  if (GroupGone() || host_.clock_.Now() > deadline) {
     done(GroupGone());  // may end this trainer: nothing after it
     return;
   }
@@ -205,19 +274,12 @@ class SteppingSelector final : public checkpoint::ResumeSelector {
   int calls_ = 0;
 };
 
-// A drained supervisor waits for the machine to go; SIGTERM to spotvisor ends that wait (as
-// systemd does at shutdown). Sent once the log says drained.
-inline std::thread StopOnceDrained(const testing::LogCapture& log) {
-  return std::thread([&log] {
-    if (testing::WaitUntil([&log] { return log.Count("event=drained ") > 0; })) std::raise(SIGTERM);
-  });
-}
-
 // A group that agrees at once (epoch 1, 2, ...) and, once, tells of a peer's stop
 // `peer_stop_after` after the first agreement; records what this node publishes.
 class FakeCoordinator final : public Coordinator {
  public:
-  FakeCoordinator(asio::io_context& io, milliseconds peer_stop_after) : io_(io), after_(peer_stop_after) {}
+  FakeCoordinator(asio::io_context& io, Clock& clock, milliseconds peer_stop_after)
+      : timer_(clock.MakeTimer(io)), after_(peer_stop_after) {}
   void Start(PeerStopHandler on_peer_stop) override { on_peer_stop_ = std::move(on_peer_stop); }
   void Propose(const ProposeResumeAction& proposal, AgreedHandler on_agreed) override {
     GroupAgreedEvent agreed;
@@ -225,9 +287,8 @@ class FakeCoordinator final : public Coordinator {
     agreed.place = GroupPlace{1, 2, ++epoch_, "10.0.0.5", 29600};
     on_agreed(std::move(agreed));
     if (epoch_ == 1) {
-      auto timer = std::make_shared<asio::steady_timer>(io_, after_);
-      timer->async_wait([this, timer](const boost::system::error_code& ec) {
-        if (!ec) on_peer_stop_(StopRequestedEvent{StopReason::kPeer, std::nullopt, "node 0: notice: test"});
+      timer_->After(after_, [this] {
+        on_peer_stop_(StopRequestedEvent{StopReason::kPeer, std::nullopt, "node 0: notice: test"});
       });
     }
   }
@@ -237,7 +298,7 @@ class FakeCoordinator final : public Coordinator {
     finished_ = finished;
   }
 
-  asio::io_context& io_;
+  std::unique_ptr<Timer> timer_;  // the peer's stop
   milliseconds after_;
   std::uint64_t epoch_ = 0;
   PeerStopHandler on_peer_stop_;

@@ -1,6 +1,8 @@
 // The driver in-process, against the scripted fake Host of driver_fakes.hpp: no process is
-// started, no signal sent. What the driver does is read back from what the host recorded,
-// the journal it wrote and its exit code. Each run takes milliseconds.
+// started, no signal sent, no real timer set. Time is virtual: minutes of grace and backoff
+// pass as soon as nothing else is ready, so each run takes milliseconds of real time and its
+// times are exact. What the driver does is read back from what the host recorded (with the
+// virtual time of each effect), the journal it wrote and its exit code.
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
@@ -8,9 +10,9 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "spotvisor/config/loader.hpp"
+#include "spotvisor/preemption/time_format.hpp"
 #include "spotvisor/supervisor/driver.hpp"
 #include "support/log_capture.hpp"
 #include "support/test_support.hpp"
@@ -24,7 +26,6 @@ using fake::FakeCoordinator;
 using fake::FakeHost;
 using fake::Script;
 using fake::SteppingSelector;
-using fake::StopOnceDrained;
 using std::chrono::milliseconds;
 using testing::TempDir;
 
@@ -123,14 +124,13 @@ TEST_F(DriverTest, StopRequestReachesTheTrainerAndEndsResumable) {
   auto host = std::make_unique<FakeHost>(std::vector<Script>{
       {std::nullopt, {}, SIGTERM, ExitStatus{0, SIGTERM}, milliseconds(5)},
   });
+  // A notice drains the trainer; the drained supervisor then waits for the machine to go.
+  // SIGTERM to spotvisor ends that wait (as systemd does at shutdown): exit 75.
+  host->signals_at = {{std::chrono::minutes(10), SIGTERM}};
   FakeHost& fake = *host;
   testing::LogCapture log;
   Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
-  // A notice drains the trainer; the drained supervisor then waits for the machine to go.
-  // SIGTERM to spotvisor ends that wait (as systemd does at shutdown): exit 75.
-  std::thread stopper = StopOnceDrained(log);
   const int code = driver.Run();
-  stopper.join();
 
   EXPECT_EQ(code, Code(ExitCode::kStopped)) << log.Joined();
   ASSERT_EQ(fake.spawns_.size(), 1u);
@@ -148,12 +148,11 @@ TEST_F(DriverTest, ATrainerThatIgnoresTheStopIsKilledAtTheEndOfTheGrace) {
   auto host = std::make_unique<FakeHost>(std::vector<Script>{
       {std::nullopt, {}, 0, {}, milliseconds(5)},
   });
+  host->signals_at = {{std::chrono::minutes(10), SIGTERM}};  // the machine goes, long after the drain
   FakeHost& fake = *host;
   testing::LogCapture log;
   Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
-  std::thread stopper = StopOnceDrained(log);
   const int code = driver.Run();
-  stopper.join();
 
   EXPECT_EQ(code, Code(ExitCode::kStopped)) << log.Joined();
   EXPECT_EQ(fake.group_kills_, 1) << log.Joined();
@@ -164,8 +163,8 @@ TEST_F(DriverTest, ATrainerThatIgnoresTheStopIsKilledAtTheEndOfTheGrace) {
 // a host a day ahead writes attempts a day ahead.
 TEST_F(DriverTest, TheJournalsTimesComeFromTheHostsWallClock) {
   const auto job = Job();
-  auto host = std::make_unique<FakeHost>(std::vector<Script>{{milliseconds(5), ExitStatus{0, 0}}});
-  host->wall_offset = std::chrono::hours(24);
+  auto host = std::make_unique<FakeHost>(std::vector<Script>{{milliseconds(5), ExitStatus{0, 0}}},
+                                         std::chrono::system_clock::now() + std::chrono::hours(24));
   testing::LogCapture log;
   Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
   ASSERT_EQ(driver.Run(), Code(ExitCode::kDone)) << log.Joined();
@@ -212,6 +211,12 @@ TEST_F(DriverTest, SpawnFailuresUseUpTheFailureBudget) {
   const auto attempts = Attempts(budget_job);
   ASSERT_EQ(attempts.size(), 3u);
   for (const auto& line : attempts) EXPECT_NE(line.find("\"outcome\":\"spawn-failed\""), std::string::npos) << line;
+  // Each refused start is an attempt of its own, numbered, with no pid (none was started).
+  for (std::size_t i = 0; i < attempts.size(); ++i) {
+    const auto record = nlohmann::json::parse(attempts[i]);
+    EXPECT_EQ(record.at("attempt"), static_cast<int>(i + 1)) << attempts[i];
+    EXPECT_EQ(record.at("pid"), 0) << attempts[i];
+  }
 }
 
 // Multi-node (issue 14) through the driver: a peer's stop stops this trainer (exit 0 after
@@ -227,8 +232,8 @@ TEST_F(DriverTest, APeersStopRestartsTheTrainerInTheNextEpochWithoutCounting) {
   testing::LogCapture log;
   Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
   FakeCoordinator* group = nullptr;
-  ASSERT_TRUE(driver.UseCoordinator([&group](asio::io_context& io) -> Result<std::unique_ptr<Coordinator>> {
-    auto made = std::make_unique<FakeCoordinator>(io, milliseconds(20));
+  ASSERT_TRUE(driver.UseCoordinator([&group, &fake](asio::io_context& io) -> Result<std::unique_ptr<Coordinator>> {
+    auto made = std::make_unique<FakeCoordinator>(io, fake.clock(), milliseconds(20));
     group = made.get();
     return std::unique_ptr<Coordinator>(std::move(made));
   }));
@@ -253,6 +258,102 @@ TEST_F(DriverTest, APeersStopRestartsTheTrainerInTheNextEpochWithoutCounting) {
   EXPECT_TRUE(group->published_.empty()) << group->published_.front();
   EXPECT_EQ(group->left_, 1);
   EXPECT_TRUE(group->finished_);
+}
+
+// Virtual time: 90 s of grace, then SIGKILL, to the millisecond, in a test that takes
+// microseconds of real time.
+TEST_F(DriverTest, NinetySecondsOfGraceThenSigkillExactly) {
+  auto job = Job();
+  job.signals.grace = std::chrono::seconds(90);
+  job.signals.kill_timeout = std::chrono::seconds(30);
+  auto host = std::make_unique<FakeHost>(std::vector<Script>{{std::nullopt, {}, 0, {}}});  // ignores every signal
+  host->signals_at = {{std::chrono::minutes(5), SIGINT}};
+  FakeHost& fake = *host;
+  testing::LogCapture log;
+  Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
+  EXPECT_EQ(driver.Run(), Code(ExitCode::kStopped)) << log.Joined();
+
+  ASSERT_EQ(fake.signalled_at_.size(), 1u) << log.Joined();
+  EXPECT_EQ(fake.signals_[0].first, SIGTERM);
+  EXPECT_EQ(fake.signalled_at_[0], fake.spawned_at_[0] + std::chrono::minutes(5));
+  ASSERT_EQ(fake.killed_at_.size(), 1u) << log.Joined();
+  EXPECT_EQ(fake.killed_at_[0] - fake.signalled_at_[0], std::chrono::seconds(90));
+  EXPECT_GE(fake.clock_.elapsed(), std::chrono::minutes(6) + std::chrono::seconds(30));
+}
+
+// A crash is restarted after restart.backoff.initial, then twice that: the restart delays
+// are the Fsm's to the millisecond (no jitter here).
+TEST_F(DriverTest, RestartsComeAfterTheBackoffExactly) {
+  auto job = Job();
+  job.restart.backoff.initial = std::chrono::seconds(30);
+  job.restart.backoff.max = std::chrono::minutes(10);
+  auto host = std::make_unique<FakeHost>(std::vector<Script>{
+      {std::chrono::minutes(1), ExitStatus{1, 0}},
+      {std::chrono::minutes(1), ExitStatus{1, 0}},
+      {std::chrono::minutes(1), ExitStatus{0, 0}},
+  });
+  FakeHost& fake = *host;
+  testing::LogCapture log;
+  Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
+  EXPECT_EQ(driver.Run(), Code(ExitCode::kDone)) << log.Joined();
+
+  ASSERT_EQ(fake.spawned_at_.size(), 3u) << log.Joined();
+  ASSERT_EQ(fake.exited_at_.size(), 3u) << log.Joined();
+  EXPECT_EQ(fake.spawned_at_[1] - fake.exited_at_[0], std::chrono::seconds(30));
+  EXPECT_EQ(fake.spawned_at_[2] - fake.exited_at_[1], std::chrono::seconds(60));
+}
+
+// A drained machine that is still there after provider.drained_timeout resumes the job.
+TEST_F(DriverTest, ADrainedMachineThatStaysResumesAfterTheDrainedTimeout) {
+  auto job = Job();
+  job.provider.drained_timeout = std::chrono::minutes(15);
+  auto host = std::make_unique<FakeHost>(std::vector<Script>{
+      {std::nullopt, {}, SIGTERM, ExitStatus{0, SIGTERM}, std::chrono::minutes(2)},
+      {std::chrono::minutes(1), ExitStatus{0, 0}},
+  });
+  FakeHost& fake = *host;
+  testing::LogCapture log;
+  Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
+  EXPECT_EQ(driver.Run(), Code(ExitCode::kDone)) << log.Joined();
+
+  ASSERT_EQ(fake.spawned_at_.size(), 2u) << log.Joined();
+  EXPECT_EQ(fake.spawned_at_[1] - fake.exited_at_[0], std::chrono::minutes(15)) << log.Joined();
+  EXPECT_EQ(log.Count("event=drained_timeout"), 1) << log.Joined();
+  EXPECT_NE(fake.spawns_[1].argv.back(), "--train") << "resumed from the step the first trainer saved";
+}
+
+// The notice file gets the host's wall clock; the journal lives behind the host too: a full
+// state dir is said once, supervision goes on, and the attempts it refused are written, in
+// order, once it takes writes again.
+TEST_F(DriverTest, AFullStateDirLosesNoAttemptAndTheNoticeFileHasTheHostsTime) {
+  const auto job = Job();
+  const WallTime wall_start = std::chrono::sys_days{std::chrono::year{2026} / 12 / 3} + std::chrono::hours(9);
+  auto host = std::make_unique<FakeHost>(
+      std::vector<Script>{
+          {std::chrono::minutes(1), ExitStatus{1, 0}},
+          {std::nullopt, {}, SIGTERM, ExitStatus{0, SIGTERM}, std::chrono::minutes(3)},
+      },
+      wall_start);
+  host->state_in_memory = true;
+  host->signals_at = {{std::chrono::minutes(10), SIGTERM}};  // before provider.drained_timeout's 30 min
+  FakeHost& fake = *host;
+  fake.at = {{std::chrono::seconds(1), [&fake] { fake.files_->full = true; }},
+             {std::chrono::minutes(2), [&fake] { fake.files_->full = false; }}};
+  testing::LogCapture log;
+  Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
+  EXPECT_EQ(driver.Run(), Code(ExitCode::kStopped)) << log.Joined();
+
+  EXPECT_EQ(log.Count("event=state_write_failed"), 1) << log.Joined();
+  EXPECT_EQ(log.Count("event=state_writable_again"), 1) << log.Joined();
+  const auto& attempts = fake.files_->attempts_;
+  ASSERT_EQ(attempts.size(), 2u) << log.Joined();
+  EXPECT_EQ(attempts[0].outcome, "failed");
+  EXPECT_EQ(attempts[1].outcome, "preempted");
+  EXPECT_EQ(fake.files_->state().attempts, 2);
+  ASSERT_TRUE(fake.files_->notice.has_value()) << log.Joined();
+  const auto notice = nlohmann::json::parse(*fake.files_->notice);
+  const auto seen = fake.spawned_at_[1] + std::chrono::minutes(3);  // virtual time of the notice
+  EXPECT_EQ(notice.at("received_at"), preemption::FormatIso8601(wall_start + seen)) << notice.dump();
 }
 
 }  // namespace

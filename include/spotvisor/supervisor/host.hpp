@@ -1,8 +1,9 @@
 // The driver's effects on the world behind one seam (leveldb's Env, ninja's CommandRunner):
-// the steady and wall clocks, starting the trainer and learning that it ended, signalling its processes, a
-// previous supervisor's leftovers, and the preemption watcher. PosixHost (posix_host.hpp) is
-// the real one; tests script a fake one and run the driver in-process. Every call and every
-// callback happens on the driver's io thread.
+// the clock (time, timers, the loop), the signals sent to spotvisor, starting the trainer and
+// learning that it ended, signalling its processes, a previous supervisor's leftovers, the
+// preemption watcher, and the job's files in the state dir. PosixHost (posix_host.hpp) is the
+// real one; tests script a fake one and run the driver in-process, in virtual time. Every
+// call and every callback happens on the driver's io thread.
 #pragma once
 
 #include <sys/types.h>
@@ -18,7 +19,9 @@
 #include "spotvisor/preemption/watcher.hpp"
 #include "spotvisor/process/process_group.hpp"
 #include "spotvisor/process/spawn.hpp"
+#include "spotvisor/state/journal.hpp"
 #include "spotvisor/supervisor/fsm.hpp"
+#include "spotvisor/util/clock.hpp"
 #include "spotvisor/util/result.hpp"
 
 namespace boost::asio {
@@ -70,6 +73,25 @@ struct StartedTrainer {
   int stderr_fd = -1;
 };
 
+// The job's files in telemetry.state_dir while the job lock is held (state/job_lock.hpp,
+// state/journal.hpp): the journal, and the notice file the trainer may read.
+class StateFiles {
+ public:
+  virtual ~StateFiles() = default;
+  // What the previous supervisor left, as loaded or last saved.
+  virtual const state::PersistedState& state() const = 0;
+  virtual std::vector<state::AttemptRecord> ReadAttempts() const = 0;
+  virtual Status Save(const state::PersistedState& state, Durability durability) = 0;
+  // A record that cannot be written is kept and written before the next one or at Flush.
+  virtual Status AppendAttempt(const state::AttemptRecord& record) = 0;
+  virtual Status FlushAttempts() = 0;
+  virtual std::size_t unwritten_attempts() const = 0;
+  // Replaces the notice file (SPOTVISOR_NOTICE_FILE) atomically with `text`.
+  virtual Status WriteNotice(const std::string& text) = 0;
+  // Before each start: the checkpoint dir exists, the last attempt's notice file is gone.
+  virtual void BeforeStart() = 0;
+};
+
 class Host {
  public:
   using ExitHandler = std::function<void(ExitStatus)>;
@@ -83,10 +105,14 @@ class Host {
   // Where every other child of the run (hooks, mirror commands) is started and reaped;
   // from Attach on, for RunControl::children. Usable from any thread.
   virtual process::ChildTable& children() = 0;
-  // The steady clock every Fsm time point comes from (the driver's timers use it too).
-  virtual TimePoint Now() const = 0;
-  // The wall clock: notice deadlines, the notice file, the journal's times.
-  virtual std::chrono::system_clock::time_point WallNow() const = 0;
+  // Every time the run reads, every timer it sets, and the loop that runs them (the driver's
+  // io_context runs in clock().Run); observers get the same clock through RunControl.
+  virtual Clock& clock() = 0;
+  // From Attach until Detach: `on_signal` for each of `signos` that reaches spotvisor.
+  virtual void WatchSignals(const std::vector<int>& signos, std::function<void(int signo)> on_signal) = 0;
+  // Takes the job lock and opens the journal, before Attach. Another supervisor's lock is an
+  // Error naming it that sets *holder to its pid (-1 when unknown); *holder = 0 otherwise.
+  virtual Result<std::unique_ptr<StateFiles>> OpenState(const config::JobConfig& job, pid_t* holder) = 0;
   // Starts the trainer in its own process group; `on_exit` gets the main process's status
   // once, when it exits (the rest of its group may live on: see Trainer::GroupGone).
   virtual Result<StartedTrainer> Spawn(const process::SpawnSpec& spec, ExitHandler on_exit) = 0;

@@ -17,6 +17,7 @@
 #include "spotvisor/preemption/watcher.hpp"
 #include "spotvisor/state/journal.hpp"
 #include "spotvisor/supervisor/fsm.hpp"
+#include "spotvisor/util/clock.hpp"
 
 namespace boost::asio {
 class io_context;
@@ -34,6 +35,8 @@ class RunControl {
  public:
   virtual ~RunControl() = default;
   virtual boost::asio::io_context& io() = 0;
+  // The run's clock (the host's): read time and set timers with it, never std::chrono's.
+  virtual Clock& clock() = 0;
   virtual const config::JobConfig& job() const = 0;
   // reason: kHang (restart within the hang budget) or kBudget (exit 3) or kNotice.
   virtual void RequestStop(StopReason reason, const std::string& detail) = 0;
