@@ -11,6 +11,39 @@ bool EndsWith(std::string_view s, std::string_view tail) {
   return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
 }
 bool StartsWith(std::string_view s, std::string_view head) { return s.substr(0, head.size()) == head; }
+
+// Whole-text match of `glob`, where `*` is any run of characters (a name has no '/').
+bool GlobMatch(std::string_view glob, std::string_view text) {
+  std::size_t g = 0, t = 0, star = std::string_view::npos, resume = 0;
+  while (t < text.size()) {
+    if (g < glob.size() && glob[g] == '*') {
+      star = g++;
+      resume = t;
+    } else if (g < glob.size() && glob[g] == text[t]) {
+      ++g, ++t;
+    } else if (star != std::string_view::npos) {
+      g = star + 1;
+      t = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (g < glob.size() && glob[g] == '*') ++g;
+  return g == glob.size();
+}
+
+// The step written in `digits`; nullopt past 2^64.
+std::optional<std::uint64_t> StepOf(std::string_view digits) {
+  std::uint64_t step = 0;
+  for (char c : digits) {
+    const std::uint64_t next = step * 10 + static_cast<std::uint64_t>(c - '0');
+    if (next / 10 != step) return std::nullopt;  // overflow: not a step we can order
+    step = next;
+  }
+  return step;
+}
+
+bool IsDigit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
 }  // namespace
 
 Result<NamePattern> NamePattern::Parse(std::string_view pattern) {
@@ -33,17 +66,17 @@ Result<NamePattern> NamePattern::Parse(std::string_view pattern) {
 
 std::optional<std::uint64_t> NamePattern::Match(std::string_view name) const {
   if (IsTempName(name)) return std::nullopt;
-  if (name.size() <= prefix_.size() + suffix_.size()) return std::nullopt;
-  if (!StartsWith(name, prefix_) || !EndsWith(name, suffix_)) return std::nullopt;
-  const std::string_view digits = name.substr(prefix_.size(), name.size() - prefix_.size() - suffix_.size());
-  std::uint64_t step = 0;
-  for (char c : digits) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
-    const std::uint64_t next = step * 10 + static_cast<std::uint64_t>(c - '0');
-    if (next / 10 != step) return std::nullopt;  // overflow: not a step we can order
-    step = next;
+  // The leftmost place where the text before matches the prefix and a run of digits follows
+  // whose rest matches the suffix; the longest such run (`*{step}` on "a12" is step 12).
+  for (std::size_t at = 0; at < name.size(); ++at) {
+    if (!IsDigit(name[at]) || !GlobMatch(prefix_, name.substr(0, at))) continue;
+    std::size_t end = at;
+    while (end < name.size() && IsDigit(name[end])) ++end;
+    for (; end > at; --end) {
+      if (GlobMatch(suffix_, name.substr(end))) return StepOf(name.substr(at, end - at));
+    }
   }
-  return step;
+  return std::nullopt;
 }
 
 bool IsTempName(std::string_view name) {

@@ -21,6 +21,23 @@ class NamePatternTest(unittest.TestCase):
         self.assertIsNone(p.match("step_12.pt.tmp"))
         self.assertIsNone(p.match("step_.pt"))
 
+    def test_a_star_is_any_run_of_characters_as_in_spotvisor(self):
+        lightning = NamePattern("epoch=*-step={step}.ckpt")
+        self.assertEqual(lightning.match("epoch=3-step=1200.ckpt"), 1200)
+        self.assertEqual(lightning.match("epoch=-step=7.ckpt"), 7)
+        self.assertIsNone(lightning.match("epoch=3-step=1200.ckpt.tmp"))
+        self.assertIsNone(lightning.match("epoch=3-step=12x.ckpt"))
+        self.assertIsNone(lightning.match("last.ckpt"))
+        self.assertEqual(NamePattern("run-{step}-*").match("run-40-2026-12-03"), 40)
+        self.assertIsNone(NamePattern("run-{step}-*").match("run-40"))
+        self.assertEqual(NamePattern("*{step}").match("a12"), 12)
+        self.assertEqual(NamePattern("*-{step}").match("x-1-2"), 2)
+        self.assertIsNone(NamePattern("*-{step}").match("x-1-b"))
+        self.assertEqual(NamePattern("*_{step}_*").match("gpt_300_final"), 300)
+        with self.assertRaises(ValueError) as cm:
+            lightning.format(5)  # a pattern with '*' names no one file
+        self.assertIn("epoch=*-step={step}.ckpt", str(cm.exception))
+
     def test_pad(self):
         p = NamePattern("checkpoint-{step}", pad=6)
         self.assertEqual(p.format(42), "checkpoint-000042")

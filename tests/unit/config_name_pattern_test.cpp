@@ -44,5 +44,36 @@ TEST(NamePattern, TempNamesNeverCount) {
   EXPECT_EQ(p->Match("5.orbax-checkpoint-tmp"), std::nullopt);
 }
 
+// `*` for what a framework writes around the step: Lightning's default file names, a
+// suffix with a date, names that hold digits elsewhere.
+TEST(NamePattern, AStarIsAnyRunOfCharacters) {
+  auto lightning = NamePattern::Parse("epoch=*-step={step}.ckpt");
+  ASSERT_TRUE(lightning.ok());
+  EXPECT_EQ(lightning->Match("epoch=3-step=1200.ckpt"), 1200u);
+  EXPECT_EQ(lightning->Match("epoch=12-step=7.ckpt"), 7u);
+  EXPECT_EQ(lightning->Match("epoch=-step=7.ckpt"), 7u);  // `*` may be empty
+  EXPECT_EQ(lightning->Match("epoch=3-step=1200.ckpt.tmp"), std::nullopt);
+  EXPECT_EQ(lightning->Match("epoch=3-step=.ckpt"), std::nullopt);
+  EXPECT_EQ(lightning->Match("epoch=3-step=12x.ckpt"), std::nullopt);
+  EXPECT_EQ(lightning->Match("last.ckpt"), std::nullopt);
+
+  auto dated = NamePattern::Parse("run-{step}-*");
+  ASSERT_TRUE(dated.ok());
+  EXPECT_EQ(dated->Match("run-40-2026-12-03"), 40u);
+  EXPECT_EQ(dated->Match("run-40"), std::nullopt);  // the '-' after {step} is text
+
+  // The leftmost run of digits that fits, taken whole.
+  auto loose = NamePattern::Parse("*{step}");
+  ASSERT_TRUE(loose.ok());
+  EXPECT_EQ(loose->Match("a12"), 12u);
+  auto dashed = NamePattern::Parse("*-{step}");
+  ASSERT_TRUE(dashed.ok());
+  EXPECT_EQ(dashed->Match("x-1-2"), 2u);
+  EXPECT_EQ(dashed->Match("x-1-b"), std::nullopt);
+  auto both = NamePattern::Parse("*_{step}_*");
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ(both->Match("gpt_300_final"), 300u);
+}
+
 }  // namespace
 }  // namespace spotvisor::config

@@ -1,5 +1,5 @@
-// Checkpoint names: the job's `pattern` ("ckpt_step{step}", "step_{step}.pt") matched
-// against a whole directory entry name, and the temp names that never count as a
+// Checkpoint names: the job's `pattern` ("ckpt_step{step}", "step_{step}.pt", Lightning's
+// "epoch=*-step={step}.ckpt") matched against a whole directory entry name, and the temp names that never count as a
 // checkpoint. Pure, any thread. It lives with the config because the schema refuses a bad
 // pattern at load time; the catalog and the mirrors match names with it.
 #pragma once
@@ -15,11 +15,13 @@ namespace spotvisor::config {
 
 class NamePattern {
  public:
-  // `pattern` must contain `{step}` exactly once.
+  // `pattern` must contain `{step}` exactly once; `*` anywhere else stands for any run of
+  // characters (none included).
   static Result<NamePattern> Parse(std::string_view pattern);
 
   // The step when `name` matches the whole pattern ({step} = one or more digits, leading
-  // zeros allowed); nullopt otherwise, and always for temp names.
+  // zeros allowed); nullopt otherwise, and always for temp names. Where `*` makes more than
+  // one reading possible, {step} is the leftmost run of digits that fits, taken whole.
   std::optional<std::uint64_t> Match(std::string_view name) const;
 
   const std::string& text() const { return prefix_and_suffix_text_; }
