@@ -12,6 +12,7 @@
 #include "job_options.hpp"
 #include "spotvisor/checkpoint/catalog.hpp"
 #include "spotvisor/cli/app.hpp"
+#include "spotvisor/util/clock.hpp"
 #include "spotvisor/util/units.hpp"
 
 namespace spotvisor::cli {
@@ -24,8 +25,7 @@ struct CheckpointsOptions {
 };
 
 std::string Age(std::int64_t mtime_ns) {
-  const auto now =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto now = UnixMillis(SystemClock().WallNow()) / 1000;
   const std::int64_t s = std::max<std::int64_t>(0, now - mtime_ns / 1'000'000'000);
   if (s < 120) return std::to_string(s) + "s";
   if (s < 7200) return std::to_string(s / 60) + "m";

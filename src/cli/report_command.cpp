@@ -10,6 +10,7 @@
 #include "spotvisor/cli/app.hpp"
 #include "spotvisor/state/journal.hpp"
 #include "spotvisor/telemetry/report.hpp"
+#include "spotvisor/util/clock.hpp"
 
 namespace spotvisor::cli {
 namespace {
@@ -46,7 +47,7 @@ void AddReportCommand(CLI::App& app, int& exit_code) {
       if (!job) return;
       dir = job->telemetry.state_dir;
     }
-    const auto now = state::UnixMillisNow();
+    const auto now = UnixMillis(SystemClock().WallNow());
     auto report = telemetry::BuildReport(dir, now);
     if (!report) {
       std::fprintf(stderr, "spotvisor: %s\n", report.error().message.c_str());

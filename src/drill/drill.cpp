@@ -19,11 +19,11 @@
 #include "spotvisor/process/blocking_command.hpp"
 #include "spotvisor/process/child_table.hpp"
 #include "spotvisor/state/journal.hpp"
+#include "spotvisor/util/clock.hpp"
 
 namespace spotvisor::drill {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 // One scratch job: its own checkpoints, result, state and supervisor log.
@@ -84,30 +84,10 @@ Error RunFailed(const std::string& what, const Lane& lane, std::optional<int> co
                "; its log: " + lane.log().string()};
 }
 
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double Seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
 
-// Waits until a trainer of an attempt after `after_attempt` runs. False when the supervisor exited.
-bool WaitForTrainer(process::BlockingCommand& sv, const Lane& lane, int after_attempt,
-                    std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    const auto s = ReadState(lane);
-    if (s.child && s.attempts > after_attempt && s.phase == "running") return true;
-    if (sv.Wait(20ms)) return false;  // ended; else a look at the journal every 20 ms
-  }
-  return false;
-}
-
-// The uninterrupted run: how long it took, in seconds.
-Result<double> RunReference(process::ChildTable& children, const DrillOptions& o, const Lane& reference) {
-  std::printf("drill: uninterrupted run (log: %s)\n", reference.log().c_str());
-  std::fflush(stdout);
-  const auto start = Clock::now();
-  auto supervisor = StartSupervisor(children, o, reference, {"--provider", "none"}, 6h);
-  if (!supervisor) return supervisor.error();
-  const auto code = WaitExited(**supervisor, 6h);
-  if (code != 0) return RunFailed("the uninterrupted run", reference, code);
-  return Seconds(Clock::now() - start);
+const char* KindName(InterruptionKind kind) {
+  return kind == InterruptionKind::kNotice ? "notice" : kind == InterruptionKind::kSigterm ? "sigterm" : "kill";
 }
 
 struct Injected {
@@ -116,167 +96,218 @@ struct Injected {
   std::string note;
 };
 
-}  // namespace
+// One drill: the two lanes, the children it starts, the clock it measures with (the
+// system's: the runs are real processes), and the report it fills in.
+class Drill {
+ public:
+  Drill(const DrillOptions& o, Clock& clock) : o_(o), clock_(clock), children_(unused_io_) {}
 
-Result<DrillReport> RunDrill(const DrillOptions& o) {
-  DrillReport report;
-  report.seed = o.seed ? o.seed : static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
-  std::mt19937_64 rng(report.seed);
-  if (o.scratch) {
-    report.scratch = *o.scratch;
-  } else {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp ? tmp : "/tmp") + "/spotvisor-drill-XXXXXX";
-    if (mkdtemp(templ.data()) == nullptr) return Error{"cannot create a scratch dir under " + templ};
-    report.scratch = templ;
-  }
-  const Lane reference{report.scratch / "uninterrupted"}, interrupted{report.scratch / "interrupted"};
-  for (const auto& lane : {reference, interrupted}) {
-    std::error_code ec;
-    std::filesystem::remove_all(lane.root, ec);
-    std::filesystem::create_directories(lane.root, ec);
-    if (ec) return Error{"cannot create " + lane.root.string() + ": " + ec.message()};
-  }
-
-  // 1. The reference run, never interrupted.
-  // The drill's children start and are reaped here; its group watches are not used.
-  boost::asio::io_context unused_io;
-  process::ChildTable children(unused_io);
-  auto reference_seconds = RunReference(children, o, reference);
-  if (!reference_seconds) return reference_seconds.error();
-  report.reference_seconds = *reference_seconds;
-
-  // 2. The same job, interrupted.
-  mock::MockServerThread mock(mock::MockProvider::kAws);
-  std::vector<std::string> extra{"--provider", "none"};
-  if (o.kind == InterruptionKind::kNotice) {
-    auto url = mock.Start();
-    if (!url) return Error{"cannot start the mock metadata server: " + url.error().message};
-    extra = {"--provider", "aws", "--endpoint", *url, "--poll-interval", "200ms"};
-  }
-  std::printf("drill: interrupted run, %d × %s, seed %llu (log: %s)\n", o.interruptions,
-              o.kind == InterruptionKind::kNotice    ? "notice"
-              : o.kind == InterruptionKind::kSigterm ? "sigterm"
-                                                     : "kill",
-              static_cast<unsigned long long>(report.seed), interrupted.log().c_str());
-  std::fflush(stdout);
-  const auto run_start = Clock::now();
-  const auto budget = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::duration<double>(report.reference_seconds * 10 + 120));
-  // Each supervisor is SIGKILLed (its group) at the latest once the whole run's waits are over.
-  const auto sv_timeout = budget * (o.interruptions + 2);
-  auto started = StartSupervisor(children, o, interrupted, extra, sv_timeout);
-  if (!started) return started.error();
-  Supervisor sv = std::move(*started);
-  std::vector<Injected> injected;
-  int last_attempt = 0;
-  std::uniform_real_distribution<double> spread(0.2, 0.8);
-  for (int i = 0; i < o.interruptions; ++i) {
-    if (!WaitForTrainer(*sv, interrupted, last_attempt, budget)) {
-      injected.push_back({0, 0, "the job finished before this interruption"});
-      break;
+  Result<DrillReport> Run() {
+    report_.seed = o_.seed ? o_.seed : static_cast<std::uint64_t>(clock_.Now().time_since_epoch().count());
+    rng_.seed(report_.seed);
+    if (Status s = MakeScratch(); !s) return s.error();
+    auto reference_seconds = RunReference();  // 1. The reference run, never interrupted.
+    if (!reference_seconds) return reference_seconds.error();
+    report_.reference_seconds = *reference_seconds;
+    auto injected = RunInterrupted();  // 2. The same job, interrupted.
+    if (!injected) return injected.error();
+    report_.asked = o_.interruptions;
+    for (const auto& inj : *injected) report_.landed += inj.attempt > 0 && inj.note.empty() ? 1 : 0;
+    CostOfEach(*injected);  // 3. What each interruption cost, from the journal.
+    // 4. The verdict.
+    const auto cmp = o_.has_result_file ? CompareResultFiles(reference_.result(), interrupted_.result())
+                                        : CompareNewestCheckpoints(reference_.ckpt(), interrupted_.ckpt(), o_.pattern);
+    report_.identical = cmp.identical;
+    report_.comparison = cmp.explanation;
+    if (report_.identical && report_.conclusive() && !o_.keep_scratch && !o_.scratch) {
+      std::error_code ec;
+      std::filesystem::remove_all(report_.scratch, ec);
     }
-    const int attempt = ReadState(interrupted).attempts;
-    const double delay = report.reference_seconds * spread(rng) / o.interruptions;
-    const auto until_fire = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(delay));
-    if (auto code = WaitExited(*sv, until_fire)) {
-      if (*code != 0) return RunFailed("the interrupted run", interrupted, code);
-      injected.push_back({0, 0, "the job finished before this interruption"});
-      sv.reset();
-      break;
+    return report_;
+  }
+
+ private:
+  Status MakeScratch() {
+    if (o_.scratch) {
+      report_.scratch = *o_.scratch;
+    } else {
+      const char* tmp = std::getenv("TMPDIR");
+      std::string templ = std::string(tmp ? tmp : "/tmp") + "/spotvisor-drill-XXXXXX";
+      if (mkdtemp(templ.data()) == nullptr) return Error{"cannot create a scratch dir under " + templ};
+      report_.scratch = templ;
     }
-    Injected inj{attempt, state::UnixMillisNow(), ""};
-    if (o.kind == InterruptionKind::kKill) {
-      const auto child = ReadState(interrupted).child;
+    reference_ = Lane{report_.scratch / "uninterrupted"};
+    interrupted_ = Lane{report_.scratch / "interrupted"};
+    for (const auto& lane : {reference_, interrupted_}) {
+      std::error_code ec;
+      std::filesystem::remove_all(lane.root, ec);
+      std::filesystem::create_directories(lane.root, ec);
+      if (ec) return Error{"cannot create " + lane.root.string() + ": " + ec.message()};
+    }
+    return Ok{};
+  }
+
+  // The uninterrupted run: how long it took, in seconds.
+  Result<double> RunReference() {
+    std::printf("drill: uninterrupted run (log: %s)\n", reference_.log().c_str());
+    std::fflush(stdout);
+    const auto start = clock_.Now();
+    auto supervisor = StartSupervisor(children_, o_, reference_, {"--provider", "none"}, 6h);
+    if (!supervisor) return supervisor.error();
+    const auto code = WaitExited(**supervisor, 6h);
+    if (code != 0) return RunFailed("the uninterrupted run", reference_, code);
+    return Seconds(std::chrono::duration_cast<Duration>(clock_.Now() - start));
+  }
+
+  // Waits until a trainer of an attempt after `after_attempt` runs. False when the supervisor exited.
+  bool WaitForTrainer(process::BlockingCommand& sv, int after_attempt, Duration timeout) {
+    const auto deadline = clock_.Now() + timeout;
+    while (clock_.Now() < deadline) {
+      const auto s = ReadState(interrupted_);
+      if (s.child && s.attempts > after_attempt && s.phase == "running") return true;
+      if (sv.Wait(20ms)) return false;  // ended; else a look at the journal every 20 ms
+    }
+    return false;
+  }
+
+  // The interrupted run: `o_.interruptions` interruptions at random moments of attempts.
+  Result<std::vector<Injected>> RunInterrupted() {
+    std::vector<std::string> extra{"--provider", "none"};
+    if (o_.kind == InterruptionKind::kNotice) {
+      auto url = mock_.Start();
+      if (!url) return Error{"cannot start the mock metadata server: " + url.error().message};
+      extra = {"--provider", "aws", "--endpoint", *url, "--poll-interval", "200ms"};
+    }
+    std::printf("drill: interrupted run, %d × %s, seed %llu (log: %s)\n", o_.interruptions, KindName(o_.kind),
+                static_cast<unsigned long long>(report_.seed), interrupted_.log().c_str());
+    std::fflush(stdout);
+    const auto run_start = clock_.Now();
+    budget_ = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(report_.reference_seconds * 10 + 120));
+    // Each supervisor is SIGKILLed (its group) at the latest once the whole run's waits are over.
+    sv_timeout_ = budget_ * (o_.interruptions + 2);
+    auto started = StartSupervisor(children_, o_, interrupted_, extra, sv_timeout_);
+    if (!started) return started.error();
+    Supervisor sv = std::move(*started);
+    std::vector<Injected> injected;
+    int last_attempt = 0;
+    std::uniform_real_distribution<double> spread(0.2, 0.8);
+    for (int i = 0; i < o_.interruptions && sv; ++i) {
+      if (!WaitForTrainer(*sv, last_attempt, budget_)) {
+        injected.push_back({0, 0, "the job finished before this interruption"});
+        break;
+      }
+      const int attempt = ReadState(interrupted_).attempts;
+      const double delay = report_.reference_seconds * spread(rng_) / o_.interruptions;
+      if (auto code = WaitExited(*sv, std::chrono::duration_cast<Duration>(std::chrono::duration<double>(delay)))) {
+        if (*code != 0) return RunFailed("the interrupted run", interrupted_, code);
+        injected.push_back({0, 0, "the job finished before this interruption"});
+        sv.reset();
+        break;
+      }
+      auto inj = Interrupt(sv, attempt, extra);
+      if (!inj) return inj.error();
+      injected.push_back(*inj);
+      last_attempt = attempt;
+    }
+    if (sv) {
+      const auto code = WaitExited(*sv, budget_);
+      if (code != 0) return RunFailed("the interrupted run", interrupted_, code);
+    }
+    report_.interrupted_seconds = Seconds(std::chrono::duration_cast<Duration>(clock_.Now() - run_start));
+    return injected;
+  }
+
+  // One interruption of the running `attempt`; a stopped supervisor is followed by a fresh
+  // one (in `sv`), as a replacement machine would start it. `sv` is reset when the job ended.
+  Result<Injected> Interrupt(Supervisor& sv, int attempt, const std::vector<std::string>& extra) {
+    Injected inj{attempt, UnixMillis(clock_.WallNow()), ""};
+    if (o_.kind == InterruptionKind::kKill) {
+      const auto child = ReadState(interrupted_).child;
       if (child) {
         kill(child->pid, SIGKILL);
       } else {
         inj.note = "no trainer ran to kill";
       }
       std::printf("drill: SIGKILL to the trainer (attempt %d)\n", attempt);
+      std::fflush(stdout);
+      return inj;
+    }
+    if (o_.kind == InterruptionKind::kNotice) {
+      mock_.Preempt();
+      std::printf("drill: preemption notice from the mock metadata server (attempt %d)\n", attempt);
+      std::fflush(stdout);
+      const auto drained_by = clock_.Now() + budget_;
+      while (clock_.Now() < drained_by && ReadState(interrupted_).phase != "drained" && !sv->Wait(20ms)) {
+      }
+      std::printf("drill: supervisor drained; the machine goes away (SIGTERM to spotvisor)\n");
     } else {
-      if (o.kind == InterruptionKind::kNotice) {
-        mock.Preempt();
-        std::printf("drill: preemption notice from the mock metadata server (attempt %d)\n", attempt);
-        std::fflush(stdout);
-        const auto drained_by = Clock::now() + budget;
-        while (Clock::now() < drained_by && ReadState(interrupted).phase != "drained" && !sv->Wait(20ms)) {
-        }
-        std::printf("drill: supervisor drained; the machine goes away (SIGTERM to spotvisor)\n");
-      } else {
-        std::printf("drill: SIGTERM to spotvisor, as systemd sends at shutdown (attempt %d)\n", attempt);
-      }
-      sv->Signal(SIGTERM);
-      const auto code = WaitExited(*sv, budget);
-      if (!code || (*code != o.stop_exit_code && *code != 0))
-        return RunFailed("the interrupted supervisor", interrupted, code);
-      if (o.kind == InterruptionKind::kNotice) mock.Clear();
-      if (code == 0) {
-        inj.note = "the job finished while stopping";
-        injected.push_back(inj);
-        sv.reset();
-        break;
-      }
-      std::printf("drill: a fresh spotvisor resumes the job\n");
-      auto next = StartSupervisor(children, o, interrupted, extra, sv_timeout);
-      if (!next) return next.error();
-      sv = std::move(*next);
+      std::printf("drill: SIGTERM to spotvisor, as systemd sends at shutdown (attempt %d)\n", attempt);
     }
+    sv->Signal(SIGTERM);
+    const auto code = WaitExited(*sv, budget_);
+    if (!code || (*code != o_.stop_exit_code && *code != 0))
+      return RunFailed("the interrupted supervisor", interrupted_, code);
+    if (o_.kind == InterruptionKind::kNotice) mock_.Clear();
+    if (code == 0) {
+      inj.note = "the job finished while stopping";
+      sv.reset();
+      return inj;
+    }
+    std::printf("drill: a fresh spotvisor resumes the job\n");
     std::fflush(stdout);
-    injected.push_back(inj);
-    last_attempt = attempt;
+    auto next = StartSupervisor(children_, o_, interrupted_, extra, sv_timeout_);
+    if (!next) return next.error();
+    sv = std::move(*next);
+    return inj;
   }
-  if (sv) {
-    const auto code = WaitExited(*sv, budget);
-    if (code != 0) return RunFailed("the interrupted run", interrupted, code);
-  }
-  report.interrupted_seconds = Seconds(Clock::now() - run_start);
 
-  report.asked = o.interruptions;
-  for (const auto& inj : injected) report.landed += inj.attempt > 0 && inj.note.empty() ? 1 : 0;
-
-  // 3. What each interruption cost, from the journal.
-  auto journal = state::Journal::Open(interrupted.state());
-  const auto attempts = journal ? journal->ReadAttempts() : std::vector<state::AttemptRecord>{};
-  const double pace = StepsPerSecond(reference.ckpt(), o.pattern, reference.state());
-  for (const auto& inj : injected) {
-    InterruptionRow row;
-    row.kind = o.kind == InterruptionKind::kNotice    ? "notice"
-               : o.kind == InterruptionKind::kSigterm ? "sigterm"
-                                                      : "kill";
-    row.note = inj.note;
-    if (inj.attempt > 0) {
-      std::int64_t interrupted_start_ms = inj.at_ms;
-      for (const auto& a : attempts) {
-        if (a.attempt == inj.attempt) interrupted_start_ms = a.started_ms;
-      }
-      for (const auto& a : attempts) {
-        if (a.attempt != inj.attempt + 1) continue;
-        row.resumed_from = a.resume_step.value_or(0);
-        row.seconds_to_resume = (a.started_ms - inj.at_ms) / 1000.0;
-        const auto written_ms = a.resume_from ? CheckpointMillis(*a.resume_from) : std::optional<std::int64_t>{};
-        if (pace > 0) {
-          const double lost_s = written_ms ? std::max<double>(0, (inj.at_ms - *written_ms) / 1000.0)
-                                           : (inj.at_ms - interrupted_start_ms) / 1000.0;
-          row.steps_lost = static_cast<std::uint64_t>(std::llround(lost_s * pace));
-          row.step_reached = *row.resumed_from + *row.steps_lost;
+  // Each interruption's row: the step resumed from, the time to resume and the steps lost
+  // (at the reference run's pace), from the interrupted run's journal.
+  void CostOfEach(const std::vector<Injected>& injected) {
+    auto journal = state::Journal::Open(interrupted_.state());
+    const auto attempts = journal ? journal->ReadAttempts() : std::vector<state::AttemptRecord>{};
+    const double pace = StepsPerSecond(reference_.ckpt(), o_.pattern, reference_.state());
+    for (const auto& inj : injected) {
+      InterruptionRow row;
+      row.kind = KindName(o_.kind);
+      row.note = inj.note;
+      if (inj.attempt > 0) {
+        std::int64_t interrupted_start_ms = inj.at_ms;
+        for (const auto& a : attempts) {
+          if (a.attempt == inj.attempt) interrupted_start_ms = a.started_ms;
+        }
+        for (const auto& a : attempts) {
+          if (a.attempt != inj.attempt + 1) continue;
+          row.resumed_from = a.resume_step.value_or(0);
+          row.seconds_to_resume = (a.started_ms - inj.at_ms) / 1000.0;
+          const auto written_ms = a.resume_from ? CheckpointMillis(*a.resume_from) : std::optional<std::int64_t>{};
+          if (pace > 0) {
+            const double lost_s = written_ms ? std::max<double>(0, (inj.at_ms - *written_ms) / 1000.0)
+                                             : (inj.at_ms - interrupted_start_ms) / 1000.0;
+            row.steps_lost = static_cast<std::uint64_t>(std::llround(lost_s * pace));
+            row.step_reached = *row.resumed_from + *row.steps_lost;
+          }
         }
       }
+      report_.rows.push_back(row);
     }
-    report.rows.push_back(row);
   }
 
-  // 4. The verdict.
-  const auto cmp = o.has_result_file ? CompareResultFiles(reference.result(), interrupted.result())
-                                     : CompareNewestCheckpoints(reference.ckpt(), interrupted.ckpt(), o.pattern);
-  report.identical = cmp.identical;
-  report.comparison = cmp.explanation;
-  if (report.identical && report.conclusive() && !o.keep_scratch && !o.scratch) {
-    std::error_code ec;
-    std::filesystem::remove_all(report.scratch, ec);
-  }
-  return report;
-}
+  const DrillOptions& o_;
+  Clock& clock_;
+  boost::asio::io_context unused_io_;  // the drill's children start and are reaped here; no group watches
+  process::ChildTable children_;
+  mock::MockServerThread mock_{mock::MockProvider::kAws};
+  DrillReport report_;
+  std::mt19937_64 rng_;
+  Lane reference_, interrupted_;
+  Duration budget_{0};      // the longest wait for one step of the interrupted run
+  Duration sv_timeout_{0};  // each supervisor's own deadline
+};
+
+}  // namespace
+
+Result<DrillReport> RunDrill(const DrillOptions& o) { return Drill(o, SystemClock()).Run(); }
 
 std::string FormatReport(const DrillReport& r) {
   auto opt = [](const auto& v) { return v ? std::to_string(*v) : std::string("?"); };
