@@ -1,5 +1,6 @@
-// Periodic checkpoint requests; see cadence_observer.hpp. Time: steady clock for timers,
-// the wall clock only to compare with checkpoint mtimes. Journal appends go to `writer_`.
+// Periodic checkpoint requests; see cadence_observer.hpp. Time: the run clock's steady time
+// for timers, its wall time only to compare with checkpoint mtimes. Journal appends go to
+// `writer_` (nothing comes back to the loop from there).
 #include "spotvisor/cadence/cadence_observer.hpp"
 
 #include <algorithm>
@@ -17,8 +18,6 @@ using log::LogLevel;
 using log::Quote;
 using std::chrono::duration_cast;
 using std::chrono::milliseconds;
-using std::chrono::steady_clock;
-using std::chrono::system_clock;
 
 constexpr auto kMtimeSlack = std::chrono::milliseconds(50);
 constexpr auto kMinUnansweredWait = std::chrono::seconds(2);
@@ -32,8 +31,6 @@ std::string Round1(double v) {
   std::snprintf(buf, sizeof buf, "%.1f", v);
   return buf;
 }
-
-std::int64_t UnixMs(system_clock::time_point t) { return duration_cast<milliseconds>(t.time_since_epoch()).count(); }
 
 }  // namespace
 
@@ -52,7 +49,8 @@ CadenceObserver::~CadenceObserver() { writer_.join(); }
 
 void CadenceObserver::OnStart(supervisor::RunControl& control) {
   control_ = &control;
-  timer_.emplace(control.io());
+  clock_ = &control.clock();
+  timer_ = clock_->MakeTimer(control.io());
   // What earlier supervisors of this job saw: run time, interruptions, measured costs.
   if (auto journal = state::Journal::Open(job_.telemetry.state_dir)) {
     for (const auto& a : journal->ReadAttempts()) {
@@ -74,7 +72,7 @@ void CadenceObserver::OnStart(supervisor::RunControl& control) {
 
 void CadenceObserver::OnAttemptStarted(const supervisor::SpawnAction& start, pid_t) {
   attempt_ = start.attempt;
-  attempt_started_ = steady_clock::now();
+  attempt_started_ = clock_->Now();
   pending_.reset();
   if (watcher_) watcher_->Hurry(false);
   // Never before the trainer has run one full interval: it may have no handler yet.
@@ -85,7 +83,7 @@ void CadenceObserver::OnAttemptEnded(const state::AttemptRecord& record) {
   const bool interrupted = IsInterruption(record.outcome);
   policy_.ObserveRun(milliseconds(std::max<std::int64_t>(0, record.ended_ms - record.started_ms)), interrupted);
   attempt_ = 0;
-  if (timer_) timer_->cancel();
+  if (timer_) timer_->Cancel();
   if (interrupted) NoteIntervalChange("interruption");
 }
 
@@ -93,7 +91,7 @@ void CadenceObserver::OnNotice(const preemption::Notice& notice) {
   // The driver itself turns a checkpoint-only notice into a request; we measure it.
   if (notice.action != preemption::NoticeAction::kCheckpoint || phase_ != supervisor::Phase::kRunning) return;
   Request("notice " + notice.provider + " " + notice.kind, /*signal=*/false);
-  ArmAt(steady_clock::now() + policy_.Interval());
+  ArmAt(clock_->Now() + policy_.Interval());
 }
 
 void CadenceObserver::OnSignalSent(int signo, config::SignalTarget) {
@@ -102,25 +100,24 @@ void CadenceObserver::OnSignalSent(int signo, config::SignalTarget) {
 
 void CadenceObserver::OnPhase(supervisor::Phase phase) {
   phase_ = phase;
-  if (phase != supervisor::Phase::kRunning && timer_) timer_->cancel();
+  if (phase != supervisor::Phase::kRunning && timer_) timer_->Cancel();
 }
 
 void CadenceObserver::OnExit(int, const std::string&) {
   stopped_ = true;
-  if (timer_) timer_->cancel();
+  if (timer_) timer_->Cancel();
 }
 
 void CadenceObserver::ArmAt(SteadyTime at) {
   if (stopped_ || !timer_) return;
-  timer_->expires_at(at);
-  timer_->async_wait([this](const boost::system::error_code& ec) {
-    if (!ec && !stopped_) OnTimer();
+  timer_->At(at, [this] {
+    if (!stopped_) OnTimer();
   });
 }
 
 void CadenceObserver::OnTimer() {
   if (phase_ != supervisor::Phase::kRunning || attempt_ == 0) return;
-  const auto now = steady_clock::now();
+  const auto now = clock_->Now();
   // A request that reached no process (a launcher starting or restarting its workers) was
   // never asked: ask again now, not "unanswered".
   if (pending_ && !pending_->delivered) pending_.reset();
@@ -148,7 +145,7 @@ void CadenceObserver::OnTimer() {
 }
 
 void CadenceObserver::Request(const std::string& reason, bool signal) {
-  pending_ = Pending{reason, steady_clock::now(), system_clock::now()};
+  pending_ = Pending{reason, clock_->Now(), clock_->WallNow()};
   if (signal) {
     control_->RequestCheckpoint(reason == "adaptive" ? "adaptive cadence " + policy_.Describe()
                                                      : "cadence every " + FormatDuration(policy_.Interval()));
@@ -191,7 +188,7 @@ void CadenceObserver::OnCheckpoint(const checkpoint_watch::CheckpointVerdict& c)
   Journal(std::move(r));
   NoteIntervalChange("measured cost");
   // Any new checkpoint restarts the period: the trainer's own count too.
-  if (phase_ == supervisor::Phase::kRunning && attempt_ != 0) ArmAt(steady_clock::now() + policy_.Interval());
+  if (phase_ == supervisor::Phase::kRunning && attempt_ != 0) ArmAt(clock_->Now() + policy_.Interval());
 }
 
 void CadenceObserver::NoteIntervalChange(const std::string& why) {
@@ -214,12 +211,12 @@ void CadenceObserver::NoteIntervalChange(const std::string& why) {
 
 Duration CadenceObserver::RunTimeSoFar() const {
   Duration total = policy_.observed();
-  if (attempt_ != 0) total += duration_cast<milliseconds>(steady_clock::now() - attempt_started_);
+  if (attempt_ != 0) total += duration_cast<milliseconds>(clock_->Now() - attempt_started_);
   return total;
 }
 
 void CadenceObserver::Journal(CheckpointRecord record) {
-  record.at_ms = UnixMs(system_clock::now());
+  record.at_ms = UnixMillis(clock_->WallNow());  // only after OnStart: verdicts and ends come later
   asio::post(writer_, [dir = job_.telemetry.state_dir, record = std::move(record)] {
     if (Status s = AppendCheckpointRecord(dir, record); !s) {
       Log(LogLevel::kError, "event=checkpoint_journal_failed error=" + Quote(s.error().message));

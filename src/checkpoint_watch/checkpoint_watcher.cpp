@@ -1,6 +1,7 @@
 // The checkpoint watcher; see checkpoint_watcher.hpp. The keeper's thread owns `seen_` and
 // does the scanning, judging and retention; the io thread owns the timer and the flags. A
-// scan's verdicts travel back with asio::post, so subscribers never run on the keeper.
+// scan's verdicts travel back with asio::post, so subscribers never run on the keeper; the
+// scan holds the clock's BackgroundWork until that post, so that virtual time waits for it.
 #include "spotvisor/checkpoint_watch/checkpoint_watcher.hpp"
 
 #include <algorithm>
@@ -17,12 +18,11 @@ namespace asio = boost::asio;
 using log::Log;
 using log::LogLevel;
 using log::Quote;
-using std::chrono::steady_clock;
 
 }  // namespace
 
-CheckpointWatcher::CheckpointWatcher(std::shared_ptr<DirKeeper> keeper, WatchTiming timing)
-    : keeper_(std::move(keeper)), timing_(timing) {}
+CheckpointWatcher::CheckpointWatcher(std::shared_ptr<DirKeeper> keeper, Clock& clock, WatchTiming timing)
+    : keeper_(std::move(keeper)), clock_(clock), timing_(timing) {}
 
 // Work posted before this call has run once Call returns (the keeper is first in, first out).
 CheckpointWatcher::~CheckpointWatcher() {
@@ -39,7 +39,7 @@ void CheckpointWatcher::Hurry(bool on) {
 
 void CheckpointWatcher::OnStart(supervisor::RunControl& control) {
   io_ = &control.io();
-  timer_.emplace(*io_);
+  timer_ = clock_.MakeTimer(*io_);
   Tick();  // the baseline scan, queued on the keeper before the first selection
   Arm();
 }
@@ -55,13 +55,12 @@ void CheckpointWatcher::OnAttemptEnded(const state::AttemptRecord&) {
 
 void CheckpointWatcher::OnExit(int, const std::string&) {
   stopped_ = true;
-  if (timer_) timer_->cancel();
+  if (timer_) timer_->Cancel();
 }
 
 void CheckpointWatcher::Arm() {
-  timer_->expires_after(hurry_ ? timing_.fast : timing_.slow);
-  timer_->async_wait([this](const boost::system::error_code& ec) {
-    if (ec || stopped_) return;
+  timer_->After(hurry_ ? timing_.fast : timing_.slow, [this] {
+    if (stopped_) return;
     Tick();
     Arm();
   });
@@ -73,7 +72,7 @@ void CheckpointWatcher::Tick() {
     return;
   }
   scanning_ = true;
-  keeper_->Post([this] {
+  keeper_->Post([this, in_flight = clock_.BackgroundWork()]() mutable {
     auto verdicts = Scan();
     asio::post(*io_, [this, verdicts = std::move(verdicts)] {
       scanning_ = false;
@@ -83,6 +82,7 @@ void CheckpointWatcher::Tick() {
       }
       if (std::exchange(again_, false)) Tick();
     });
+    in_flight.reset();  // after the post
   });
 }
 
@@ -94,7 +94,7 @@ std::vector<CheckpointVerdict> CheckpointWatcher::Scan() {
     Log(LogLevel::kWarning, "event=checkpoint_scan_failed error=" + Quote(entries.error().message));
     return {};
   }
-  const auto now = steady_clock::now();
+  const auto now = clock_.Now();
   std::set<std::string> present;
   std::vector<CheckpointVerdict> out;  // newest first until the end
   bool new_good = false;
@@ -141,7 +141,7 @@ CheckpointVerdict CheckpointWatcher::JudgeOne(checkpoint::CatalogEntry& e) {
   }
   v.written_at = std::chrono::system_clock::time_point(
       std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(e.key.mtime_ns)));
-  v.detected_at = std::chrono::system_clock::now();
+  v.detected_at = clock_.WallNow();
   if (!v.good) {
     Log(LogLevel::kDebug,
         "event=checkpoint_not_good_yet path=" + Quote(e.path.string()) + " reason=" + Quote(v.reason));

@@ -29,8 +29,8 @@ class KeptSelector final : public checkpoint::ResumeSelector {
 
 }  // namespace
 
-DirKeeper::DirKeeper(const config::JobConfig& job)
-    : job_(job), validated_(DirOf(job), {}), for_selection_(DirOf(job), {}) {}
+DirKeeper::DirKeeper(const config::JobConfig& job, Clock& clock)
+    : job_(job), clock_(clock), validated_(DirOf(job), {}), for_selection_(DirOf(job), {}) {}
 
 DirKeeper::~DirKeeper() { thread_.join(); }
 
@@ -59,12 +59,12 @@ void DirKeeper::Judge(checkpoint::CatalogEntry& e) {
     e.verdict = checkpoint::Verdict{false, "the checkpoint catalog is unavailable", ""};
     return;
   }
-  const auto started = std::chrono::steady_clock::now();
+  const auto started = clock_.Now();
   std::vector<checkpoint::CatalogEntry> one{e};
   c->Judge(one, /*use_cache=*/false);
   e = std::move(one[0]);
   if (e.scan_error.empty()) validated_.Put(e.name, e.key, level, *e.verdict);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now() - started);
   Log(LogLevel::kDebug, "event=checkpoint_validated path=" + Quote(e.path.string()) +
                             " step=" + std::to_string(e.step) + " verdict=" + (e.verdict->good ? "good" : "bad") +
                             " ms=" + std::to_string(ms.count()) + " by=watcher");

@@ -16,9 +16,10 @@ Result<RunParts> AssembleRun(const config::JobConfig& job) {
   RunParts parts;
   checkpoint_watch::CheckpointWatcher* watcher = nullptr;
   if (job.checkpoints.dir) {
-    auto keeper = std::make_shared<checkpoint_watch::DirKeeper>(job);
+    // The clock of PosixHost, which runs `spotvisor run`.
+    auto keeper = std::make_shared<checkpoint_watch::DirKeeper>(job, SystemClock());
     parts.selector = checkpoint_watch::MakeKeptSelector(keeper);
-    auto owned = std::make_unique<checkpoint_watch::CheckpointWatcher>(std::move(keeper));
+    auto owned = std::make_unique<checkpoint_watch::CheckpointWatcher>(std::move(keeper), SystemClock());
     watcher = owned.get();
     parts.observers.push_back(std::move(owned));
   }

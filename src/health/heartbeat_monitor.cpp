@@ -1,6 +1,7 @@
 // Heartbeat hang detection; see heartbeat_monitor.hpp. A hang must hold on both clocks:
 // the wall clock (mtime) and the steady clock (time since start), so that a wall-clock
-// jump forward cannot fake one.
+// jump forward cannot fake one. Both are the run's Clock; a stat holds its BackgroundWork
+// until the answer is posted back, so that virtual time waits for the file system.
 #include "spotvisor/health/heartbeat_monitor.hpp"
 
 #include <sys/stat.h>
@@ -17,14 +18,12 @@ using log::Log;
 using log::LogLevel;
 using log::Quote;
 using std::chrono::duration_cast;
-using std::chrono::steady_clock;
-using std::chrono::system_clock;
 
 std::optional<WallTime> Mtime(const std::filesystem::path& file) {
   struct stat st {};
   if (::stat(file.c_str(), &st) != 0) return std::nullopt;
   const auto since_epoch = std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec);
-  return WallTime(duration_cast<system_clock::duration>(since_epoch));
+  return WallTime(duration_cast<WallTime::duration>(since_epoch));
 }
 
 }  // namespace
@@ -44,7 +43,7 @@ std::string HeartbeatMonitor::Source() const {
 void HeartbeatMonitor::OnTrainerLine(std::string_view line) {
   std::match_results<std::string_view::const_iterator> m;
   if (!progress_ || attempt_ == 0 || !std::regex_search(line.begin(), line.end(), m, *progress_)) return;
-  last_line_ = system_clock::now();
+  last_line_ = clock_->WallNow();
   if (m.size() > 1 && m[1].matched) {
     std::uint64_t step = 0;
     bool digits = m[1].length() > 0 && m[1].length() < 20;
@@ -60,7 +59,8 @@ HeartbeatMonitor::~HeartbeatMonitor() { worker_.join(); }
 
 void HeartbeatMonitor::OnStart(supervisor::RunControl& control) {
   control_ = &control;
-  timer_.emplace(control.io());
+  clock_ = &control.clock();
+  timer_ = clock_->MakeTimer(control.io());
   Log(LogLevel::kInfo,
       "event=hang_detection " + Source() + " hang_timeout=" + FormatDuration(job_.health.hang_timeout));
 }
@@ -69,28 +69,27 @@ void HeartbeatMonitor::OnAttemptStarted(const supervisor::SpawnAction& start, pi
   attempt_ = start.attempt;
   last_line_.reset();
   last_step_.reset();
-  started_wall_ = system_clock::now();
-  started_ = steady_clock::now();
+  started_wall_ = clock_->WallNow();
+  started_ = clock_->Now();
   ArmIn(job_.health.hang_timeout);
 }
 
 void HeartbeatMonitor::OnPhase(supervisor::Phase phase) {
   if (phase == supervisor::Phase::kRunning) return;
   attempt_ = 0;  // stopping, exited, backing off: no hang clock
-  if (timer_) timer_->cancel();
+  if (timer_) timer_->Cancel();
 }
 
 void HeartbeatMonitor::OnExit(int, const std::string&) {
   stopped_ = true;
   attempt_ = 0;
-  if (timer_) timer_->cancel();
+  if (timer_) timer_->Cancel();
 }
 
 void HeartbeatMonitor::ArmIn(Duration delay) {
   if (stopped_) return;
-  timer_->expires_after(delay);
-  timer_->async_wait([this](const boost::system::error_code& ec) {
-    if (!ec && !stopped_) Look();
+  timer_->After(delay, [this] {
+    if (!stopped_) Look();
   });
 }
 
@@ -105,12 +104,14 @@ void HeartbeatMonitor::Look() {
     return;
   }
   looking_ = true;
-  asio::post(worker_, [this, attempt = attempt_, file = *job_.health.heartbeat_file] {
+  asio::post(worker_, [this, attempt = attempt_, file = *job_.health.heartbeat_file,
+                       in_flight = clock_->BackgroundWork()]() mutable {
     auto mtime = Mtime(file);
     asio::post(control_->io(), [this, attempt, mtime] {
       looking_ = false;
       if (!stopped_) Judge(attempt, mtime);
     });
+    in_flight.reset();  // after the post
   });
 }
 
@@ -118,8 +119,8 @@ void HeartbeatMonitor::Judge(int attempt, std::optional<WallTime> heartbeat) {
   if (attempt != attempt_) return;                                                     // that trainer is gone
   if (last_line_ && (!heartbeat || *last_line_ > *heartbeat)) heartbeat = last_line_;  // the newer pulse
   const auto timeout = job_.health.hang_timeout;
-  const PulseVerdict v = JudgePulse(started_wall_, heartbeat, system_clock::now(), timeout);
-  const auto running_for = duration_cast<Duration>(steady_clock::now() - started_);
+  const PulseVerdict v = JudgePulse(started_wall_, heartbeat, clock_->WallNow(), timeout);
+  const auto running_for = duration_cast<Duration>(clock_->Now() - started_);
   if (!v.hung || running_for < timeout) {
     ArmIn(v.hung ? timeout - running_for : std::max(v.check_in, Duration(1)));
     return;

@@ -95,8 +95,8 @@ TEST(OneCheckpointWatcher, EachNewCheckpointIsReadOnceForEverySubscriber) {
   const auto job = Job(dir, "  keep: 2\n");
   testing::LogCapture logs;
   Control control(job);
-  auto keeper = std::make_shared<DirKeeper>(job);
-  CheckpointWatcher watcher(keeper, {200ms, 20ms});
+  auto keeper = std::make_shared<DirKeeper>(job, SystemClock());
+  CheckpointWatcher watcher(keeper, control.clock(), {200ms, 20ms});
   // Three subscribers, as telemetry, cadence and the mirror are.
   std::vector<std::vector<std::string>> got(3);
   for (auto& names : got) {
@@ -137,8 +137,8 @@ TEST(OneCheckpointWatcher, ABadCheckpointIsToldOnceItHeldStill) {
   TempDir dir;
   const auto job = Job(dir, "");
   Control control(job);
-  auto keeper = std::make_shared<DirKeeper>(job);
-  CheckpointWatcher watcher(keeper, {100ms, 20ms});
+  auto keeper = std::make_shared<DirKeeper>(job, SystemClock());
+  CheckpointWatcher watcher(keeper, control.clock(), {100ms, 20ms});
   std::vector<CheckpointVerdict> got;
   watcher.Subscribe(
       [&](const std::vector<CheckpointVerdict>& verdicts) { got.insert(got.end(), verdicts.begin(), verdicts.end()); });
@@ -161,7 +161,7 @@ TEST(OneCheckpointWatcher, ASelectionWaitsForWorkAlreadyOnTheKeeper) {
   WriteCheckpoint(dir / "ckpt" / "ckpt_step1", 4096);
   WriteCheckpoint(dir / "ckpt" / "ckpt_step2", 4096);
   testing::WriteFile(dir / "ckpt" / "ckpt_step3", "");  // bad: quarantined by the selection
-  auto keeper = std::make_shared<DirKeeper>(job);
+  auto keeper = std::make_shared<DirKeeper>(job, SystemClock());
   auto selector = checkpoint_watch::MakeKeptSelector(keeper);
   std::promise<void> busy, release;
   bool bad_there_at_the_end = false;
@@ -200,7 +200,7 @@ TEST(OneCheckpointWatcher, ASelectionTrustsWhatItsOwnRestoreValidated) {
   const auto job = Job(dir, "");
   WriteCheckpoint(dir / "ckpt" / "ckpt_step4", 4 * kMiB);
   testing::LogCapture logs;
-  auto keeper = std::make_shared<DirKeeper>(job);
+  auto keeper = std::make_shared<DirKeeper>(job, SystemClock());
   auto selector = checkpoint_watch::MakeKeptSelector(keeper);
   auto before = Rchar();
   const auto local = keeper->Call([&] { return keeper->NewestGood(/*for_selection=*/true); });

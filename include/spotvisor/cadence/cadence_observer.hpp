@@ -4,10 +4,10 @@
 // time. Measures each request's cost (request → new good checkpoint, from the watcher) and
 // size, journals them in checkpoints.jsonl, and in adaptive mode recomputes the interval
 // from C and M (cadence_policy.hpp), logging every change. A checkpoint-only notice (AWS
-// rebalance) is measured like a request; any new checkpoint restarts the period. io thread.
+// rebalance) is measured like a request; any new checkpoint restarts the period. Time and
+// timers come from RunControl::clock(). io thread.
 #pragma once
 
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <memory>
@@ -40,12 +40,11 @@ class CadenceObserver final : public supervisor::RunObserver {
   const CadencePolicy& policy() const { return policy_; }
 
  private:
-  using SteadyTime = std::chrono::steady_clock::time_point;
   struct Pending {
-    std::string reason;                          // cadence | adaptive | notice ...
-    SteadyTime at;                               // when we asked
-    std::chrono::system_clock::time_point wall;  // the same, on the wall clock
-    bool delivered = false;                      // signals.checkpoint reached a process
+    std::string reason;      // cadence | adaptive | notice ...
+    SteadyTime at;           // when we asked
+    WallTime wall;           // the same, on the wall clock
+    bool delivered = false;  // signals.checkpoint reached a process
   };
 
   void ArmAt(SteadyTime at);
@@ -56,11 +55,12 @@ class CadenceObserver final : public supervisor::RunObserver {
   void NoteIntervalChange(const std::string& why);
   Duration RunTimeSoFar() const;
 
-  const config::JobConfig& job_;                    // not owned
-  checkpoint_watch::CheckpointWatcher* watcher_;    // not owned; may be null
-  CadencePolicy policy_;                            // interval, C, M
-  supervisor::RunControl* control_ = nullptr;       // set in OnStart
-  std::optional<boost::asio::steady_timer> timer_;  // the next request
+  const config::JobConfig& job_;                  // not owned
+  checkpoint_watch::CheckpointWatcher* watcher_;  // not owned; may be null
+  CadencePolicy policy_;                          // interval, C, M
+  supervisor::RunControl* control_ = nullptr;     // set in OnStart
+  Clock* clock_ = nullptr;                        // control_->clock(), set in OnStart
+  std::unique_ptr<Timer> timer_;                  // the next request
   supervisor::Phase phase_ = supervisor::Phase::kIdle;
   int attempt_ = 0;                     // the running attempt, 0 = none
   SteadyTime attempt_started_{};        // when it started

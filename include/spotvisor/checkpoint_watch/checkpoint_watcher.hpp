@@ -5,10 +5,10 @@
 // judged again when it changes) — applies checkpoints.keep after a new good one, and hands
 // each verdict to its subscribers on the io thread: telemetry (the run record, metrics, on_checkpoint),
 // cadence (the cost of a request) and the mirror. What existed at start is the baseline,
-// not news. A RunObserver; Subscribe and Hurry on the io thread.
+// not news. Polls, "held still" and detection times run on the run's Clock. A RunObserver;
+// Subscribe and Hurry on the io thread.
 #pragma once
 
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -33,9 +33,9 @@ struct CheckpointVerdict {
   std::uint64_t step = 0;      // from the name
   CheckpointShape shape;       // size, newest mtime, oldest birth
   bool good = false;
-  std::string reason;                                 // the validator's words
-  std::chrono::system_clock::time_point written_at;   // newest mtime (ns), a marker beside it included
-  std::chrono::system_clock::time_point detected_at;  // when the verdict was reached
+  std::string reason;    // the validator's words
+  WallTime written_at;   // newest mtime (ns), a marker beside it included
+  WallTime detected_at;  // when the verdict was reached (the clock's wall time)
 };
 
 struct WatchTiming {
@@ -49,8 +49,9 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   using Subscriber = std::function<void(const std::vector<CheckpointVerdict>&)>;
 
   // `job` must have checkpoints.dir and outlive the watcher; `keeper` owns the directory.
-  // The job is the keeper's (its checkpoints.dir, pattern and level).
-  explicit CheckpointWatcher(std::shared_ptr<DirKeeper> keeper, WatchTiming timing = {});
+  // The job is the keeper's (its checkpoints.dir, pattern and level). `clock` is the run's
+  // (the RunControl's of OnStart) and outlives the watcher.
+  CheckpointWatcher(std::shared_ptr<DirKeeper> keeper, Clock& clock, WatchTiming timing = {});
   ~CheckpointWatcher() override;  // waits for a scan in progress
 
   // Before OnStart; subscribers run on the io thread in subscription order.
@@ -68,10 +69,10 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   // Per name: the key it had when last seen, and what became of it.
   struct Seen {
     checkpoint::CacheKey key;
-    std::chrono::steady_clock::time_point since;  // first seen with this key
-    bool judged = false;                          // validated at this key
-    bool told = false;                            // handed to the subscribers
-    std::optional<CheckpointVerdict> verdict;     // once judged
+    SteadyTime since;                          // first seen with this key
+    bool judged = false;                       // validated at this key
+    bool told = false;                         // handed to the subscribers
+    std::optional<CheckpointVerdict> verdict;  // once judged
   };
 
   void Arm();
@@ -80,15 +81,16 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   std::vector<CheckpointVerdict> Scan();
   CheckpointVerdict JudgeOne(checkpoint::CatalogEntry& entry);
 
-  std::shared_ptr<DirKeeper> keeper_;               // the directory's one owner
-  WatchTiming timing_;                              // poll periods
-  std::vector<Subscriber> subscribers_;             // io thread
-  std::optional<boost::asio::steady_timer> timer_;  // the poll clock (io thread)
-  boost::asio::io_context* io_ = nullptr;           // the driver's loop
-  bool hurry_ = false;                              // io thread: fast polling
-  bool scanning_ = false;                           // io thread: a scan is on the keeper
-  bool again_ = false;                              // io thread: scan once more when it returns
-  bool stopped_ = false;                            // io thread: OnExit came
+  std::shared_ptr<DirKeeper> keeper_;      // the directory's one owner
+  Clock& clock_;                           // not owned; the run's
+  WatchTiming timing_;                     // poll periods
+  std::vector<Subscriber> subscribers_;    // io thread
+  std::unique_ptr<Timer> timer_;           // the poll clock (io thread), from OnStart
+  boost::asio::io_context* io_ = nullptr;  // the driver's loop
+  bool hurry_ = false;                     // io thread: fast polling
+  bool scanning_ = false;                  // io thread: a scan is on the keeper
+  bool again_ = false;                     // io thread: scan once more when it returns
+  bool stopped_ = false;                   // io thread: OnExit came
   // Keeper-thread state.
   bool baseline_done_ = false;        // the first scan only records
   std::map<std::string, Seen> seen_;  // by name

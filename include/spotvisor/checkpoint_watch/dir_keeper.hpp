@@ -3,7 +3,8 @@
 // quarantine and retention, the mirror's restore — runs on the keeper's one thread in the
 // order posted, so none of them can race another. Shared by the watcher, the resume
 // selector and the mirror. Post/Call from any thread except the keeper's own; the members
-// marked "keeper thread" only from work running there.
+// marked "keeper thread" only from work running there. Time (how long a validation took)
+// comes from the run's Clock.
 #pragma once
 
 #include <boost/asio/post.hpp>
@@ -18,13 +19,14 @@
 #include "spotvisor/checkpoint/catalog.hpp"
 #include "spotvisor/checkpoint/resume_selector.hpp"
 #include "spotvisor/config/job_config.hpp"
+#include "spotvisor/util/clock.hpp"
 
 namespace spotvisor::checkpoint_watch {
 
 class DirKeeper {
  public:
-  // `job` must have checkpoints.dir and outlive the keeper.
-  explicit DirKeeper(const config::JobConfig& job);
+  // `job` must have checkpoints.dir; `job` and `clock` (the run's) outlive the keeper.
+  DirKeeper(const config::JobConfig& job, Clock& clock);
   ~DirKeeper();  // runs the work already posted, then joins
   DirKeeper(const DirKeeper&) = delete;
   DirKeeper& operator=(const DirKeeper&) = delete;
@@ -65,6 +67,7 @@ class DirKeeper {
 
  private:
   const config::JobConfig& job_;                // not owned
+  Clock& clock_;                                // not owned; times validations
   std::optional<checkpoint::Catalog> catalog_;  // keeper thread; remade at each selection
   bool catalog_failed_ = false;                 // said once
   checkpoint::VerdictCache validated_;          // keeper thread: verdicts this process validated

@@ -4,12 +4,11 @@
 // timeout since the trainer started or last beat → RequestStop(kHang): the usual grace,
 // then a restart from the newest good checkpoint within restart.max_hangs. Looks only
 // while the trainer runs; the stat runs on a worker thread (a hung network filesystem must
-// not block the io thread). io thread.
+// not block the io thread). Time and timers come from RunControl::clock(). io thread.
 #pragma once
 
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
-#include <chrono>
+#include <memory>
 #include <optional>
 #include <regex>
 #include <string>
@@ -38,18 +37,19 @@ class HeartbeatMonitor final : public supervisor::RunObserver {
   void Judge(int attempt, std::optional<WallTime> heartbeat);
   std::string Source() const;  // "heartbeat_file=... progress_pattern=..." for logs
 
-  const config::JobConfig& job_;                     // not owned
-  supervisor::RunControl* control_ = nullptr;        // set in OnStart
-  std::optional<boost::asio::steady_timer> timer_;   // the next look
-  int attempt_ = 0;                                  // the watched attempt; 0 = none
-  WallTime started_wall_{};                          // its start, on the mtime clock
-  std::chrono::steady_clock::time_point started_{};  // its start, on the steady clock
-  std::optional<std::regex> progress_;               // health.progress_pattern, compiled
-  std::optional<WallTime> last_line_;                // last matching line of this attempt
-  std::optional<std::uint64_t> last_step_;           // its step, when the pattern has a group
-  bool looking_ = false;                             // a stat is on the worker
-  bool stopped_ = false;                             // OnExit came
-  boost::asio::thread_pool worker_{1};               // stat()s (declared last: joined first)
+  const config::JobConfig& job_;               // not owned
+  supervisor::RunControl* control_ = nullptr;  // set in OnStart
+  Clock* clock_ = nullptr;                     // control_->clock(), set in OnStart
+  std::unique_ptr<Timer> timer_;               // the next look
+  int attempt_ = 0;                            // the watched attempt; 0 = none
+  WallTime started_wall_{};                    // its start, on the mtime clock
+  SteadyTime started_{};                       // its start, on the steady clock
+  std::optional<std::regex> progress_;         // health.progress_pattern, compiled
+  std::optional<WallTime> last_line_;          // last matching line of this attempt
+  std::optional<std::uint64_t> last_step_;     // its step, when the pattern has a group
+  bool looking_ = false;                       // a stat is on the worker
+  bool stopped_ = false;                       // OnExit came
+  boost::asio::thread_pool worker_{1};         // stat()s (declared last: joined first)
 };
 
 }  // namespace spotvisor::health

@@ -1,0 +1,136 @@
+// The checkpoint watcher's timing in virtual time: a real DirKeeper and real files in a temp
+// dir, a FakeRunControl's clock for the polls. What existed at start is no news; a good
+// checkpoint is news at the first poll that sees it (slow, or fast while hurried); a bad one
+// only once it held still for half a slow period; a save caught half-way is judged again
+// when it changes. The scans run on the keeper's thread: virtual time waits for them.
+#include <gtest/gtest.h>
+
+#include "spotvisor/checkpoint_watch/checkpoint_watcher.hpp"
+#include "spotvisor/checkpoint_watch/dir_keeper.hpp"
+#include "spotvisor/config/loader.hpp"
+#include "support/fake_run_control.hpp"
+#include "support/file_times.hpp"
+#include "support/test_support.hpp"
+
+namespace spotvisor::checkpoint_watch {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeRunControl;
+using testing::TempDir;
+
+const std::string kComplete(4096, 'x');  // format any: good once complete
+
+config::JobConfig Job(const TempDir& dir) {
+  auto job = config::LoadJobText(
+      "job:\n  name: w\n  command: [\"/bin/true\"]\n"
+      "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n  format: any\n  validate: full\n"
+      "telemetry:\n  state_dir: ./state\n",
+      dir / "job.yaml", dir.path());
+  EXPECT_TRUE(job) << (job ? "" : job.error().message);
+  EXPECT_TRUE(config::Finalize(*job, /*need_command=*/false));
+  std::filesystem::create_directories(dir / "ckpt");
+  return *job;
+}
+
+struct Told {
+  std::string name;
+  bool good = false;
+  Duration at;           // virtual time it reached the subscriber
+  WallTime detected_at;  // the verdict's own time
+};
+
+// Polls every 10 s, every 1 s while hurried. Members in this order: the watcher goes first.
+class WatchClock : public ::testing::Test {
+ protected:
+  WatchClock()
+      : job_(Job(dir_)),
+        control_(job_),
+        wall0_(control_.clock_.WallNow()),
+        watcher_(std::make_shared<DirKeeper>(job_, control_.clock()), control_.clock(), {10s, 1s}) {
+    watcher_.Subscribe([this](const std::vector<CheckpointVerdict>& verdicts) {
+      for (const auto& v : verdicts) told_.push_back({v.name, v.good, control_.clock_.elapsed(), v.detected_at});
+    });
+  }
+  // OnStart's baseline scan, done before anything else happens.
+  void Start() {
+    watcher_.OnStart(control_);
+    control_.RunFor(0ms);
+  }
+  void Write(const std::string& name, const std::string& text) {
+    testing::WriteFileAt(dir_ / "ckpt" / name, text, control_.clock_.WallNow());
+  }
+
+  TempDir dir_;
+  config::JobConfig job_;
+  FakeRunControl control_;
+  WallTime wall0_;  // the virtual wall time at 0
+  std::vector<Told> told_;
+  CheckpointWatcher watcher_;
+};
+
+TEST_F(WatchClock, AGoodCheckpointIsNewsAtTheFirstPollThatSeesItSlowOrHurried) {
+  Write("ckpt_step1", kComplete);  // there before the start: the baseline, not news
+  Start();
+  Write("ckpt_step2", kComplete);
+  control_.RunFor(10s);
+  ASSERT_EQ(told_.size(), 1u);
+  EXPECT_EQ(told_[0].name, "ckpt_step2");
+  EXPECT_TRUE(told_[0].good);
+  EXPECT_EQ(told_[0].at, 10s);  // the next slow poll
+  EXPECT_EQ(told_[0].detected_at, wall0_ + 10s);
+
+  watcher_.Hurry(true);  // a checkpoint was requested: polls every second from now
+  control_.RunFor(2500ms);
+  Write("ckpt_step3", kComplete);
+  control_.RunFor(5s);
+  ASSERT_EQ(told_.size(), 2u);
+  EXPECT_EQ(told_[1].name, "ckpt_step3");
+  EXPECT_EQ(told_[1].at, 13s);
+
+  watcher_.Hurry(false);  // slowly again: the next poll 10 s after this call
+  Write("ckpt_step4", kComplete);
+  control_.RunFor(9s);
+  EXPECT_EQ(told_.size(), 2u);
+  control_.RunFor(1s);
+  ASSERT_EQ(told_.size(), 3u);
+  EXPECT_EQ(told_[2].at, 17500ms + 10s);
+
+  watcher_.OnExit(0, "done");
+  EXPECT_EQ(control_.clock_.pending_timers(), 0u);
+}
+
+// An empty file may be a save caught half-way by a fast poll: its bad verdict is news only
+// after it held still for half a slow period (5 s here).
+TEST_F(WatchClock, ABadCheckpointIsNewsOnlyOnceItHeldStillForHalfASlowPeriod) {
+  Start();
+  watcher_.Hurry(true);
+  Write("ckpt_step7", "");
+  control_.RunFor(5500ms);  // first seen at 1 s: not yet
+  EXPECT_TRUE(told_.empty());
+  control_.RunFor(1s);
+  ASSERT_EQ(told_.size(), 1u);
+  EXPECT_EQ(told_[0].name, "ckpt_step7");
+  EXPECT_FALSE(told_[0].good);
+  EXPECT_EQ(told_[0].at, 6s);  // seen at 1 s, still at 6 s
+  control_.RunFor(1min);
+  EXPECT_EQ(told_.size(), 1u) << "a verdict is news once";
+}
+
+// The save completes before the bad verdict was told: the changed checkpoint is judged again
+// and only its good verdict is news.
+TEST_F(WatchClock, ASaveCaughtHalfWayIsJudgedAgainWhenItChanges) {
+  Start();
+  watcher_.Hurry(true);
+  Write("ckpt_step8", "");
+  control_.RunFor(2500ms);  // seen empty at 1 s and 2 s
+  Write("ckpt_step8", kComplete);
+  control_.RunFor(1min);
+  ASSERT_EQ(told_.size(), 1u);
+  EXPECT_EQ(told_[0].name, "ckpt_step8");
+  EXPECT_TRUE(told_[0].good);
+  EXPECT_EQ(told_[0].at, 3s);
+}
+
+}  // namespace
+}  // namespace spotvisor::checkpoint_watch
