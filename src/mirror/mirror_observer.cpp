@@ -1,10 +1,10 @@
 // The mirror observer; see mirror_observer.hpp. Threads: the io thread enqueues and sets
 // the pause; upload threads take the newest queued item; the keeper's thread restores (the
-// driver's selection thread waits for it). Everything shared is under mutex_.
+// driver's selection thread waits for it, holding the clock's BackgroundWork for the whole
+// selection, restore included). Everything shared is under mutex_.
 #include "spotvisor/mirror/mirror_observer.hpp"
 
 #include <boost/asio/post.hpp>
-#include <chrono>
 
 #include "spotvisor/log/log.hpp"
 
@@ -16,7 +16,7 @@ using log::Log;
 using log::LogLevel;
 using log::Quote;
 
-std::string Ms(std::chrono::steady_clock::duration d) {
+std::string Ms(SteadyTime::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
 }
 
@@ -25,7 +25,6 @@ std::string Ms(std::chrono::steady_clock::duration d) {
 MirrorObserver::MirrorObserver(const config::JobConfig& job, checkpoint_watch::CheckpointWatcher& watcher)
     : job_(job),
       keeper_(watcher.keeper()),
-      limiter_(job.checkpoints.mirror.path ? job.checkpoints.mirror.bandwidth : 0),
       pool_(static_cast<std::size_t>(std::max(1, job.checkpoints.mirror.concurrency))) {
   // The newest good checkpoint of each scan (an older one queued with it would be superseded).
   watcher.Subscribe([this](const std::vector<checkpoint_watch::CheckpointVerdict>& verdicts) {
@@ -49,7 +48,10 @@ MirrorObserver::~MirrorObserver() {
 }
 
 void MirrorObserver::OnStart(supervisor::RunControl& control) {
-  store_ = MakeMirrorStore(job_, control.children());  // before any checkpoint is enqueued (they are posted)
+  // All before any checkpoint is enqueued (they are posted).
+  clock_ = &control.clock();
+  limiter_.emplace(*clock_, job_.checkpoints.mirror.path ? job_.checkpoints.mirror.bandwidth : 0);
+  store_ = MakeMirrorStore(job_, control.children());
 }
 
 void MirrorObserver::BeforeSelection() {
@@ -64,7 +66,7 @@ void MirrorObserver::BeforeSelection() {
 }
 
 void MirrorObserver::Restore() {
-  const auto started = std::chrono::steady_clock::now();
+  const auto started = clock_->Now();
   // Validated for the selection that follows, which then does not read it again.
   const auto local = keeper_->NewestGood(/*for_selection=*/true);
   const std::optional<std::uint64_t> local_step = local ? std::optional<std::uint64_t>(local->step) : std::nullopt;
@@ -80,11 +82,10 @@ void MirrorObserver::Restore() {
     return;
   }
   keeper_->NoteRestored(result->restored->path);
-  Log(LogLevel::kWarning, "event=mirror_restored mirror=" + Quote(store_->Describe()) +
-                              " path=" + Quote(result->restored->path.string()) +
-                              " step=" + std::to_string(result->restored->step) +
-                              " local_step=" + (local_step ? std::to_string(*local_step) : "none") +
-                              " ms=" + Ms(std::chrono::steady_clock::now() - started));
+  Log(LogLevel::kWarning,
+      "event=mirror_restored mirror=" + Quote(store_->Describe()) + " path=" + Quote(result->restored->path.string()) +
+          " step=" + std::to_string(result->restored->step) +
+          " local_step=" + (local_step ? std::to_string(*local_step) : "none") + " ms=" + Ms(clock_->Now() - started));
 }
 
 void MirrorObserver::OnSelection(const checkpoint::Selection& selection) {
@@ -97,6 +98,7 @@ void MirrorObserver::OnPhase(supervisor::Phase phase) {
   {
     std::lock_guard lock(mutex_);
     paused_ = phase == supervisor::Phase::kStopping;
+    HoldClockLocked();
   }
   changed_.notify_all();
 }
@@ -106,6 +108,7 @@ void MirrorObserver::OnExit(int, const std::string&) {
     std::lock_guard lock(mutex_);
     paused_ = false;
     ++busy_;
+    HoldClockLocked();
   }
   changed_.notify_all();
   // The trainer's last checkpoint (written while stopping) may not have been seen yet.
@@ -117,6 +120,7 @@ void MirrorObserver::OnExit(int, const std::string&) {
     }
     std::lock_guard lock(mutex_);
     --busy_;
+    HoldClockLocked();
     changed_.notify_all();
   });
 }
@@ -134,6 +138,7 @@ void MirrorObserver::Enqueue(MirrorItem item) {
     active_.insert(item.name);
     queue_.push_back(std::move(item));
     ++busy_;
+    HoldClockLocked();
   }
   asio::post(pool_, [this] { Work(); });
 }
@@ -161,11 +166,12 @@ void MirrorObserver::Work() {
   if (item) active_.erase(item->name);
   for (const auto& old : superseded) active_.erase(old.name);
   busy_ -= 1 + static_cast<int>(superseded.size());
+  HoldClockLocked();
   changed_.notify_all();
 }
 
 void MirrorObserver::Upload(const MirrorItem& item) {
-  const auto started = std::chrono::steady_clock::now();
+  const auto started = clock_->Now();
   auto result = store_->Upload(item, Control());
   if (!result) {
     Log(LogLevel::kError, "event=mirror_failed name=" + Quote(item.name) + " mirror=" + Quote(store_->Describe()) +
@@ -173,8 +179,8 @@ void MirrorObserver::Upload(const MirrorItem& item) {
     return;
   }
   if (*result == UploadResult::kUploaded) {
-    Log(LogLevel::kInfo, "event=mirrored name=" + Quote(item.name) + " step=" + std::to_string(item.step) + " mirror=" +
-                             Quote(store_->Describe()) + " ms=" + Ms(std::chrono::steady_clock::now() - started));
+    Log(LogLevel::kInfo, "event=mirrored name=" + Quote(item.name) + " step=" + std::to_string(item.step) +
+                             " mirror=" + Quote(store_->Describe()) + " ms=" + Ms(clock_->Now() - started));
   }
   const int keep = Keep();
   if (keep > 0 && job_.checkpoints.mirror.path == std::nullopt && job_.checkpoints.mirror.prune_command.empty()) {
@@ -198,13 +204,26 @@ void MirrorObserver::Upload(const MirrorItem& item) {
 
 CopyControl MirrorObserver::Control() {
   CopyControl c;
-  c.limiter = &limiter_;
+  c.limiter = limiter_ ? &*limiter_ : nullptr;
   c.stop = stop_.get_token();
   c.wait_while_paused = [this] {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [this] { return !paused_ || stop_.stop_requested(); });
   };
   return c;
+}
+
+// A virtual clock must not jump to the next timer while an upload copies (nor move while it
+// logs what it did); a paused upload lets it move, since what lifts the pause (the end of a
+// stop) waits on timers. Tokens are taken on the io thread only (Enqueue from the feed or a
+// selection, OnPhase, OnExit) or while one is held (Enqueue from OnExit's task); any thread
+// releases.
+void MirrorObserver::HoldClockLocked() {
+  if (busy_ == 0 || paused_) {
+    holding_.reset();
+  } else if (!holding_ && clock_) {
+    holding_ = clock_->BackgroundWork();
+  }
 }
 
 int MirrorObserver::Keep() const {

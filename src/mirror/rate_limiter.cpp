@@ -2,15 +2,18 @@
 #include "spotvisor/mirror/rate_limiter.hpp"
 
 #include <algorithm>
-#include <thread>
+#include <cmath>
 
 namespace spotvisor::mirror {
 
-RateLimiter::RateLimiter(std::uint64_t bytes_per_second)
-    : rate_(bytes_per_second), tokens_(static_cast<double>(bytes_per_second)), refilled_at_(Clock::now()) {}
+RateLimiter::RateLimiter(Clock& clock, std::uint64_t bytes_per_second)
+    : clock_(clock),
+      rate_(bytes_per_second),
+      tokens_(static_cast<double>(bytes_per_second)),
+      refilled_at_(clock.Now()) {}
 
-RateLimiter::Clock::duration RateLimiter::Reserve(std::uint64_t bytes, Clock::time_point now) {
-  if (rate_ == 0) return Clock::duration::zero();
+Duration RateLimiter::Reserve(std::uint64_t bytes, SteadyTime now) {
+  if (rate_ == 0) return Duration::zero();
   std::lock_guard lock(mutex_);
   const double rate = static_cast<double>(rate_);
   if (now > refilled_at_) {
@@ -19,13 +22,14 @@ RateLimiter::Clock::duration RateLimiter::Reserve(std::uint64_t bytes, Clock::ti
     refilled_at_ = now;
   }
   tokens_ -= static_cast<double>(bytes);
-  if (tokens_ >= 0) return Clock::duration::zero();
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(-tokens_ / rate));
+  if (tokens_ >= 0) return Duration::zero();
+  // Rounded up: a wait never ends before the debt is paid.
+  return Duration(static_cast<Duration::rep>(std::ceil(-tokens_ * 1000.0 / rate)));
 }
 
 void RateLimiter::Acquire(std::uint64_t bytes) {
-  const auto wait = Reserve(bytes, Clock::now());
-  if (wait > Clock::duration::zero()) std::this_thread::sleep_for(wait);
+  const auto wait = Reserve(bytes, clock_.Now());
+  if (wait > Duration::zero()) clock_.Sleep(wait);
 }
 
 }  // namespace spotvisor::mirror

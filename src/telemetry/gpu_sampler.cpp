@@ -14,15 +14,18 @@ using log::Quote;
 
 namespace asio = boost::asio;
 
-GpuSampler::GpuSampler(asio::io_context& io, Duration interval, GpuInfo& gpu, std::function<void()> changed)
-    : io_(io), interval_(interval), gpu_(gpu), changed_(std::move(changed)) {}
+GpuSampler::GpuSampler(asio::io_context& io, Clock& clock, Duration interval, GpuInfo& gpu,
+                       std::function<void()> changed)
+    : io_(io), clock_(clock), interval_(interval), gpu_(gpu), changed_(std::move(changed)) {}
 
 GpuSampler::~GpuSampler() { pool_.join(); }
 
 void GpuSampler::Start() {
   if (interval_.count() <= 0) return;
-  timer_.emplace(io_);
-  asio::post(pool_, [this] {
+  timer_ = clock_.MakeTimer(io_);
+  // Each trip to the pool holds the clock's BackgroundWork until its answer is posted: a
+  // virtual clock does not move past it.
+  asio::post(pool_, [this, working = clock_.BackgroundWork()]() mutable {
     auto nvml = Nvml::Load();
     asio::post(io_, [this, nvml = std::make_shared<decltype(nvml)>(std::move(nvml))]() mutable {
       if (!*nvml) {
@@ -39,13 +42,14 @@ void GpuSampler::Start() {
           "event=gpu_found devices=" + std::to_string(nvml_->device_count()) + " driver=" + gpu_.driver);
       Sample();
     });
+    working.reset();
   });
 }
 
 void GpuSampler::Stop() { timer_.reset(); }
 
 void GpuSampler::Sample() {
-  asio::post(pool_, [this] {
+  asio::post(pool_, [this, working = clock_.BackgroundWork()]() mutable {
     auto samples = nvml_->Sample();
     asio::post(io_, [this, samples = std::move(samples)] {
       gpus_ = samples;
@@ -56,12 +60,10 @@ void GpuSampler::Sample() {
         gpu_.peak_vram_bytes = std::max(gpu_.peak_vram_bytes, g.memory_used);
       }
     });
+    working.reset();
   });
   if (!timer_) return;
-  timer_->expires_after(interval_);
-  timer_->async_wait([this](const boost::system::error_code& ec) {
-    if (!ec && timer_) Sample();
-  });
+  timer_->After(interval_, [this] { Sample(); });
 }
 
 }  // namespace spotvisor::telemetry

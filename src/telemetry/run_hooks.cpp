@@ -3,7 +3,6 @@
 
 #include "spotvisor/config/templates.hpp"
 #include "spotvisor/log/log.hpp"
-#include "spotvisor/state/journal.hpp"
 #include "spotvisor/supervisor/group_vars.hpp"
 
 namespace spotvisor::telemetry {
@@ -14,7 +13,8 @@ using log::Quote;
 
 namespace asio = boost::asio;
 
-RunHooks::RunHooks(const config::JobConfig& job, Done done) : job_(job), done_(std::move(done)) {}
+RunHooks::RunHooks(const config::JobConfig& job, Clock& clock, Done done)
+    : job_(job), clock_(clock), done_(std::move(done)) {}
 
 // before_start must finish before the trainer starts (it restores data), and the
 // observer seam cannot hold the start back, so it runs to completion here, on a private
@@ -55,7 +55,7 @@ void RunHooks::Launch(hooks::HookRunner& runner, const std::string& name, const 
     for (auto& [k, v] : supervisor::GroupVars(*place_)) vars[k] = v;
   }
   for (auto& [k, v] : extra) vars[k] = v;
-  const auto started_ms = state::UnixMillisNow();
+  const auto started_ms = UnixMillis(clock_.WallNow());
   auto done = [this, name, started_ms, after](const hooks::HookResult& r) {
     done_(name, r, started_ms);
     if (after) after();

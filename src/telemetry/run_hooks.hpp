@@ -1,7 +1,8 @@
 // The job's hooks during a run (before_start, on_notice, on_checkpoint, on_finish): fills
 // the placeholders ({job}, {attempt}, {checkpoint}, ...) and SPOTVISOR_* variables, runs
 // the command through HookRunner and reports each result. io thread only, except that
-// before_start runs to completion on a private loop before anything is supervised.
+// before_start runs to completion on a private loop before anything is supervised. Start
+// times are the run clock's wall time.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -15,6 +16,7 @@
 #include "spotvisor/hooks/hook_runner.hpp"
 #include "spotvisor/process/child_table.hpp"
 #include "spotvisor/supervisor/fsm.hpp"
+#include "spotvisor/util/clock.hpp"
 
 namespace spotvisor::telemetry {
 
@@ -22,8 +24,8 @@ class RunHooks {
  public:
   // Gets every result (the run record keeps them), on the io thread.
   using Done = std::function<void(const std::string& name, const hooks::HookResult&, std::int64_t started_ms)>;
-  // `job` outlives the hooks.
-  RunHooks(const config::JobConfig& job, Done done);
+  // `job` and `clock` outlive the hooks.
+  RunHooks(const config::JobConfig& job, Clock& clock, Done done);
 
   // Runs hooks.before_start and waits for it (bounded by its timeout). Before Start.
   void RunBeforeStart(int attempt, process::ChildTable& children);
@@ -43,6 +45,7 @@ class RunHooks {
               std::map<std::string, std::string> extra, std::function<void()> after);
 
   const config::JobConfig& job_;                 // not owned
+  Clock& clock_;                                 // not owned
   Done done_;                                    // io thread
   std::unique_ptr<hooks::HookRunner> runner_;    // from Start
   std::optional<supervisor::GroupPlace> place_;  // from SetPlace

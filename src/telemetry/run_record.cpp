@@ -22,7 +22,7 @@ void RunRecord::Load() {
   if (loaded) {
     ledger_ = std::move(*loaded);
   } else {
-    const auto aside = job_.telemetry.state_dir / ("run.json.corrupt-" + std::to_string(state::UnixMillisNow()));
+    const auto aside = job_.telemetry.state_dir / ("run.json.corrupt-" + std::to_string(UnixMillis(clock_.WallNow())));
     std::error_code ec;
     std::filesystem::rename(job_.telemetry.state_dir / kLedgerFileName, aside, ec);
     Log(LogLevel::kError,
@@ -43,7 +43,7 @@ void RunRecord::Load() {
   ledger_.host = DescribeHost(job_);
   ledger_.cost = job_.cost;
   SessionRecord s;
-  s.started_ms = s.last_seen_ms = state::UnixMillisNow();
+  s.started_ms = s.last_seen_ms = UnixMillis(clock_.WallNow());
   s.boot_ms = BootTimeMs();
   s.hostname = ledger_.host.hostname;
   ledger_.sessions.push_back(s);
@@ -70,8 +70,8 @@ void RunRecord::AttemptEnded(const state::AttemptRecord& record) {
 RunSummary RunRecord::Summary(const std::optional<state::AttemptRecord>& current) const {
   RunLedger view = ledger_;
   if (!view.sessions.empty() && !view.sessions.back().ended_ms)
-    view.sessions.back().last_seen_ms = state::UnixMillisNow();
-  return Summarize(view, attempts_, state::UnixMillisNow(), current, folded_);
+    view.sessions.back().last_seen_ms = UnixMillis(clock_.WallNow());
+  return Summarize(view, attempts_, UnixMillis(clock_.WallNow()), current, folded_);
 }
 
 void RunRecord::AddInstanceFacts(const preemption::InstanceFacts& f) {

@@ -1,7 +1,8 @@
 // The run record while a run goes on: run.json (RunLedger) plus the journal's ended
 // attempts, loaded at start, summarised for the metrics, the status line and the budget,
 // and saved after every change (a failing save said once, its recovery once). Also what
-// the metadata service tells about the instance. io thread only.
+// the metadata service tells about the instance. Wall times (sessions, summaries) are the
+// run clock's. io thread only.
 #pragma once
 
 #include <optional>
@@ -12,12 +13,14 @@
 #include "spotvisor/state/journal.hpp"
 #include "spotvisor/telemetry/run_ledger.hpp"
 #include "spotvisor/telemetry/run_summary.hpp"
+#include "spotvisor/util/clock.hpp"
 
 namespace spotvisor::telemetry {
 
 class RunRecord {
  public:
-  explicit RunRecord(const config::JobConfig& job) : job_(job) {}  // `job` outlives the record
+  // `job` and `clock` outlive the record.
+  RunRecord(const config::JobConfig& job, Clock& clock) : job_(job), clock_(clock) {}
 
   // Reads run.json (a corrupt one is moved aside) and the journal's attempts, stamps this
   // job's facts and opens a new machine session; saves.
@@ -37,6 +40,7 @@ class RunRecord {
 
  private:
   const config::JobConfig& job_;                // not owned
+  Clock& clock_;                                // not owned
   RunLedger ledger_;                            // run.json
   std::vector<state::AttemptRecord> attempts_;  // the newest ended attempts (journal)
   FoldedAttempts folded_;                       // the older ones, summed

@@ -9,17 +9,15 @@ using log::Log;
 using log::LogLevel;
 using log::Quote;
 
-void SystemdStatus::StartWatchdog(boost::asio::io_context& io) {
+void SystemdStatus::StartWatchdog(boost::asio::io_context& io, Clock& clock) {
   if (!notifier_ || !notifier_->watchdog_interval()) return;
-  watchdog_.emplace(io);
+  watchdog_ = clock.MakeTimer(io);
   Notify("WATCHDOG=1");
   Pet();
 }
 
 void SystemdStatus::Pet() {
-  watchdog_->expires_after(*notifier_->watchdog_interval());
-  watchdog_->async_wait([this](const boost::system::error_code& ec) {
-    if (ec || !watchdog_) return;
+  watchdog_->After(*notifier_->watchdog_interval(), [this] {
     Notify("WATCHDOG=1");
     Pet();
   });

@@ -136,10 +136,13 @@ class TerminationLogObserver final : public supervisor::RunObserver {
  public:
   explicit TerminationLogObserver(const config::JobConfig& job) : job_(job) {}
 
+  void OnStart(supervisor::RunControl& control) override { clock_ = &control.clock(); }
+
   void OnExit(int code, const std::string& message) override {
     const auto& dir = job_.telemetry.state_dir;
     json report = nullptr;
-    if (auto r = BuildReport(dir, state::UnixMillisNow())) report = std::move(*r);
+    const std::int64_t now_ms = UnixMillis((clock_ ? *clock_ : SystemClock()).WallNow());
+    if (auto r = BuildReport(dir, now_ms)) report = std::move(*r);
     // The newest checkpoint a next start can resume from, at the structure level (headers and
     // sizes, no hashing: the stop window may be short; the next start validates fully). No
     // quarantine, no links: nothing on disk changes here.
@@ -165,6 +168,7 @@ class TerminationLogObserver final : public supervisor::RunObserver {
 
  private:
   const config::JobConfig& job_;  // not owned; outlives the run
+  Clock* clock_ = nullptr;        // the run's, from OnStart (an exit before it: the machine's)
 };
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The mirror's building blocks: the token bucket (time passed in, no sleeps), the verified
+// The mirror's building blocks: the token bucket (in virtual time, no sleeps), the verified
 // atomic tree copy, and the blocking command runner the command mirror uses (through a
 // child table).
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include "spotvisor/process/blocking_command.hpp"
 #include "spotvisor/process/child_table.hpp"
 #include "support/test_support.hpp"
+#include "support/virtual_clock.hpp"
 
 namespace spotvisor::mirror {
 namespace {
@@ -26,19 +27,32 @@ void WriteFile(const std::filesystem::path& path, const std::string& text) {
 }
 
 TEST(RateLimiter, UnlimitedNeverWaits) {
-  RateLimiter r(0);
-  EXPECT_EQ(r.Reserve(1ull << 40, RateLimiter::Clock::now()), RateLimiter::Clock::duration::zero());
+  testing::VirtualClock clock;
+  RateLimiter r(clock, 0);
+  EXPECT_EQ(r.Reserve(1ull << 40, clock.Now()), Duration::zero());
 }
 
 TEST(RateLimiter, OneSecondBurstThenTheRate) {
-  RateLimiter r(1000);
-  const auto t0 = RateLimiter::Clock::now() + 1h;  // well after construction: the bucket is full
-  EXPECT_EQ(r.Reserve(1000, t0), RateLimiter::Clock::duration::zero());
-  EXPECT_EQ(r.Reserve(500, t0), std::chrono::duration_cast<RateLimiter::Clock::duration>(500ms));
+  testing::VirtualClock clock;
+  RateLimiter r(clock, 1000);
+  const auto t0 = clock.Now() + 1h;  // well after construction: the bucket is full
+  EXPECT_EQ(r.Reserve(1000, t0), Duration::zero());
+  EXPECT_EQ(r.Reserve(500, t0), 500ms);
   // Half a second later the debt is paid; another 500 bytes cost another half second.
-  EXPECT_EQ(r.Reserve(500, t0 + 500ms), std::chrono::duration_cast<RateLimiter::Clock::duration>(500ms));
+  EXPECT_EQ(r.Reserve(500, t0 + 500ms), 500ms);
   // Long idle refills at most one second's worth.
-  EXPECT_EQ(r.Reserve(1000, t0 + 1h), RateLimiter::Clock::duration::zero());
+  EXPECT_EQ(r.Reserve(1000, t0 + 1h), Duration::zero());
+}
+
+TEST(RateLimiter, AcquireSleepsOnItsClock) {
+  testing::VirtualClock clock;
+  RateLimiter r(clock, 1000);
+  r.Acquire(1000);  // the full bucket
+  EXPECT_EQ(clock.elapsed(), 0ms);
+  r.Acquire(2500);  // 2.5 s of debt, paid by sleeping on the clock
+  EXPECT_EQ(clock.elapsed(), 2500ms);
+  r.Acquire(1);  // the bucket refilled by the sleep is empty again: 1 ms for one byte
+  EXPECT_EQ(clock.elapsed(), 2501ms);
 }
 
 TEST(TreeCopy, CopiesATreeVerifiedAndReplacesAnOldCopyAtomically) {

@@ -4,7 +4,9 @@
 // selection, the newest one at exit) with at most `mirror.concurrency` uploads at once and
 // `mirror.bandwidth` bytes/s, newest first (a queued older one is superseded). Uploads run
 // on their own threads and pause while a stop is in progress, so they never delay a notice
-// or a stop. At exit, uploads still going get up to `mirror.timeout` to finish.
+// or a stop. At exit, uploads still going get up to `mirror.timeout` to finish (real time:
+// the loop has ended by then). Time is the run's clock (RunControl::clock()): an upload that
+// may run holds its BackgroundWork, so a virtual clock stands still while it copies.
 #pragma once
 
 #include <boost/asio/thread_pool.hpp>
@@ -12,6 +14,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stop_token>
 #include <string>
@@ -30,7 +33,7 @@ class MirrorObserver final : public supervisor::RunObserver {
   MirrorObserver(const config::JobConfig& job, checkpoint_watch::CheckpointWatcher& watcher);
   ~MirrorObserver() override;  // drains (bounded by mirror.timeout), then cancels and joins
 
-  void OnStart(supervisor::RunControl& control) override;  // makes the store
+  void OnStart(supervisor::RunControl& control) override;  // makes the store and the limiter
   void BeforeSelection() override;
   void OnSelection(const checkpoint::Selection& selection) override;
   void OnPhase(supervisor::Phase phase) override;
@@ -47,11 +50,13 @@ class MirrorObserver final : public supervisor::RunObserver {
   void Upload(const MirrorItem& item);
   CopyControl Control();
   int Keep() const;
+  void HoldClockLocked();
 
   const config::JobConfig& job_;                         // not owned
   std::shared_ptr<checkpoint_watch::DirKeeper> keeper_;  // owns checkpoints.dir
+  Clock* clock_ = nullptr;                               // the run's; from OnStart on
   std::unique_ptr<MirrorStore> store_;                   // path or command; from OnStart on
-  RateLimiter limiter_;                                  // mirror.bandwidth, shared by uploads
+  std::optional<RateLimiter> limiter_;                   // mirror.bandwidth, shared by uploads; from OnStart on
   std::mutex mutex_;                                     // guards the members below
   std::condition_variable changed_;                      // pause lifted, or work finished
   std::deque<MirrorItem> queue_;                         // waiting, oldest first
@@ -60,6 +65,7 @@ class MirrorObserver final : public supervisor::RunObserver {
   bool paused_ = false;                                  // a stop is in progress
   bool restore_done_ = false;                            // restore runs before the first selection only
   bool warned_prune_ = false;                            // said once that prune_command is missing
+  std::shared_ptr<void> holding_;                        // the clock's BackgroundWork while busy and not paused
   std::stop_source stop_;                                // give up uploads (destructor, after the drain)
   boost::asio::thread_pool pool_;                        // upload threads (declared last: joined first)
 };

@@ -1,0 +1,85 @@
+// The telemetry observer's class, shared by its two sources: telemetry_observer.cpp (the run's
+// events as they come) and telemetry_outputs.cpp (what it starts and writes: metrics,
+// timers, the budget check, checkpoints, the report, systemd's status line). Time is the
+// run's clock (RunControl::clock()); the record, the hooks and the sampler are made in
+// OnStart, when that clock is known. io thread only; NVML runs on the sampler's thread.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "gpu_sampler.hpp"
+#include "run_hooks.hpp"
+#include "run_record.hpp"
+#include "spotvisor/checkpoint_watch/checkpoint_watcher.hpp"
+#include "spotvisor/preemption/instance_facts.hpp"
+#include "spotvisor/supervisor/run_observer.hpp"
+#include "spotvisor/telemetry/metrics_server.hpp"
+#include "spotvisor/util/clock.hpp"
+#include "systemd_status.hpp"
+
+namespace spotvisor::telemetry {
+
+class TelemetryObserver final : public supervisor::RunObserver {
+ public:
+  // `job` and `watcher` (null: no checkpoints.dir) outlive the observer.
+  TelemetryObserver(const config::JobConfig& job, checkpoint_watch::CheckpointWatcher* watcher,
+                    std::optional<MetricsEndpoint> endpoint, std::optional<SdNotifier> notifier)
+      : job_(job), endpoint_(std::move(endpoint)), systemd_(std::move(notifier)) {
+    Subscribe(watcher);
+  }
+
+  void OnStart(supervisor::RunControl& control) override;
+  void OnSelection(const checkpoint::Selection& selection) override;
+  void OnAttemptStarted(const supervisor::SpawnAction& start, pid_t pid) override;
+  void OnAttemptEnded(const state::AttemptRecord& record) override;
+  void OnNotice(const preemption::Notice& n) override;
+  void OnSignalSent(int signo, config::SignalTarget to) override;
+  void OnPhase(supervisor::Phase phase) override;
+  void OnExit(int code, const std::string& message) override;
+
+ private:
+  // ---- start (telemetry_outputs.cpp) ----
+  void AskInstanceFacts(boost::asio::io_context& io);
+  void StartMetrics(boost::asio::io_context& io);
+  void StartTimers(boost::asio::io_context& io);
+  void Every(Timer& timer, Duration period, std::function<void()> what);
+  // ---- checkpoints, budget ----
+  void Subscribe(checkpoint_watch::CheckpointWatcher* watcher);  // new verdicts go to OnCheckpoint
+  void OnCheckpoint(const checkpoint_watch::CheckpointVerdict& v);
+  void CheckBudget();
+  void LogBudgetUnknowns();
+  // ---- output ----
+  std::optional<std::filesystem::path> WriteRunReport();
+  std::string RenderMetrics() const;
+  void UpdateStatus();
+  std::int64_t NowMs() const { return UnixMillis(clock_->WallNow()); }
+  static double Seconds(SteadyTime::duration d) { return std::chrono::duration<double>(d).count(); }
+
+  const config::JobConfig& job_;                 // outlives us
+  std::optional<MetricsEndpoint> endpoint_;      // metrics on, with its token
+  SystemdStatus systemd_;                        // sd_notify and the watchdog
+  supervisor::RunControl* control_ = nullptr;    // from OnStart
+  Clock* clock_ = nullptr;                       // the run's; from OnStart
+  std::optional<RunRecord> record_;              // run.json and the attempts; from OnStart
+  std::optional<RunHooks> hooks_;                // the job's hooks; from OnStart
+  std::optional<state::AttemptRecord> current_;  // the attempt in progress
+  supervisor::Phase phase_ = supervisor::Phase::kIdle;
+  SteadyTime trainer_started_{};                          // the current trainer's start
+  std::optional<SteadyTime> notice_at_, stop_signal_at_;  // the last notice; the stop signal
+  std::optional<std::size_t> awaiting_signal_;            // notice index without signal yet
+  std::optional<double> last_notice_to_signal_, last_grace_used_;
+  std::map<std::pair<std::string, std::string>, int> hook_runs_;  // (hook, outcome) -> runs
+  std::unique_ptr<MetricsServer> metrics_;
+  std::unique_ptr<preemption::InstanceFactsQuery> facts_;  // until it answers or we exit
+  std::unique_ptr<Timer> heartbeat_, budget_timer_;        // run.json refresh; the budget check
+  std::optional<GpuSampler> gpu_;                          // NVML, on its own thread
+  bool budget_stopped_ = false, exited_ = false;
+};
+
+}  // namespace spotvisor::telemetry

@@ -1,0 +1,109 @@
+// The mirror observer in-process, in virtual time (FakeRunControl), with a path mirror in a
+// temp dir: an upload's bandwidth cap costs exactly its virtual time; the clock stands still
+// while a copy runs (its BackgroundWork), so no timer fires in the middle of one; a paused
+// upload (a stop in progress) lets time move, since what ends the stop runs on timers.
+#include "spotvisor/mirror/mirror_observer.hpp"
+
+#include <gtest/gtest.h>
+
+#include "spotvisor/checkpoint_watch/checkpoint_watcher.hpp"
+#include "spotvisor/checkpoint_watch/dir_keeper.hpp"
+#include "spotvisor/config/loader.hpp"
+#include "support/fake_run_control.hpp"
+#include "support/log_capture.hpp"
+#include "support/test_support.hpp"
+
+namespace spotvisor::mirror {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using testing::FakeRunControl;
+using testing::TempDir;
+
+constexpr std::size_t kCheckpointBytes = 2500;
+
+class MirrorInVirtualTime : public ::testing::Test {
+ protected:
+  MirrorInVirtualTime() {
+    job_ = config::DefaultConfig(dir_.path());
+    job_.job.name = "virtual";
+    job_.telemetry.state_dir = dir_ / "state";
+    job_.checkpoints.dir = dir_ / "ckpt";
+    job_.checkpoints.mirror.path = dir_ / "mirror";
+    fs::create_directories(*job_.checkpoints.dir);
+    fs::create_directories(*job_.checkpoints.mirror.path);
+    fs::create_directories(job_.telemetry.state_dir);
+    fs::create_directories(*job_.checkpoints.dir / "checkpoint-100");
+    testing::WriteFile(*job_.checkpoints.dir / "checkpoint-100" / "weights.bin", std::string(kCheckpointBytes, 'w'));
+  }
+
+  // The observer, started on `run_`; made after the config is final.
+  MirrorObserver& Start() {
+    keeper_ = std::make_shared<checkpoint_watch::DirKeeper>(job_);
+    watcher_ = std::make_unique<checkpoint_watch::CheckpointWatcher>(keeper_);
+    run_.emplace(job_);
+    mirror_ = std::make_unique<MirrorObserver>(job_, *watcher_);
+    mirror_->OnStart(*run_);
+    return *mirror_;
+  }
+
+  // A selection that resumes from checkpoint-100: the observer uploads it.
+  checkpoint::Selection Chosen() const {
+    checkpoint::Selection s;
+    s.chosen = checkpoint::ResumePoint{*job_.checkpoints.dir / "checkpoint-100", 100};
+    return s;
+  }
+
+  bool Mirrored() const { return fs::exists(*job_.checkpoints.mirror.path / "checkpoint-100" / "weights.bin"); }
+
+  TempDir dir_;
+  config::JobConfig job_;
+  std::shared_ptr<checkpoint_watch::DirKeeper> keeper_;
+  std::unique_ptr<checkpoint_watch::CheckpointWatcher> watcher_;
+  std::optional<FakeRunControl> run_;
+  std::unique_ptr<MirrorObserver> mirror_;  // declared last: gone before the run and the watcher
+};
+
+TEST_F(MirrorInVirtualTime, TheBandwidthCapCostsExactlyItsVirtualTime) {
+  job_.checkpoints.mirror.bandwidth = 1000;  // bytes/s; the bucket starts with one second's worth
+  testing::LogCapture log;
+  auto& mirror = Start();
+  mirror.OnSelection(Chosen());
+  run_->RunFor(0ms);  // returns once the upload let go of the clock
+  EXPECT_TRUE(Mirrored());
+  // 2500 bytes at 1000/s with 1000 in the bucket: 1.5 s of debt, slept on the run's clock.
+  EXPECT_EQ(run_->clock_.elapsed(), 1500ms);
+  EXPECT_EQ(log.Count("event=mirrored name=checkpoint-100 step=100"), 1) << log.Joined();
+  EXPECT_EQ(log.Count(" ms=1500"), 1) << log.Joined();
+  EXPECT_TRUE(mirror.WaitIdle(0ms));
+}
+
+TEST_F(MirrorInVirtualTime, NoTimerFiresWhileACopyRuns) {
+  auto& mirror = Start();
+  auto timer = run_->clock_.MakeTimer(run_->io());
+  std::optional<bool> mirrored_when_fired;
+  timer->After(1ms, [&] { mirrored_when_fired = Mirrored(); });
+  mirror.OnSelection(Chosen());  // no cap: the copy takes real time and no virtual time
+  run_->RunFor(1s);
+  ASSERT_TRUE(mirrored_when_fired.has_value());
+  EXPECT_TRUE(*mirrored_when_fired) << "the clock jumped to the timer while the copy was still running";
+  EXPECT_EQ(run_->clock_.elapsed(), 1s);
+}
+
+TEST_F(MirrorInVirtualTime, APausedUploadLetsTimeMoveAndResumesAfterTheStop) {
+  auto& mirror = Start();
+  mirror.OnPhase(supervisor::Phase::kStopping);
+  mirror.OnSelection(Chosen());
+  run_->RunFor(90s);  // the grace of a stop: not held up by the waiting upload
+  EXPECT_EQ(run_->clock_.elapsed(), 90s);
+  EXPECT_FALSE(Mirrored());
+  mirror.OnPhase(supervisor::Phase::kBackoff);
+  run_->RunFor(0ms);  // held again: returns once the upload is done
+  EXPECT_TRUE(Mirrored());
+  EXPECT_EQ(run_->clock_.elapsed(), 90s);
+  EXPECT_TRUE(mirror.WaitIdle(0ms));
+}
+
+}  // namespace
+}  // namespace spotvisor::mirror
