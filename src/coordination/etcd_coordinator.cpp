@@ -217,7 +217,7 @@ Result<std::unique_ptr<supervisor::Coordinator>> MakeEtcdCoordinator(boost::asio
   if (job.coordination.credentials) options.credentials_file = job.coordination.credentials->string();
   options.tls = {job.coordination.tls.ca.value_or(""), job.coordination.tls.cert.value_or(""),
                  job.coordination.tls.key.value_or("")};
-  auto client = etcd::Client::Create(io, options);
+  auto client = etcd::Client::Create(io, SystemClock(), options);
   if (!client) return Error{"coordination.etcd: " + client.error().message};
   return std::unique_ptr<supervisor::Coordinator>(std::make_unique<EtcdCoordinator>(io, job, std::move(*client)));
 }
@@ -229,7 +229,7 @@ Result<GroupView> ReadGroup(const config::JobConfig& job) {
   if (job.coordination.credentials) options.credentials_file = job.coordination.credentials->string();
   options.tls = {job.coordination.tls.ca.value_or(""), job.coordination.tls.cert.value_or(""),
                  job.coordination.tls.key.value_or("")};
-  auto client = etcd::Client::Create(io, options);
+  auto client = etcd::Client::Create(io, SystemClock(), options);
   if (!client) return Error{"coordination.etcd: " + client.error().message};
   const std::string base = GroupPrefix(job.coordination.prefix, job.job.name);
   std::optional<Result<etcd::RangeResponse>> answer;
