@@ -57,8 +57,9 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
     }
     supervisor::Driver driver(*job, std::move(parts->selector));
     if (job->coordination.enabled()) {
-      const Status group = driver.UseCoordinator(
-          [&job](boost::asio::io_context& io) { return coordination::MakeEtcdCoordinator(io, *job); });
+      const Status group = driver.UseCoordinator([&job](boost::asio::io_context& io, Clock& clock) {
+        return coordination::MakeEtcdCoordinator(io, clock, *job);
+      });
       if (!group) {
         exit_code = ConfigError(group.error().message);
         return;

@@ -35,7 +35,7 @@ void EtcdCoordinator::PublishStop(const PublishStopAction& stop) {
     join_epoch_ = 0;
     return;
   }
-  StopRecord record{rank_, stop.why, stop.grace_cap ? UnixMillisNow() + stop.grace_cap->count() : 0};
+  StopRecord record{rank_, stop.why, stop.grace_cap ? UnixMillis(clock_.WallNow()) + stop.grace_cap->count() : 0};
   etcd::TxnRequest txn;
   const std::string key = StopKey(base_, running_epoch_);
   txn.compare.push_back(etcd::Compare::Absent(key));
@@ -199,7 +199,7 @@ void EtcdCoordinator::PeerStop(int rank, const std::string& cause, std::int64_t 
   const std::string why = "node " + std::to_string(rank) + ": " + cause;
   std::optional<std::chrono::milliseconds> cap;
   if (deadline_unix_ms > 0)
-    cap = std::chrono::milliseconds(std::max<std::int64_t>(0, deadline_unix_ms - UnixMillisNow()));
+    cap = std::chrono::milliseconds(std::max<std::int64_t>(0, deadline_unix_ms - UnixMillis(clock_.WallNow())));
   Log(LogLevel::kWarning, "event=peer_stop epoch=" + std::to_string(running_epoch_) + " rank=" + std::to_string(rank) +
                               " why=" + Quote(why) + (cap ? " grace_cap=" + FormatDuration(*cap) : std::string()));
   on_peer_stop_(StopRequestedEvent{StopReason::kPeer, cap, why});
@@ -210,16 +210,17 @@ void EtcdCoordinator::PeerStop(int rank, const std::string& cause, std::int64_t 
 using detail::EtcdCoordinator;
 using detail::Join;
 
-Result<std::unique_ptr<supervisor::Coordinator>> MakeEtcdCoordinator(boost::asio::io_context& io,
+Result<std::unique_ptr<supervisor::Coordinator>> MakeEtcdCoordinator(boost::asio::io_context& io, Clock& clock,
                                                                      const config::JobConfig& job) {
   etcd::ClientOptions options;
   options.endpoints = job.coordination.etcd;
   if (job.coordination.credentials) options.credentials_file = job.coordination.credentials->string();
   options.tls = {job.coordination.tls.ca.value_or(""), job.coordination.tls.cert.value_or(""),
                  job.coordination.tls.key.value_or("")};
-  auto client = etcd::Client::Create(io, options);
+  auto client = etcd::Client::Create(io, clock, options);
   if (!client) return Error{"coordination.etcd: " + client.error().message};
-  return std::unique_ptr<supervisor::Coordinator>(std::make_unique<EtcdCoordinator>(io, job, std::move(*client)));
+  return std::unique_ptr<supervisor::Coordinator>(
+      std::make_unique<EtcdCoordinator>(io, clock, job, std::move(*client)));
 }
 
 Result<GroupView> ReadGroup(const config::JobConfig& job) {
@@ -229,13 +230,15 @@ Result<GroupView> ReadGroup(const config::JobConfig& job) {
   if (job.coordination.credentials) options.credentials_file = job.coordination.credentials->string();
   options.tls = {job.coordination.tls.ca.value_or(""), job.coordination.tls.cert.value_or(""),
                  job.coordination.tls.key.value_or("")};
-  auto client = etcd::Client::Create(io, options);
+  // Real time: a one-shot command waiting on a real socket, with nothing to test in between.
+  Clock& clock = SystemClock();
+  auto client = etcd::Client::Create(io, clock, options);
   if (!client) return Error{"coordination.etcd: " + client.error().message};
   const std::string base = GroupPrefix(job.coordination.prefix, job.job.name);
   std::optional<Result<etcd::RangeResponse>> answer;
   (*client)->Range({base, etcd::PrefixEnd(base)}, [&answer](Result<etcd::RangeResponse> r) { answer = std::move(r); });
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!answer && std::chrono::steady_clock::now() < until) io.run_for(std::chrono::milliseconds(50));
+  const auto until = clock.Now() + std::chrono::seconds(10);
+  while (!answer && clock.Now() < until) io.run_for(std::chrono::milliseconds(50));
   if (!answer || !*answer) {
     return Error{"cannot read the group from etcd at " + Join(job.coordination.etcd) + ": " +
                  (answer ? answer->error().message : std::string("no answer"))};

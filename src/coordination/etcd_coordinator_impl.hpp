@@ -1,7 +1,8 @@
 // Private to src/coordination/: the etcd coordinator's state and its parts, in two files a
 // reader finds by what they do: membership.cpp (the lease, the rank, the watch and what it
 // reports, etcd trouble) and etcd_coordinator.cpp (the epochs: the start barrier, the
-// agreement, the stops, the factory). io_context thread only.
+// agreement, the stops, the factory). Every retry, the trouble throttle and the wall times
+// it writes come from the Clock it is made with (the host's). io_context thread only.
 #pragma once
 
 #include <unistd.h>
@@ -39,11 +40,6 @@ using supervisor::StopRequestedEvent;
 constexpr auto kRetry = std::chrono::seconds(1);
 constexpr auto kTroubleEvery = std::chrono::seconds(30);  // the same trouble is said again after this
 
-inline std::int64_t UnixMillisNow() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 inline std::string Join(const std::vector<std::string>& parts) {
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : ",") + p;
@@ -52,13 +48,16 @@ inline std::string Join(const std::vector<std::string>& parts) {
 
 class EtcdCoordinator final : public Coordinator {
  public:
-  EtcdCoordinator(boost::asio::io_context& io, const config::JobConfig& job, std::unique_ptr<etcd::Client> client)
+  // `clock` (the client's too) outlives the coordinator.
+  EtcdCoordinator(boost::asio::io_context& io, Clock& clock, const config::JobConfig& job,
+                  std::unique_ptr<etcd::Client> client)
       : c_(job.coordination),
         base_(GroupPrefix(c_.prefix, job.job.name)),
+        clock_(clock),
         client_(std::move(client)),
-        retry_(SystemClock().MakeTimer(io)),
-        done_retry_(SystemClock().MakeTimer(io)),
-        me_{c_.advertise, util::ShortHostName(), static_cast<std::int64_t>(getpid()), UnixMillisNow()} {}
+        retry_(clock.MakeTimer(io)),
+        done_retry_(clock.MakeTimer(io)),
+        me_{c_.advertise, util::ShortHostName(), static_cast<std::int64_t>(getpid()), UnixMillis(clock.WallNow())} {}
 
   // coordinator.hpp's; Start and Leave in membership.cpp, Propose and PublishStop in
   // etcd_coordinator.cpp.
@@ -100,6 +99,7 @@ class EtcdCoordinator final : public Coordinator {
 
   const config::CoordinationSection& c_;  // not owned
   const std::string base_;                // <prefix>/<job>/
+  Clock& clock_;                          // retries, the trouble throttle, wall times written
   std::unique_ptr<etcd::Client> client_;
   std::unique_ptr<Timer> retry_;                // the next try after trouble
   std::unique_ptr<Timer> done_retry_;           // the next try of PublishDone's write
@@ -118,9 +118,9 @@ class EtcdCoordinator final : public Coordinator {
   std::uint64_t running_epoch_ = 0;             // agreed and started (0: none)
   bool stop_delivered_ = false;                 // a peer stop for running_epoch_ went out
   PeerStopHandler on_peer_stop_;
-  FinishedHandler on_finished_;  // PublishDone's, until every rank is done (or a new Propose)
-  bool left_ = false;            // Leave() was called
-  std::map<std::string, std::chrono::steady_clock::time_point> trouble_;  // last said, per trouble
+  FinishedHandler on_finished_;                // PublishDone's, until every rank is done (or a new Propose)
+  bool left_ = false;                          // Leave() was called
+  std::map<std::string, SteadyTime> trouble_;  // last said, per trouble
 };
 
 }  // namespace spotvisor::coordination::detail

@@ -162,9 +162,9 @@ void EtcdCoordinator::Apply(const etcd::KeyValue& kv, bool deleted) {
 
 // Said once, then again only after kTroubleEvery: etcd away must not flood the log.
 void EtcdCoordinator::Trouble(const std::string& what, const Error& e) {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = clock_.Now();
   auto& last = trouble_[what];
-  if (last != std::chrono::steady_clock::time_point{} && now - last < kTroubleEvery) return;
+  if (last != SteadyTime{} && now - last < kTroubleEvery) return;
   last = now;
   Log(LogLevel::kWarning, "event=group_trouble what=" + Quote(what) + " error=" + Quote(e.message) +
                               " detail=\"training goes on; spotvisor keeps trying\"");

@@ -46,7 +46,8 @@ std::string RangeWords(const std::string& key, const std::string& range_end) {
 
 }  // namespace
 
-Result<std::unique_ptr<Client>> Client::Create(boost::asio::io_context& io, const ClientOptions& options) {
+Result<std::unique_ptr<Client>> Client::Create(boost::asio::io_context& io, Clock& clock,
+                                               const ClientOptions& options) {
   if (options.endpoints.empty()) return Error{"etcd: no endpoint given"};
   std::vector<Member> members;
   for (const auto& url : options.endpoints) {
@@ -62,24 +63,30 @@ Result<std::unique_ptr<Client>> Client::Create(boost::asio::io_context& io, cons
     if (!read) return read.error();
     credentials = std::move(*read);
   }
-  return std::make_unique<Client>(io, std::move(members), std::move(credentials), options.request_timeout,
+  return std::make_unique<Client>(io, clock, std::move(members), std::move(credentials), options.request_timeout,
                                   std::move(*tls));
 }
 
-Client::Client(boost::asio::io_context& io, std::vector<Member> members, std::optional<Credentials> credentials,
-               Duration request_timeout, std::shared_ptr<http::TlsContext> tls)
-    : transport_(io, std::move(members), std::move(credentials), std::move(tls)), request_timeout_(request_timeout) {}
+Client::Client(boost::asio::io_context& io, Clock& clock, std::vector<Member> members,
+               std::optional<Credentials> credentials, Duration request_timeout, std::shared_ptr<http::TlsContext> tls)
+    : clock_(clock),
+      transport_(io, std::move(members), std::move(credentials), std::move(tls)),
+      request_timeout_(request_timeout) {}
 
 template <class T>
 void Client::Call(const char* path, std::string body, std::string operation, Duration timeout,
                   Result<T> (*parse)(std::string_view), Callback<T> done) {
-  transport_.Post(path, std::move(body), operation, timeout,
-                  [parse, operation, done = std::move(done)](Result<std::string> answer) {
-                    if (!answer) return done(answer.error());
-                    auto parsed = parse(*answer);
-                    if (!parsed) return done(Error{"etcd " + operation + ": " + parsed.error().message});
-                    done(std::move(parsed));
-                  });
+  // Held until the answer is handled: a virtual clock does not move while etcd answers.
+  auto in_flight = clock_.BackgroundWork();
+  transport_.Post(
+      path, std::move(body), operation, timeout,
+      [parse, operation, done = std::move(done), in_flight = std::move(in_flight)](Result<std::string> answer) mutable {
+        const auto held = std::move(in_flight);  // released when this handler returns
+        if (!answer) return done(answer.error());
+        auto parsed = parse(*answer);
+        if (!parsed) return done(Error{"etcd " + operation + ": " + parsed.error().message});
+        done(std::move(parsed));
+      });
 }
 
 void Client::Put(PutRequest request, Callback<PutResponse> done) {

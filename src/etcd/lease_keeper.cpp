@@ -1,5 +1,6 @@
 // LeaseKeeper: a timer at a third of the TTL sends one keepalive whose deadline is the time
 // the lease has left; a failed one is retried every few hundred ms until that time is up.
+// Both are measured on the client's clock.
 #include "spotvisor/etcd/lease_keeper.hpp"
 
 #include <algorithm>
@@ -10,7 +11,6 @@
 namespace spotvisor::etcd {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr Duration kRetryPause = std::chrono::milliseconds(200);  // after a keepalive no member answered
 
 }  // namespace
@@ -21,15 +21,15 @@ struct LeaseKeeper::Impl : std::enable_shared_from_this<Impl> {
         id(lease),
         ttl(std::chrono::seconds(ttl_seconds)),
         lost(std::move(l)),
-        timer(SystemClock().MakeTimer(c.transport().io())),
-        expiry(Clock::now() + ttl) {}
+        timer(c.clock().MakeTimer(c.transport().io())),
+        expiry(c.clock().Now() + ttl) {}
 
   Client& client;                   // the owner's
   std::int64_t id;                  // the lease
   Duration ttl;                     // as granted or last renewed
   std::function<void(Error)> lost;  // the owner's
   std::unique_ptr<Timer> timer;     // the next keepalive
-  Clock::time_point expiry;         // when the lease lapses without a renewal
+  SteadyTime expiry;                // when the lease lapses without a renewal
   std::uint64_t renewals = 0;       // keepalives answered with a TTL
   bool stopped = false;             // destroyed or lost
 
@@ -41,7 +41,7 @@ struct LeaseKeeper::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void Send() {
-    const auto sent = Clock::now();
+    const auto sent = client.clock().Now();
     const auto left = std::chrono::duration_cast<Duration>(expiry - sent);
     if (left <= Duration(0)) return Lose("no etcd member answered a keepalive before its TTL ran out");
     auto weak = weak_from_this();
@@ -50,8 +50,8 @@ struct LeaseKeeper::Impl : std::enable_shared_from_this<Impl> {
       if (!self || self->stopped) return;
       if (!answer) {
         self->last_error = answer.error().message;
-        return self->Schedule(
-            std::min<Duration>(kRetryPause, std::chrono::duration_cast<Duration>(self->expiry - Clock::now())));
+        return self->Schedule(std::min<Duration>(
+            kRetryPause, std::chrono::duration_cast<Duration>(self->expiry - self->client.clock().Now())));
       }
       if (answer->ttl <= 0) return self->Lose("etcd answered a keepalive without TTL: the lease expired");
       ++self->renewals;

@@ -38,6 +38,7 @@ struct LineStream::Impl : std::enable_shared_from_this<Impl> {
 
   void Start() {
     auto self = shared_from_this();
+    // Real time, as the socket's own: the deadline bounds a connect on a real socket.
     const auto deadline = http::Stream::TimePoint::clock::now() + request.open_timeout;
     stream.Open(deadline, [self, deadline](const error_code& ec, const std::string& what) {
       if (self->closed) return;

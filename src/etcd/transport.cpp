@@ -14,6 +14,9 @@
 namespace spotvisor::etcd {
 namespace {
 
+// Real time on purpose, not the Client's Clock: these deadlines bound waits on real sockets
+// (as the HTTP client's own do), and a virtual clock stands still while a request is in
+// flight (Client::Call holds its BackgroundWork).
 using Clock = std::chrono::steady_clock;
 using HttpClient = http::HttpClient;
 

@@ -1,5 +1,7 @@
 // Watch and SnapshotWatch: one LineStream at a time, reopened on the next member from
-// next_revision after a loss (at once for each member in turn, then with a growing pause).
+// next_revision after a loss (at once for each member in turn, then with a growing pause,
+// on the client's clock). The stream itself holds no BackgroundWork: it stays open for good,
+// and a virtual clock must move while it waits for events.
 // Every entry point holds a shared_ptr to its Impl and checks `stopped` after each handler
 // of the owner, who may destroy the watch from inside it.
 #include "spotvisor/etcd/watch.hpp"
@@ -27,7 +29,7 @@ struct Watch::Impl : std::enable_shared_from_this<Impl> {
       : client(c),
         options(std::move(o)),
         handlers(std::move(h)),
-        retry(SystemClock().MakeTimer(c.transport().io())),
+        retry(c.clock().MakeTimer(c.transport().io())),
         next_revision(options.start_revision),
         member(c.transport().preferred()) {}
 
@@ -153,7 +155,7 @@ struct SnapshotWatch::Impl : std::enable_shared_from_this<Impl> {
         prefix(std::move(p)),
         handlers(std::move(h)),
         retry_delay(d),
-        retry(SystemClock().MakeTimer(c.transport().io())) {}
+        retry(c.clock().MakeTimer(c.transport().io())) {}
 
   Client& client;                  // the owner's; outlives this
   std::string prefix;              // what to follow

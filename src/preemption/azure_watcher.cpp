@@ -36,17 +36,18 @@ std::string JsonString(std::string_view s) {  // EventIds are GUIDs; escape anyw
 
 }  // namespace
 
-AzureWatcher::AzureWatcher(boost::asio::io_context& io, http::Endpoint endpoint, const config::ProviderSection& cfg,
-                           const WatcherTuning& tuning)
-    : client_(io, endpoint),
+AzureWatcher::AzureWatcher(boost::asio::io_context& io, Clock& clock, http::Endpoint endpoint,
+                           const config::ProviderSection& cfg, const WatcherTuning& tuning)
+    : clock_(clock),
+      client_(io, endpoint),
       ack_client_(io, endpoint),
-      timer_(SystemClock().MakeTimer(io)),
+      timer_(clock.MakeTimer(io)),
       cfg_(cfg),
       tuning_(tuning),
       interval_(std::max(cfg.poll_interval, tuning.azure_min_interval)),
       backoff_(interval_, ErrorBackoffCeiling(cfg, tuning, interval_)),
-      name_condition_("azure", "instance/compute/name"),
-      events_condition_("azure", "scheduledevents"),
+      name_condition_(clock, "azure", "instance/compute/name"),
+      events_condition_(clock, "azure", "scheduledevents"),
       vm_name_(cfg.azure_vm_name) {}
 
 void AzureWatcher::OnStart() {
@@ -100,7 +101,7 @@ void AzureWatcher::FetchVmName() {
 }
 
 void AzureWatcher::Poll() {
-  poll_start_ = Clock::now();
+  poll_start_ = clock_.Now();
   http::HttpRequest request;
   request.target = kEventsPath;
   request.headers.push_back({"Metadata", "true"});
@@ -145,7 +146,7 @@ void AzureWatcher::OnEvents(http::HttpOutcome outcome) {
     if (!EmitAbsent("event:" + gone)) return;
   }
   const auto next = poll_start_ + interval_;
-  Schedule(std::chrono::duration_cast<Duration>(next - Clock::now()), &AzureWatcher::Poll);
+  Schedule(std::chrono::duration_cast<Duration>(next - clock_.Now()), &AzureWatcher::Poll);
 }
 
 bool AzureWatcher::Matches(const AzureEvent& event) const {
@@ -172,7 +173,7 @@ Notice AzureWatcher::ToNotice(const AzureEvent& event) const {
                                   " not_before=" + Quote(OneLine(event.not_before_text)) +
                                   " using_window_ms=" + std::to_string(cfg_.default_window.count()));
     }
-    n.deadline = DeadlineIn(cfg_.default_window);
+    n.deadline = DeadlineIn(clock_.WallNow(), cfg_.default_window);
   }
   std::string resources;
   for (const auto& r : event.resources) resources += (resources.empty() ? "" : ",") + r;

@@ -21,8 +21,8 @@ constexpr const char* kSlot = "file";
 
 }  // namespace
 
-FileWatcher::FileWatcher(boost::asio::io_context& io, const config::ProviderSection& cfg)
-    : timer_(SystemClock().MakeTimer(io)), cfg_(cfg), condition_("file", cfg.file.string()) {}
+FileWatcher::FileWatcher(boost::asio::io_context& io, Clock& clock, const config::ProviderSection& cfg)
+    : clock_(clock), timer_(clock.MakeTimer(io)), cfg_(cfg), condition_(clock, "file", cfg.file.string()) {}
 
 void FileWatcher::OnStart() {
   Log(LogLevel::kInfo, "event=watcher_start provider=file path=" + Quote(cfg_.file.string()) +
@@ -70,7 +70,7 @@ Notice FileWatcher::Read(const std::filesystem::file_time_type& mtime) {
       condition_.Bad("bad_content", parsed.error().message + " (the notice stands)");
     }
   }
-  if (!n.deadline) n.deadline = DeadlineIn(cfg_.default_window);
+  if (!n.deadline) n.deadline = DeadlineIn(clock_.WallNow(), cfg_.default_window);
   return n;
 }
 

@@ -51,20 +51,20 @@ bool IsStop(const std::string& key, const std::string& value) {
 
 }  // namespace
 
-GcpWatcher::Subscription::Subscription(boost::asio::io_context& io, const http::Endpoint& endpoint,
+GcpWatcher::Subscription::Subscription(boost::asio::io_context& io, Clock& clock, const http::Endpoint& endpoint,
                                        std::string key_path, Duration backoff_base, Duration backoff_max)
     : key(std::move(key_path)),
       client(io, endpoint),
-      timer(SystemClock().MakeTimer(io)),
-      condition("gcp", key),
+      timer(clock.MakeTimer(io)),
+      condition(clock, "gcp", key),
       backoff(backoff_base, backoff_max) {}
 
-GcpWatcher::GcpWatcher(boost::asio::io_context& io, http::Endpoint endpoint, const config::ProviderSection& cfg,
-                       const WatcherTuning& tuning)
-    : cfg_(cfg), tuning_(tuning) {
+GcpWatcher::GcpWatcher(boost::asio::io_context& io, Clock& clock, http::Endpoint endpoint,
+                       const config::ProviderSection& cfg, const WatcherTuning& tuning)
+    : clock_(clock), cfg_(cfg), tuning_(tuning) {
   const Duration max = ErrorBackoffCeiling(cfg, tuning, cfg.poll_interval);
-  subs_[0] = std::make_unique<Subscription>(io, endpoint, kPreempted, cfg.poll_interval, max);
-  subs_[1] = std::make_unique<Subscription>(io, endpoint, kMaintenance, cfg.poll_interval, max);
+  subs_[0] = std::make_unique<Subscription>(io, clock, endpoint, kPreempted, cfg.poll_interval, max);
+  subs_[1] = std::make_unique<Subscription>(io, clock, endpoint, kMaintenance, cfg.poll_interval, max);
 }
 
 void GcpWatcher::OnStart() {
@@ -93,7 +93,7 @@ void GcpWatcher::Request(Subscription& sub) {
     // The server holds the answer up to timeout_sec: the client deadline must be later.
     request.timeout += std::chrono::duration_cast<Duration>(tuning_.long_poll_timeout);
   }
-  sub.sent_at = Clock::now();
+  sub.sent_at = clock_.Now();
   sub.client.Send(std::move(request), [this, &sub](http::HttpOutcome outcome) { OnAnswer(sub, std::move(outcome)); });
 }
 
@@ -138,7 +138,7 @@ void GcpWatcher::OnAnswer(Subscription& sub, http::HttpOutcome outcome) {
   sub.etag = etag ? *etag : std::string();
   if (!Interpret(sub)) return;
 
-  const auto elapsed = std::chrono::duration_cast<Duration>(Clock::now() - sub.sent_at);
+  const auto elapsed = std::chrono::duration_cast<Duration>(clock_.Now() - sub.sent_at);
   const bool fast = elapsed < cfg_.poll_interval;
   sub.fast_answers = (long_poll && fast) ? sub.fast_answers + 1 : 0;
   const bool spinning = long_poll && fast && (!changed || sub.fast_answers > kFastAnswersAllowed);
@@ -156,7 +156,7 @@ bool GcpWatcher::Interpret(Subscription& sub) {
   n.provider = "gcp";
   n.kind = sub.key == kPreempted ? "preempt" : "maintenance";
   n.action = NoticeAction::kStop;
-  n.deadline = DeadlineIn(cfg_.default_window);  // GCP gives no time: 30 s from the flip
+  n.deadline = DeadlineIn(clock_.WallNow(), cfg_.default_window);  // GCP gives no time: 30 s from the flip
   ++sub.transitions;
   n.id = "gcp-" + n.kind + "-" + (sub.etag.empty() ? std::to_string(sub.transitions) : sub.etag);
   n.detail = sub.key + "=" + sub.value;

@@ -1,7 +1,8 @@
 // GCP: `instance/preempted` and `instance/maintenance-event`, each long-polled on its own
 // connection with wait_for_change + last_etag + timeout_sec, so a flip is seen the moment
 // the metadata server answers. A key answered with 404 (GKE Workload Identity hides them)
-// is given up with one warning: supervision goes on with SIGTERM alone. io thread only.
+// is given up with one warning: supervision goes on with SIGTERM alone. Retries and the
+// spin guard run on the Clock it is made with. io thread only.
 #pragma once
 
 #include <array>
@@ -17,15 +18,13 @@ namespace spotvisor::preemption {
 
 class GcpWatcher final : public WatcherBase {
  public:
-  GcpWatcher(boost::asio::io_context& io, http::Endpoint endpoint, const config::ProviderSection& cfg,
+  GcpWatcher(boost::asio::io_context& io, Clock& clock, http::Endpoint endpoint, const config::ProviderSection& cfg,
              const WatcherTuning& tuning);
 
  private:
-  using Clock = std::chrono::steady_clock;
-
   // One long-polled key.
   struct Subscription {
-    Subscription(boost::asio::io_context& io, const http::Endpoint& endpoint, std::string key_path,
+    Subscription(boost::asio::io_context& io, Clock& clock, const http::Endpoint& endpoint, std::string key_path,
                  Duration backoff_base, Duration backoff_max);
     std::string key;                // e.g. "instance/preempted"
     http::HttpClient client;        // its own connection: a long-poll holds it
@@ -35,7 +34,7 @@ class GcpWatcher final : public WatcherBase {
     std::string etag;               // last ETag seen; empty = plain GET next
     std::string value;              // last value seen
     bool have_value = false;        // `value` is meaningful
-    Clock::time_point sent_at;      // when the request in flight was sent
+    SteadyTime sent_at;             // when the request in flight was sent
     int fast_answers = 0;           // long-polls in a row answered sooner than the interval
     std::uint64_t transitions = 0;  // notices raised on this key (for ids without ETag)
   };
@@ -50,6 +49,7 @@ class GcpWatcher final : public WatcherBase {
   // A 404 for the key: the GKE metadata server (Workload Identity) hides it. No more polls.
   void Hidden(Subscription& sub);
 
+  Clock& clock_;                                       // the host's: retries, answer times, deadlines
   config::ProviderSection cfg_;                        // window, intervals
   WatcherTuning tuning_;                               // timeout_sec, 503 delay
   std::array<std::unique_ptr<Subscription>, 2> subs_;  // preempted, maintenance-event

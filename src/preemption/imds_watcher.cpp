@@ -35,16 +35,17 @@ bool PlausibleToken(std::string_view token) {
 
 }  // namespace
 
-ImdsWatcher::ImdsWatcher(boost::asio::io_context& io, http::Endpoint endpoint, const config::ProviderSection& cfg,
-                         const WatcherTuning& tuning, ImdsDialect dialect)
-    : client_(io, std::move(endpoint)),
-      timer_(SystemClock().MakeTimer(io)),
+ImdsWatcher::ImdsWatcher(boost::asio::io_context& io, Clock& clock, http::Endpoint endpoint,
+                         const config::ProviderSection& cfg, const WatcherTuning& tuning, ImdsDialect dialect)
+    : clock_(clock),
+      client_(io, std::move(endpoint)),
+      timer_(clock.MakeTimer(io)),
       cfg_(cfg),
       tuning_(tuning),
       dialect_(std::move(dialect)),
       backoff_(cfg.poll_interval, ErrorBackoffCeiling(cfg, tuning, cfg.poll_interval)),
-      token_condition_(dialect_.provider, "token") {
-  for (const auto& probe : dialect_.probes) probe_conditions_.emplace_back(dialect_.provider, probe.path);
+      token_condition_(clock, dialect_.provider, "token") {
+  for (const auto& probe : dialect_.probes) probe_conditions_.emplace_back(clock, dialect_.provider, probe.path);
 }
 
 void ImdsWatcher::OnStart() {
@@ -61,7 +62,7 @@ void ImdsWatcher::OnStop() {
 }
 
 void ImdsWatcher::Poll() {
-  round_start_ = Clock::now();
+  round_start_ = clock_.Now();
   retried_401_ = false;
   round_failed_ = false;
   if (NeedToken()) {
@@ -72,7 +73,7 @@ void ImdsWatcher::Poll() {
 }
 
 bool ImdsWatcher::NeedToken() const {
-  const auto now = Clock::now();
+  const auto now = clock_.Now();
   if (!token_.empty()) return now >= token_refresh_at_;
   return now >= v1_until_;
 }
@@ -98,7 +99,7 @@ void ImdsWatcher::FetchToken(std::function<void()> next) {
       token_ = std::string(token);
       const Duration margin =
           std::min<Duration>(tuning_.token_refresh_margin, std::chrono::duration_cast<Duration>(ttl) / 4);
-      token_refresh_at_ = Clock::now() + ttl - margin;
+      token_refresh_at_ = clock_.Now() + ttl - margin;
       token_condition_.Good();
       next();
       return;
@@ -115,7 +116,7 @@ void ImdsWatcher::TokenFailed(const std::string& key, const std::string& message
   token_.clear();
   if (cfg_.imdsv1_fallback) {
     token_condition_.Note(key, message + "; using plain GETs (provider.imdsv1_fallback)");
-    v1_until_ = Clock::now() + kV1Period;
+    v1_until_ = clock_.Now() + kV1Period;
     next();
     return;
   }
@@ -160,7 +161,7 @@ void ImdsWatcher::OnProbe(std::size_t index, http::HttpOutcome outcome) {
     condition.Good();
     if (!EmitAbsent(probe.slot)) return;
   } else if (status == 200) {
-    auto notice = probe.interpret(outcome.response.body);
+    auto notice = probe.interpret(outcome.response.body, clock_.WallNow());
     if (notice) {
       condition.Good();
       if (!Emit(probe.slot, *notice)) return;
@@ -181,7 +182,7 @@ void ImdsWatcher::EndRound(bool ok) {
   if (ok) {
     backoff_.Reset();
     const auto next = round_start_ + cfg_.poll_interval;
-    delay = std::max(Duration{0}, std::chrono::duration_cast<Duration>(next - Clock::now()));
+    delay = std::max(Duration{0}, std::chrono::duration_cast<Duration>(next - clock_.Now()));
   } else {
     delay = backoff_.Next();
   }

@@ -1,6 +1,7 @@
 // The token-based instance-metadata watcher shared by AWS (IMDSv2) and Alibaba: a session
 // token with a TTL, renewed before it expires and once on a 401, then a GET per probe path
-// (404 = no notice, 200 = a notice the dialect interprets). io thread only.
+// (404 = no notice, 200 = a notice the dialect interprets). Rounds, the token's renewal and
+// the backoff run on the Clock it is made with. io thread only.
 #pragma once
 
 #include <chrono>
@@ -18,8 +19,9 @@ namespace spotvisor::preemption {
 struct ImdsProbe {
   std::string slot;  // the notice-book slot, e.g. "instance-action"
   std::string path;  // e.g. "/latest/meta-data/spot/instance-action"
-  // Turns a 200 body into a notice; an Error is logged as garbage and gives no notice.
-  std::function<Result<Notice>(std::string_view body)> interpret;
+  // Turns a 200 body into a notice (`now`: the wall time it arrived, for a deadline the body
+  // does not give); an Error is logged as garbage and gives no notice.
+  std::function<Result<Notice>(std::string_view body, WallTime now)> interpret;
 };
 
 // What differs between AWS and Alibaba.
@@ -33,12 +35,10 @@ struct ImdsDialect {
 
 class ImdsWatcher final : public WatcherBase {
  public:
-  ImdsWatcher(boost::asio::io_context& io, http::Endpoint endpoint, const config::ProviderSection& cfg,
+  ImdsWatcher(boost::asio::io_context& io, Clock& clock, http::Endpoint endpoint, const config::ProviderSection& cfg,
               const WatcherTuning& tuning, ImdsDialect dialect);
 
  private:
-  using Clock = std::chrono::steady_clock;
-
   void OnStart() override;
   void OnStop() override;
   void Poll();  // one round: token if needed, probes
@@ -49,6 +49,7 @@ class ImdsWatcher final : public WatcherBase {
   void OnProbe(std::size_t index, http::HttpOutcome outcome);
   void EndRound(bool ok);  // schedule the next round
 
+  Clock& clock_;                                // the host's: rounds, token renewal, backoff
   http::HttpClient client_;                     // one kept-alive connection to the service
   std::unique_ptr<Timer> timer_;                // the next round
   config::ProviderSection cfg_;                 // intervals, TTL, fallback
@@ -58,9 +59,9 @@ class ImdsWatcher final : public WatcherBase {
   ConditionLog token_condition_;                // state of the token endpoint
   std::vector<ConditionLog> probe_conditions_;  // state of each probe path
   std::string token_;                           // current session token; empty = none
-  Clock::time_point token_refresh_at_;          // renew from this moment on
-  Clock::time_point v1_until_;                  // token failed with fallback on: plain GETs until then
-  Clock::time_point round_start_;               // when the current round began
+  SteadyTime token_refresh_at_;                 // renew from this moment on
+  SteadyTime v1_until_;                         // token failed with fallback on: plain GETs until then
+  SteadyTime round_start_;                      // when the current round began
   bool retried_401_ = false;                    // this round already fetched a fresh token after a 401
   bool round_failed_ = false;                   // some probe of this round failed
 };

@@ -20,12 +20,13 @@ using config::ProviderKind;
 
 }  // namespace
 
-Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io, const config::ProviderSection& provider) {
-  return MakeWatcher(io, provider, WatcherTuning{});
+Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io, Clock& clock,
+                                             const config::ProviderSection& provider) {
+  return MakeWatcher(io, clock, provider, WatcherTuning{});
 }
 
-Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io, const config::ProviderSection& provider,
-                                             const WatcherTuning& tuning) {
+Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io, Clock& clock,
+                                             const config::ProviderSection& provider, const WatcherTuning& tuning) {
   const ProviderKind kind = provider.kind;
   if (kind == ProviderKind::kAuto) return Error{"provider.kind: auto is resolved when the job is finalized"};
   if (!provider.detected_from.empty()) {
@@ -47,21 +48,22 @@ Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io, const 
   }
   if (kind == ProviderKind::kFile) {
     if (provider.file.empty()) return Error{"provider.file is required with provider.kind: file"};
-    return std::unique_ptr<Watcher>(std::make_unique<FileWatcher>(io, provider));
+    return std::unique_ptr<Watcher>(std::make_unique<FileWatcher>(io, clock, provider));
   }
   auto endpoint = ParseMetadataEndpoint(provider.endpoint.empty() ? DefaultEndpoint(kind) : provider.endpoint);
   if (!endpoint) return endpoint.error();
   switch (kind) {
     case ProviderKind::kAws:
       return std::unique_ptr<Watcher>(
-          std::make_unique<ImdsWatcher>(io, std::move(*endpoint), provider, tuning, AwsDialect(provider)));
+          std::make_unique<ImdsWatcher>(io, clock, std::move(*endpoint), provider, tuning, AwsDialect(provider)));
     case ProviderKind::kAlibaba:
       return std::unique_ptr<Watcher>(
-          std::make_unique<ImdsWatcher>(io, std::move(*endpoint), provider, tuning, AlibabaDialect(provider)));
+          std::make_unique<ImdsWatcher>(io, clock, std::move(*endpoint), provider, tuning, AlibabaDialect(provider)));
     case ProviderKind::kGcp:
-      return std::unique_ptr<Watcher>(std::make_unique<GcpWatcher>(io, std::move(*endpoint), provider, tuning));
+      return std::unique_ptr<Watcher>(std::make_unique<GcpWatcher>(io, clock, std::move(*endpoint), provider, tuning));
     case ProviderKind::kAzure:
-      return std::unique_ptr<Watcher>(std::make_unique<AzureWatcher>(io, std::move(*endpoint), provider, tuning));
+      return std::unique_ptr<Watcher>(
+          std::make_unique<AzureWatcher>(io, clock, std::move(*endpoint), provider, tuning));
     default:
       return Error{std::string("provider.kind ") + config::ToString(kind) + " has no watcher"};
   }

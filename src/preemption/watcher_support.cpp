@@ -14,7 +14,7 @@ using log::LogLevel;
 using log::Quote;
 
 void ConditionLog::RollWindow() {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = clock_->Now();
   if (now - window_start_ < kWindow) return;
   if (unlogged_ > 0) {
     Log(LogLevel::kWarning, "event=endpoint_flapping provider=" + Quote(provider_) + " subject=" + Quote(subject_) +
@@ -131,8 +131,8 @@ std::string Describe(const http::HttpOutcome& outcome) {
          OneLine(outcome.response.body.substr(0, 120));
 }
 
-TimePoint DeadlineIn(Duration window) {
-  return std::chrono::time_point_cast<TimePoint::duration>(std::chrono::system_clock::now() + window);
+TimePoint DeadlineIn(WallTime now, Duration window) {
+  return std::chrono::time_point_cast<TimePoint::duration>(now + window);
 }
 
 Duration ErrorBackoffCeiling(const config::ProviderSection& cfg, const WatcherTuning& tuning, Duration interval) {

@@ -1,6 +1,7 @@
 // Pieces every watcher shares: the once-per-change condition log for a bad endpoint, the
 // notice book that turns many polls into exactly one on_notice per distinct notice (and
-// one on_cleared when the last stop notice is gone), and the error backoff. io thread only.
+// one on_cleared when the last stop notice is gone), and the error backoff. Time is read from
+// the Clock the watcher was made with (util/clock.hpp). io thread only.
 #pragma once
 
 #include <chrono>
@@ -15,6 +16,7 @@
 #include "spotvisor/http/http_client.hpp"
 #include "spotvisor/preemption/time_format.hpp"
 #include "spotvisor/preemption/watcher.hpp"
+#include "spotvisor/util/clock.hpp"
 
 namespace spotvisor::preemption {
 
@@ -24,9 +26,10 @@ namespace spotvisor::preemption {
 // the log stays bounded however long the endpoint misbehaves.
 class ConditionLog {
  public:
-  // `subject` names what is watched ("token", "spot/instance-action").
-  ConditionLog(std::string provider, std::string subject)
-      : provider_(std::move(provider)), subject_(std::move(subject)) {}
+  // `subject` names what is watched ("token", "spot/instance-action"); windows are measured
+  // on `clock`, which outlives the log.
+  ConditionLog(const Clock& clock, std::string provider, std::string subject)
+      : clock_(&clock), provider_(std::move(provider)), subject_(std::move(subject)), window_start_(clock.Now()) {}
   // `key` names the condition ("timeout", "status_503", "garbage"); a new key logs.
   void Bad(std::string_view key, std::string_view message);
   // Like Bad, at info level (expected conditions such as an IMDSv1-only endpoint).
@@ -44,12 +47,13 @@ class ConditionLog {
   bool Admit();
   void RollWindow();
 
-  std::string provider_;  // for the log line
-  std::string subject_;   // for the log line
-  std::string current_;   // the condition now in force; empty = healthy
-  std::chrono::steady_clock::time_point window_start_ = std::chrono::steady_clock::now();
-  int logged_ = 0;    // changes logged in this window
-  int unlogged_ = 0;  // changes counted but not logged in this window
+  const Clock* clock_;       // the watcher's (a pointer: the log sits in vectors)
+  std::string provider_;     // for the log line
+  std::string subject_;      // for the log line
+  std::string current_;      // the condition now in force; empty = healthy
+  SteadyTime window_start_;  // of the window being counted
+  int logged_ = 0;           // changes logged in this window
+  int unlogged_ = 0;         // changes counted but not logged in this window
 };
 
 // De-duplicates notices by id across polls and tracks which stop notices are in force.
@@ -94,8 +98,8 @@ std::string OneLine(std::string_view text);
 std::string ConditionKey(const http::HttpOutcome& outcome);
 std::string Describe(const http::HttpOutcome& outcome);
 
-// system_clock::now() + window.
-TimePoint DeadlineIn(Duration window);
+// `now` (the clock's wall time) + window: the deadline of a notice that names no time.
+TimePoint DeadlineIn(WallTime now, Duration window);
 
 // The ceiling of a watcher's error backoff: a tenth of `provider.default_window` (3 s by
 // default), never above `tuning.backoff_max` nor below `interval`. An outage then delays

@@ -234,7 +234,7 @@ Driver::Driver(const config::JobConfig& job, std::unique_ptr<checkpoint::ResumeS
 Driver::~Driver() = default;
 void Driver::AddObserver(std::unique_ptr<RunObserver> observer) { impl_->AddObserver(std::move(observer)); }
 Status Driver::UseCoordinator(const CoordinatorFactory& make) {
-  auto coordinator = make(impl_->io());
+  auto coordinator = make(impl_->io(), impl_->clock());
   if (!coordinator) return coordinator.error();
   impl_->SetCoordinator(std::move(*coordinator));
   return Ok{};

@@ -143,7 +143,7 @@ class PosixHost final : public Host {
 
   Result<std::unique_ptr<preemption::Watcher>> MakeWatcher(asio::io_context& io,
                                                            const config::ProviderSection& provider) override {
-    return preemption::MakeWatcher(io, provider);
+    return preemption::MakeWatcher(io, clock(), provider);
   }
 
   // Reaps every exited child: the trainer, hooks, mirror commands, adopted orphans. A

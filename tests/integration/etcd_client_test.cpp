@@ -294,7 +294,7 @@ TEST(EtcdAuth, PasswordFileAuthenticatesAndAWorldReadableOneIsRefused) {
   EXPECT_EQ(denied.error().message.find("nope"), std::string::npos);
 
   chmod(file.c_str(), 0644);
-  auto open = Client::Create(io, {cluster.ClientUrls(), file.string(), seconds(2)});
+  auto open = Client::Create(io, SystemClock(), {cluster.ClientUrls(), file.string(), seconds(2)});
   ASSERT_FALSE(open);
   EXPECT_EQ(open.error().message, "refusing the etcd credentials file " + file.string() +
                                       ": it is accessible by group or others (mode 0644); run chmod 600 " +
@@ -304,15 +304,15 @@ TEST(EtcdAuth, PasswordFileAuthenticatesAndAWorldReadableOneIsRefused) {
 
 TEST(EtcdClientOptions, BadEndpointsAreRefusedByName) {
   boost::asio::io_context io;
-  auto path = Client::Create(io, {{"https://10.0.0.5:2379/v3"}, "", seconds(1)});
+  auto path = Client::Create(io, SystemClock(), {{"https://10.0.0.5:2379/v3"}, "", seconds(1)});
   ASSERT_FALSE(path);
   EXPECT_EQ(path.error().message.rfind("etcd endpoint 'https://10.0.0.5:2379/v3': expected only scheme://host:port", 0),
             0U)
       << path.error().message;
-  auto none = Client::Create(io, {{}, "", seconds(1)});
+  auto none = Client::Create(io, SystemClock(), {{}, "", seconds(1)});
   ASSERT_FALSE(none);
   EXPECT_EQ(none.error().message, "etcd: no endpoint given");
-  auto garbage = Client::Create(io, {{"10.0.0.5"}, "", seconds(1)});
+  auto garbage = Client::Create(io, SystemClock(), {{"10.0.0.5"}, "", seconds(1)});
   ASSERT_FALSE(garbage);
   EXPECT_EQ(garbage.error().message.rfind("etcd endpoint '10.0.0.5': ", 0), 0U) << garbage.error().message;
 }

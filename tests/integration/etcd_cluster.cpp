@@ -126,7 +126,7 @@ bool EtcdCluster::WaitServing(int member, std::chrono::milliseconds timeout) con
         boost::asio::io_context io;
         etcd::ClientOptions options{{ClientUrl(member)}, "", std::chrono::milliseconds(500)};
         if (tls_) options.tls = tls_->client;
-        auto client = etcd::Client::Create(io, options);
+        auto client = etcd::Client::Create(io, SystemClock(), options);
         if (!client) throw std::runtime_error(client.error().message);
         std::optional<bool> ok;
         (*client)->Range({"ready-check"}, [&](Result<etcd::RangeResponse> r) { ok = r.ok(); });

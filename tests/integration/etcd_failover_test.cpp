@@ -55,7 +55,7 @@ TEST(EtcdFailover, OneMemberKilledClientAndWatchGoOnThroughTheOthers) {
 
   // The member comes back and catches up.
   cluster.Restart(0);
-  auto back = Client::Create(io, {{cluster.ClientUrl(0)}, "", seconds(2)});
+  auto back = Client::Create(io, SystemClock(), {{cluster.ClientUrl(0)}, "", seconds(2)});
   ASSERT_TRUE(back);
   ASSERT_TRUE(RunUntil(io, [&] {
     auto r = Get(io, **back, "/g/stop");

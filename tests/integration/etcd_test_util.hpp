@@ -44,7 +44,7 @@ Result<T> Await(boost::asio::io_context& io, const std::function<void(Callback<T
 
 inline std::unique_ptr<Client> Connect(boost::asio::io_context& io, std::vector<std::string> endpoints,
                                        std::string credentials = "", Duration timeout = seconds(2)) {
-  auto client = Client::Create(io, {std::move(endpoints), std::move(credentials), timeout});
+  auto client = Client::Create(io, SystemClock(), {std::move(endpoints), std::move(credentials), timeout});
   EXPECT_TRUE(client) << client.error().message;
   return std::move(*client);
 }

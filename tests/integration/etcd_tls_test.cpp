@@ -34,7 +34,7 @@ Result<std::unique_ptr<Client>> Make(boost::asio::io_context& io, std::vector<st
                                      std::string credentials = "") {
   ClientOptions options{std::move(urls), std::move(credentials), seconds(2)};
   options.tls = std::move(tls);
-  return Client::Create(io, options);
+  return Client::Create(io, SystemClock(), options);
 }
 
 bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }

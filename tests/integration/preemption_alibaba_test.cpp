@@ -20,8 +20,8 @@ TEST(AlibabaWatcherTest, TerminationTimeIsOneNoticeAndClears) {
   boost::asio::io_context io;
   mock::MockMetadataServer server(io, mock::MockProvider::kAlibaba, {.imdsv2_required = true});
   ASSERT_TRUE(server.Start().ok());
-  auto watcher = preemption::MakeWatcher(io, testing::FastProvider(config::ProviderKind::kAlibaba, server.url()),
-                                         testing::FastTuning());
+  auto watcher = preemption::MakeWatcher(
+      io, SystemClock(), testing::FastProvider(config::ProviderKind::kAlibaba, server.url()), testing::FastTuning());
   ASSERT_TRUE(watcher.ok());
   Recorder rec;
   (*watcher)->Start(rec.OnNotice(), rec.OnCleared());

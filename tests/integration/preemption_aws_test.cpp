@@ -29,7 +29,7 @@ class AwsWatcherTest : public ::testing::Test {
     ASSERT_TRUE(mock_->Start().ok());
   }
   void StartWatcher(config::ProviderSection p) {
-    auto watcher = preemption::MakeWatcher(io_, p, FastTuning());
+    auto watcher = preemption::MakeWatcher(io_, SystemClock(), p, FastTuning());
     ASSERT_TRUE(watcher.ok()) << watcher.error().message;
     ASSERT_NE(watcher->get(), nullptr);
     watcher_ = std::move(*watcher);
@@ -148,7 +148,7 @@ TEST_F(AwsWatcherTest, RebalanceAsStopWhenConfigured) {
 TEST_F(AwsWatcherTest, StopFromTheCallbackEndsEverything) {
   StartMock();
   mock_->Preempt();
-  auto watcher = preemption::MakeWatcher(io_, Provider(), FastTuning());
+  auto watcher = preemption::MakeWatcher(io_, SystemClock(), Provider(), FastTuning());
   ASSERT_TRUE(watcher.ok());
   int calls = 0;
   (*watcher)->Start(
@@ -184,7 +184,7 @@ TEST(AwsFallbackTest, ImdsV1OnlyWhenConfigured) {
     auto p = FastProvider(ProviderKind::kAws, server.url());
     p.imdsv1_fallback = fallback;
     p.request_timeout = 100ms;
-    auto watcher = preemption::MakeWatcher(io, p, FastTuning());
+    auto watcher = preemption::MakeWatcher(io, SystemClock(), p, FastTuning());
     ASSERT_TRUE(watcher.ok());
     Recorder rec;
     (*watcher)->Start(rec.OnNotice(), rec.OnCleared());
@@ -221,7 +221,7 @@ TEST(AwsTokenTest, A401GetsOneFreshTokenThenBacksOff) {
     auto p = FastProvider(ProviderKind::kAws, server.url());
     auto tuning = FastTuning();
     tuning.backoff_max = 400ms;
-    auto watcher = preemption::MakeWatcher(io, p, tuning);
+    auto watcher = preemption::MakeWatcher(io, SystemClock(), p, tuning);
     ASSERT_TRUE(watcher.ok());
     Recorder rec;
     (*watcher)->Start(rec.OnNotice(), rec.OnCleared());

@@ -31,7 +31,7 @@ class AzureWatcherTest : public ::testing::Test {
     ASSERT_TRUE(mock_->Start().ok());
   }
   void StartWatcher(config::ProviderSection p) {
-    auto watcher = preemption::MakeWatcher(io_, p, FastTuning());
+    auto watcher = preemption::MakeWatcher(io_, SystemClock(), p, FastTuning());
     ASSERT_TRUE(watcher.ok()) << watcher.error().message;
     watcher_ = std::move(*watcher);
     watcher_->Start(rec_.OnNotice(), rec_.OnCleared());
@@ -123,7 +123,7 @@ TEST(AzureThrottleTest, TooManyRequestsBacksOffAndIsLoggedOnce) {
   auto tuning = FastTuning();
   tuning.backoff_max = 400ms;
   testing::LogCapture logs;
-  auto watcher = preemption::MakeWatcher(io, p, tuning);
+  auto watcher = preemption::MakeWatcher(io, SystemClock(), p, tuning);
   ASSERT_TRUE(watcher.ok());
   Recorder rec;
   (*watcher)->Start(rec.OnNotice(), rec.OnCleared());
@@ -143,7 +143,7 @@ TEST(AzureMinimumIntervalTest, PollsNoFasterThanOncePerSecondByDefault) {
   ASSERT_TRUE(server.Start().ok());
   auto p = FastProvider(ProviderKind::kAzure, server.url());
   p.azure_vm_name = "spotvisor-mock-vm";
-  auto watcher = preemption::MakeWatcher(io, p);  // production tuning: >= 1 s
+  auto watcher = preemption::MakeWatcher(io, SystemClock(), p);  // production tuning: >= 1 s
   ASSERT_TRUE(watcher.ok());
   Recorder rec;
   (*watcher)->Start(rec.OnNotice(), rec.OnCleared());

@@ -125,7 +125,7 @@ TEST_P(BadEndpointTest, NoNoticeNoCrashLoggedOnce) {
   tuning.long_poll_timeout = std::chrono::seconds(1);
   tuning.azure_first_call_timeout = 150ms;
   testing::LogCapture logs;
-  auto watcher = preemption::MakeWatcher(io, p, tuning);
+  auto watcher = preemption::MakeWatcher(io, SystemClock(), p, tuning);
   ASSERT_TRUE(watcher.ok()) << watcher.error().message;
   testing::Recorder rec;
   (*watcher)->Start(rec.OnNotice(), rec.OnCleared());
@@ -166,7 +166,7 @@ TEST_P(ErrorBackoffTest, CeilingIsATenthOfTheWarningWindow) {
   auto tuning = testing::FastTuning();
   tuning.backoff_max = 10s;
   testing::LogCapture logs;
-  auto watcher = preemption::MakeWatcher(io, p, tuning);
+  auto watcher = preemption::MakeWatcher(io, SystemClock(), p, tuning);
   ASSERT_TRUE(watcher.ok()) << watcher.error().message;
   testing::Recorder rec;
   (*watcher)->Start(rec.OnNotice(), rec.OnCleared());

@@ -31,7 +31,7 @@ constexpr const char* kMaintenance = "/computeMetadata/v1/instance/maintenance-e
 
 std::unique_ptr<preemption::Watcher> Watch(boost::asio::io_context& io, const config::ProviderSection& p,
                                            Recorder& rec) {
-  auto watcher = preemption::MakeWatcher(io, p, FastTuning());
+  auto watcher = preemption::MakeWatcher(io, SystemClock(), p, FastTuning());
   EXPECT_TRUE(watcher.ok());
   if (!watcher.ok()) return nullptr;
   (*watcher)->Start(rec.OnNotice(), rec.OnCleared());
@@ -131,7 +131,7 @@ TEST(GcpWatcherTest, ServiceUnavailableIsRetriedAfterTheConfiguredDelay) {
   auto p = FastProvider(ProviderKind::kGcp, server.url());
   auto tuning = FastTuning();
   tuning.retry_after_503 = 100ms;
-  auto watcher = preemption::MakeWatcher(io, p, tuning);
+  auto watcher = preemption::MakeWatcher(io, SystemClock(), p, tuning);
   ASSERT_TRUE(watcher.ok());
   Recorder rec;
   testing::LogCapture logs;

@@ -80,14 +80,14 @@ TEST(MakeWatcherTest, KindsAndErrors) {
   boost::asio::io_context io;
   config::ProviderSection p;
   p.kind = ProviderKind::kNone;
-  auto none = MakeWatcher(io, p);
+  auto none = MakeWatcher(io, SystemClock(), p);
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->get(), nullptr);
 
   p.kind = ProviderKind::kAuto;
   p.dmi_root = "/nonexistent/dmi";
   config::ResolveProvider(p);  // as config::Finalize does, once per run
-  auto undetected = MakeWatcher(io, p);
+  auto undetected = MakeWatcher(io, SystemClock(), p);
   ASSERT_TRUE(undetected.ok());
   EXPECT_EQ(undetected->get(), nullptr);
 
@@ -96,22 +96,22 @@ TEST(MakeWatcherTest, KindsAndErrors) {
   p.kind = ProviderKind::kAuto;
   p.dmi_root = d.path();
   config::ResolveProvider(p);
-  auto detected = MakeWatcher(io, p);
+  auto detected = MakeWatcher(io, SystemClock(), p);
   ASSERT_TRUE(detected.ok());
   EXPECT_NE(detected->get(), nullptr);
 
   p.kind = ProviderKind::kAws;
   p.endpoint = "https://169.254.169.254";
-  EXPECT_FALSE(MakeWatcher(io, p).ok());
+  EXPECT_FALSE(MakeWatcher(io, SystemClock(), p).ok());
   p.endpoint.clear();
   p.poll_interval = std::chrono::milliseconds(0);
-  EXPECT_FALSE(MakeWatcher(io, p).ok());
+  EXPECT_FALSE(MakeWatcher(io, SystemClock(), p).ok());
   p.poll_interval = std::chrono::seconds(1);
   p.kind = ProviderKind::kFile;
-  EXPECT_FALSE(MakeWatcher(io, p).ok());  // provider.file is required
+  EXPECT_FALSE(MakeWatcher(io, SystemClock(), p).ok());  // provider.file is required
   for (const auto kind : {ProviderKind::kAws, ProviderKind::kGcp, ProviderKind::kAzure, ProviderKind::kAlibaba}) {
     p.kind = kind;
-    auto w = MakeWatcher(io, p);
+    auto w = MakeWatcher(io, SystemClock(), p);
     ASSERT_TRUE(w.ok());
     EXPECT_NE(w->get(), nullptr);  // built, never started: touches no network
   }

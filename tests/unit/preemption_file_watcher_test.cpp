@@ -32,7 +32,7 @@ TEST(FileWatcherTest, AppearanceContentRemoval) {
   p.file = dir / "preempt";
   p.poll_interval = 5ms;
   p.default_window = 30s;
-  auto watcher = MakeWatcher(io, p);
+  auto watcher = MakeWatcher(io, SystemClock(), p);
   ASSERT_TRUE(watcher.ok()) << watcher.error().message;
   std::vector<Notice> notices;
   int cleared = 0;
@@ -69,7 +69,7 @@ TEST(FileWatcherTest, CheckpointRequestsAndGarbageContent) {
   p.kind = config::ProviderKind::kFile;
   p.file = dir / "notice.json";
   p.poll_interval = 5ms;
-  auto watcher = MakeWatcher(io, p);
+  auto watcher = MakeWatcher(io, SystemClock(), p);
   ASSERT_TRUE(watcher.ok());
   std::vector<Notice> notices;
   (*watcher)->Start([&](const Notice& n) { notices.push_back(n); }, [] {});

@@ -232,11 +232,12 @@ TEST_F(DriverTest, APeersStopRestartsTheTrainerInTheNextEpochWithoutCounting) {
   testing::LogCapture log;
   Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
   FakeCoordinator* group = nullptr;
-  ASSERT_TRUE(driver.UseCoordinator([&group, &fake](asio::io_context& io) -> Result<std::unique_ptr<Coordinator>> {
-    auto made = std::make_unique<FakeCoordinator>(io, fake.clock(), milliseconds(20));
-    group = made.get();
-    return std::unique_ptr<Coordinator>(std::move(made));
-  }));
+  ASSERT_TRUE(
+      driver.UseCoordinator([&group](asio::io_context& io, Clock& clock) -> Result<std::unique_ptr<Coordinator>> {
+        auto made = std::make_unique<FakeCoordinator>(io, clock, milliseconds(20));
+        group = made.get();
+        return std::unique_ptr<Coordinator>(std::move(made));
+      }));
   const int code = driver.Run();
 
   EXPECT_EQ(code, Code(ExitCode::kDone)) << log.Joined();

@@ -11,6 +11,7 @@
 #include "spotvisor/config/job_config.hpp"
 #include "spotvisor/coordination/records.hpp"
 #include "spotvisor/supervisor/coordinator.hpp"
+#include "spotvisor/util/clock.hpp"
 #include "spotvisor/util/result.hpp"
 
 namespace boost::asio {
@@ -20,8 +21,9 @@ class io_context;
 namespace spotvisor::coordination {
 
 // Checks the endpoints and reads the credentials file (it must not be readable by others);
-// connects to nothing yet.
-Result<std::unique_ptr<supervisor::Coordinator>> MakeEtcdCoordinator(boost::asio::io_context& io,
+// connects to nothing yet. Its retries, lease renewals and the wall times it writes run on
+// `clock` (the host's), which outlives it.
+Result<std::unique_ptr<supervisor::Coordinator>> MakeEtcdCoordinator(boost::asio::io_context& io, Clock& clock,
                                                                      const config::JobConfig& job);
 
 // One read of the job's group (members, joins, the epoch, the stops) at one revision, for

@@ -1,7 +1,10 @@
 // The etcd v3 client: key-value requests, transactions and leases through the JSON gateway
 // of one or more members (transport.hpp), each with a deadline. Asynchronous on the caller's
 // io_context: every call returns at once and its handler runs later on that thread, exactly
-// once, unless the client is destroyed first (then never). Not thread-safe.
+// once, unless the client is destroyed first (then never). Not thread-safe. The client's
+// Clock is the one its lease keepers and watches wait on; each request holds the clock's
+// BackgroundWork while in flight, so that a virtual clock stands still while etcd answers.
+// The requests' own deadlines are real time: they bound a wait on a real socket.
 #pragma once
 
 #include <functional>
@@ -11,6 +14,7 @@
 
 #include "spotvisor/etcd/transport.hpp"
 #include "spotvisor/etcd/types.hpp"
+#include "spotvisor/util/clock.hpp"
 #include "spotvisor/util/result.hpp"
 #include "spotvisor/util/units.hpp"
 
@@ -30,8 +34,10 @@ class Client {
  public:
   // Checks every endpoint URL, reads the credentials file and the TLS files; connects to
   // nothing yet. Refuses a mix of http and https members, and TLS files for http ones.
-  static Result<std::unique_ptr<Client>> Create(boost::asio::io_context& io, const ClientOptions& options);
-  Client(boost::asio::io_context& io, std::vector<Member> members, std::optional<Credentials> credentials,
+  // `clock` outlives the client.
+  static Result<std::unique_ptr<Client>> Create(boost::asio::io_context& io, Clock& clock,
+                                                const ClientOptions& options);
+  Client(boost::asio::io_context& io, Clock& clock, std::vector<Member> members, std::optional<Credentials> credentials,
          Duration request_timeout, std::shared_ptr<http::TlsContext> tls = nullptr);
 
   void Put(PutRequest request, Callback<PutResponse> done);
@@ -51,6 +57,7 @@ class Client {
   void LeaseTimeToLive(std::int64_t id, bool keys, Callback<LeaseTimeToLiveResponse> done);
 
   Transport& transport() { return transport_; }
+  Clock& clock() { return clock_; }
   Duration request_timeout() const { return request_timeout_; }
 
  private:
@@ -58,6 +65,7 @@ class Client {
   void Call(const char* path, std::string body, std::string operation, Duration timeout,
             Result<T> (*parse)(std::string_view), Callback<T> done);
 
+  Clock& clock_;              // the owner's: timers of keepers and watches
   Transport transport_;       // members, failover, auth
   Duration request_timeout_;  // per request
 };

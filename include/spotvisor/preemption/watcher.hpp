@@ -1,6 +1,8 @@
 // One interface for every source of a preemption notice (AWS, GCP, Azure, Alibaba, a
 // trigger file). A watcher runs on the supervisor's io_context thread and reports through
-// callbacks on that thread; it never signals the trainer itself. Owned by the driver.
+// callbacks on that thread; it never signals the trainer itself. Owned by the driver. Its
+// polls, backoff and default deadlines run on the Clock it is made with (the host's); the
+// HTTP requests' own deadlines are real time (a real socket).
 #pragma once
 
 #include <chrono>
@@ -10,6 +12,7 @@
 #include <string>
 
 #include "spotvisor/config/job_config.hpp"
+#include "spotvisor/util/clock.hpp"
 #include "spotvisor/util/result.hpp"
 
 namespace boost::asio {
@@ -66,9 +69,11 @@ struct WatcherTuning {
 };
 
 // The watcher for `provider.kind` (auto resolved from DMI files); nullptr for `none`.
-// An Error when the configuration cannot work (e.g. a malformed endpoint).
-Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io, const config::ProviderSection& provider);
-Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io, const config::ProviderSection& provider,
-                                             const WatcherTuning& tuning);
+// An Error when the configuration cannot work (e.g. a malformed endpoint). `clock` outlives
+// the watcher.
+Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io, Clock& clock,
+                                             const config::ProviderSection& provider);
+Result<std::unique_ptr<Watcher>> MakeWatcher(boost::asio::io_context& io, Clock& clock,
+                                             const config::ProviderSection& provider, const WatcherTuning& tuning);
 
 }  // namespace spotvisor::preemption

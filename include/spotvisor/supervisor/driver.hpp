@@ -35,9 +35,9 @@ class Driver {
   void AddObserver(std::unique_ptr<RunObserver> observer);
 
   // The group this node starts and stops with (coordinator.hpp), made on the Driver's
-  // io_context; without it a single node's LocalCoordinator. Before Run(); its error is
-  // the factory's.
-  using CoordinatorFactory = std::function<Result<std::unique_ptr<Coordinator>>(boost::asio::io_context&)>;
+  // io_context and the host's clock; without it a single node's LocalCoordinator. Before
+  // Run(); its error is the factory's.
+  using CoordinatorFactory = std::function<Result<std::unique_ptr<Coordinator>>(boost::asio::io_context&, Clock&)>;
   Status UseCoordinator(const CoordinatorFactory& make);
 
   // A SLURM job's SLURM_RESTART_COUNT (platform/slurm.hpp), recorded with every attempt;
