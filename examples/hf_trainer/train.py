@@ -1,8 +1,9 @@
 """A small Hugging Face Trainer job that runs on a CPU, protected by spotvisor.
 
 A two-layer GPT-2 built from a config (no download) learns a synthetic token sequence. The
-three lines that make it spotvisor's are marked `# spotvisor`: the callback (a save on every
-notice or checkpoint request), and the resume from `--resume_from_checkpoint`, which
+lines that make it spotvisor's are marked `# spotvisor`: the signal flags, set up before the
+slow imports (a notice while transformers loads is kept, not fatal), the callback (a save on
+every notice or checkpoint request), and the resume from `--resume_from_checkpoint`, which
 spotvisor appends with the newest good checkpoint (`resume_args` in job.yaml).
 
     spotvisor run --config examples/hf_trainer/job.yaml
@@ -22,12 +23,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))  # the repo's helper
-from spotvisor_helper.hf import SpotvisorCallback  # noqa: E402  # spotvisor
+from spotvisor_helper import SignalFlags  # noqa: E402  # spotvisor (standard library only)
 
-callback = SpotvisorCallback()  # spotvisor: before anything slow, so a notice is never missed
+signals = SignalFlags()  # spotvisor: first, so a notice during the slow imports below is kept
 
 import torch  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments  # noqa: E402
+
+from spotvisor_helper.hf import SpotvisorCallback  # noqa: E402  # spotvisor
 
 
 class Tokens(torch.utils.data.Dataset):
@@ -68,7 +71,7 @@ def main() -> int:
         learning_rate=1e-3, logging_steps=10, report_to=[], seed=0, data_seed=0,
         dataloader_num_workers=0, use_cpu=True, disable_tqdm=True)
     trainer = Trainer(model=model, args=training, train_dataset=Tokens(256, 16, 64, args.load_sleep),
-                      callbacks=[callback])  # spotvisor
+                      callbacks=[SpotvisorCallback(signals)])  # spotvisor
     print(f"[hf] start resume={args.resume_from_checkpoint}", flush=True)
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)  # spotvisor: None = fresh
     step = trainer.state.global_step
@@ -80,7 +83,7 @@ def main() -> int:
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
     print(f"[hf] done step={step} digest={digest.hexdigest()}", flush=True)
-    if args.result_file:
+    if args.result_file and trainer.is_world_process_zero():  # under torchrun: rank 0 writes it
         Path(args.result_file).write_text(digest.hexdigest() + "\n")
     return 0
 

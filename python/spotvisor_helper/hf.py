@@ -1,10 +1,14 @@
 """Hugging Face `transformers.Trainer` under spotvisor: a save on every notice.
 
+    from spotvisor_helper import SignalFlags
+    signals = SignalFlags()                   # first line: SIGTERM and SIGUSR1 kept from here on
+    ...                                       # import torch, transformers (seconds)
     from spotvisor_helper.hf import SpotvisorCallback
-
-    callback = SpotvisorCallback()            # first: SIGTERM and SIGUSR1 handled from here on
-    trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=[callback])
+    trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=[SpotvisorCallback(signals)])
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
+
+(This module imports transformers, which takes seconds: a notice during them would kill a
+process whose handlers are not yet installed, so make the flags before.)
 
 with, in the job file, `resume_args: ["--resume_from_checkpoint", "{checkpoint}"]` and
 `checkpoints.dir` the Trainer's `output_dir` (pattern `checkpoint-{step}`, the default).
@@ -38,9 +42,9 @@ from .signals import SignalFlags
 class SpotvisorCallback(TrainerCallback):
     """Saves on spotvisor's checkpoint signal, saves and stops on its stop signal.
 
-    Make it before the Trainer (its handlers are then in place while the model loads) and
-    pass it in `callbacks=[...]`. `signals` defaults to `SignalFlags()`: SIGTERM = stop,
-    SIGUSR1 = checkpoint, as spotvisor's `signals.on_notice` / `signals.checkpoint`.
+    Pass the `SignalFlags` made at the top of the script (else it makes one now, after the
+    imports) and give it to the Trainer in `callbacks=[...]`. SIGTERM = stop, SIGUSR1 =
+    checkpoint, as spotvisor's `signals.on_notice` / `signals.checkpoint`.
     """
 
     def __init__(self, signals: Optional[SignalFlags] = None) -> None:

@@ -9,6 +9,10 @@
 // - megatron/training/checkpointing.py save_checkpoint: every rank writes
 //   iter_NNNNNNN/mp_rank_TT[_PPP]/model_optim_rng.pt (args holds the parallel sizes), a
 //   barrier, then rank 0 writes latest_checkpointed_iteration.txt in the save directory.
+// - accelerate/checkpointing.py save_accelerator_state, called by Accelerator.save_state: the
+//   main process writes the models (model[_i].safetensors or pytorch_model[_i].bin), the
+//   optimizers (optimizer[_i].bin), schedulers, samplers and scaler, then every process its
+//   random_states_<process index>.pkl; custom objects (custom_checkpoint_<i>.pkl) follow.
 #include "framework_layout.hpp"
 
 #include <algorithm>
@@ -105,6 +109,67 @@ Status CheckHf(const fs::path& dir, const Names& names) {
     return Error{(dir / "trainer_state.json").string() + ": global_step " +
                  std::to_string((*state)["global_step"].get<std::int64_t>()) + " in a directory named for step " +
                  std::to_string(*step) + " (the state of another checkpoint)"};
+  }
+  return Ok{};
+}
+
+// --- accelerate's save_state ----------------------------------------------------------
+
+// random_states_<i>.pkl: the process index, else none.
+std::optional<std::uint64_t> RngStateRank(const std::string& n) {
+  if (!n.ends_with(".pkl")) return std::nullopt;
+  return NumberAfter(std::string_view(n).substr(0, n.size() - 4), "random_states_");
+}
+
+bool IsAccelerateModel(const std::string& n) {
+  for (const char* base : {"model", "pytorch_model"}) {
+    const std::string b(base);
+    if (n == b + ".safetensors" || n == b + ".bin") return true;
+    const auto dot = n.rfind('.');
+    if (dot != std::string::npos && NumberAfter(std::string_view(n).substr(0, dot), b + "_") &&
+        (n.ends_with(".safetensors") || n.ends_with(".bin")))
+      return true;
+  }
+  return false;
+}
+
+// By its files, or by the name ProjectConfiguration(automatic_checkpoint_naming=True) gives it
+// (checkpoints/checkpoint_<i>) with the model written first and nothing else yet. A directory
+// of another name holding only a model is a model: `format: accelerate` judges it as a save.
+bool LooksLikeAccelerate(const fs::path& dir, const Names& names) {
+  const bool model = names.Any([](const std::string& n) { return IsAccelerateModel(n); });
+  return names.Any([](const std::string& n) { return RngStateRank(n).has_value(); }) ||
+         (model && names.Has("optimizer.bin")) ||
+         (model && NumberAfter(dir.filename().string(), "checkpoint_") &&
+          dir.parent_path().filename() == "checkpoints");
+}
+
+// The main process writes random_states_0.pkl after everything else of its own, each other
+// process its own file: process 0's file, and no gap below the highest one seen. (The
+// number of processes is recorded nowhere in the directory; a save cut short on the last
+// process alone is what only a manifest can tell.)
+Status CheckAccelerate(const fs::path& dir, const Names& names) {
+  std::set<std::uint64_t> ranks;
+  for (const auto& n : names.all) {
+    if (auto r = RngStateRank(n)) ranks.insert(*r);
+  }
+  if (!ranks.count(0)) {
+    return Error{dir.string() +
+                 ": accelerate save_state directory without random_states_0.pkl: the save did not finish "
+                 "(the main process writes it last, after the models, optimizers and schedulers)"};
+  }
+  for (std::uint64_t r = 0; r < *ranks.rbegin(); ++r) {
+    if (!ranks.count(r)) {
+      return Error{dir.string() + ": random_states_" + std::to_string(r) + ".pkl is missing but random_states_" +
+                   std::to_string(*ranks.rbegin()) + ".pkl is there: process " + std::to_string(r) +
+                   " did not finish its save"};
+    }
+  }
+  if (!names.Any([](const std::string& n) { return IsAccelerateModel(n); }) &&
+      !names.Any([](const std::string& n) { return n.ends_with(".index.json"); })) {
+    return Error{dir.string() +
+                 ": accelerate save_state directory without model weights (model.safetensors or "
+                 "pytorch_model.bin)"};
   }
   return Ok{};
 }
@@ -248,6 +313,9 @@ Result<LayoutVerdict> CheckLayout(const fs::path& dir, const std::vector<Checkpo
   if (o.format == "hf" || (detect && LooksLikeHf(dir, names))) {
     if (auto st = CheckHf(dir, names); !st) return st.error();
     if (v.kind.empty()) v = {"trainer_state.json", "hf", std::move(v.checked)};
+  } else if (o.format == "accelerate" || (detect && LooksLikeAccelerate(dir, names))) {
+    if (auto st = CheckAccelerate(dir, names); !st) return st.error();
+    if (v.kind.empty()) v = {"random_states_0.pkl", "accelerate", std::move(v.checked)};
   } else if (o.format == "deepspeed" || (detect && LooksLikeDeepSpeed(names))) {
     // What the framework writes last is the first thing a half-written save lacks.
     if (!has_manifest) {

@@ -1,6 +1,7 @@
 // Private to src/checkpoint/: whether a checkpoint directory is complete by the rules of
 // the framework that wrote it in place — what it writes last is there, and every shard it
 // writes for the world size it recorded. Hugging Face Trainer (trainer_state.json last),
+// accelerate's save_state (random_states_0.pkl after the main process's models and optimizers),
 // DeepSpeed (`latest` beside the tag directory, every model and ZeRO shard), Megatron-LM
 // (the iteration tracker beside it, every mp_rank directory), PyTorch DCP (.metadata, and
 // every item it records inside its shard), Orbax (commit_success.txt). Reads only.
@@ -27,7 +28,7 @@ struct CheckpointFile {
 
 struct LayoutVerdict {
   std::string by;                 // what commits it: "trainer_state.json", "latest", ... ("" none)
-  std::string kind;               // "hf", "deepspeed", "megatron", "dcp", "orbax", "" (none)
+  std::string kind;               // "hf", "accelerate", "deepspeed", "megatron", "dcp", "orbax", "" (none)
   std::set<std::string> checked;  // files the layout checked in full (DCP shards by .metadata)
 };
 

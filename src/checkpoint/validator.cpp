@@ -151,7 +151,7 @@ Verdict ValidateDirectory(const fs::path& dir, const ValidatorOptions& o) {
 
 Verdict ValidateFile(const fs::path& file, const ValidatorOptions& o) {
   if (o.format == "dcp" || o.format == "hf" || o.format == "orbax" || o.format == "deepspeed" ||
-      o.format == "megatron") {
+      o.format == "megatron" || o.format == "accelerate") {
     return Bad(file.string() + ": checkpoints.format " + o.format + " expects a directory, this is a file");
   }
   std::error_code ec;

@@ -140,7 +140,7 @@ class Reader : public NodeReader {
         {"format", [&](const YAML::Node& n, const std::string& k) {
            v.format = Enum<std::string>(n, k, {{"auto", "auto"}, {"torch", "torch"}, {"safetensors", "safetensors"},
                {"dcp", "dcp"}, {"hf", "hf"}, {"deepspeed", "deepspeed"},
-               {"megatron", "megatron"}, {"orbax", "orbax"}, {"any", "any"}});
+               {"megatron", "megatron"}, {"orbax", "orbax"}, {"accelerate", "accelerate"}, {"any", "any"}});
          }},
         {"marker", [&](const YAML::Node& n, const std::string& k) { v.marker = String(n, k); }},
         {"keep", [&](const YAML::Node& n, const std::string& k) { v.keep = Int(n, k, 0, 1000000); }},

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -100,11 +99,6 @@ AttemptRecord AttemptFromJson(const json& j) {
 }
 
 }  // namespace
-
-std::int64_t UnixMillisNow() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Result<Journal> Journal::Open(const std::filesystem::path& state_dir) {
   Journal journal(state_dir);

@@ -189,6 +189,64 @@ class HuggingFaceTrainerTest(LayoutTest):
         self.assertGood("mine/ckpt-5")
 
 
+ACC_CKPT = "acc/checkpoints/checkpoint_3"  # ProjectConfiguration(automatic_checkpoint_naming=True)
+
+
+class AccelerateTest(LayoutTest):
+    # accelerate/checkpointing.py save_accelerator_state (Accelerator.save_state): the main process
+    # saves the model (model.safetensors, or pytorch_model.bin with safe_serialization=False), the
+    # optimizer (optimizer.bin), the scheduler (scheduler.bin), then every process torch.saves its
+    # random_states_<process index>.pkl; here two processes, process 1 finishing after process 0.
+    CKPT = ACC_CKPT
+    ORDER = [f"{ACC_CKPT}/{name}" for name in ("pytorch_model.bin", "optimizer.bin", "scheduler.bin",
+                                               "random_states_0.pkl")]
+
+    @classmethod
+    def write_templates(cls, t):
+        import torch
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 3)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        model(torch.randn(2, 4)).sum().backward()
+        optimizer.step()
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
+        ckpt = t / cls.CKPT
+        torch_save(ckpt / "pytorch_model.bin", model.state_dict())
+        torch_save(ckpt / "optimizer.bin", optimizer.state_dict())
+        torch_save(ckpt / "scheduler.bin", scheduler.state_dict())
+        for rank in range(3):
+            torch_save(ckpt / f"random_states_{rank}.pkl",
+                       {"random_state": random.getstate(), "torch_manual_seed": torch.get_rng_state()})
+
+    def test_every_step_of_the_save_order(self):
+        self.assert_save_order(self.CKPT, self.ORDER, "random_states_0.pkl")
+        self.place(f"{self.CKPT}/random_states_1.pkl")
+        self.assertIn("committed by random_states_0.pkl", self.assertGood(self.CKPT))
+
+    def test_every_step_of_the_save_order_with_format_accelerate(self):
+        self.assert_save_order(self.CKPT, self.ORDER, "random_states_0.pkl", "accelerate", "acc/checkpoints")
+
+    def test_a_model_alone_under_a_name_of_its_own_is_a_model_unless_the_format_says_accelerate(self):
+        self.place(self.ORDER[0])
+        (self.root / self.CKPT).rename(self.root / "acc/step-300")
+        self.assertGood("acc/step-300")
+        self.assertBad("acc/step-300", "random_states_0.pkl", "accelerate", "acc")
+
+    def test_another_process_done_first_is_not_enough(self):
+        self.place(*self.ORDER[:-1], f"{self.CKPT}/random_states_1.pkl")
+        self.assertBad(self.CKPT, "random_states_0.pkl")
+
+    def test_a_process_missing_between_others_is_named(self):
+        self.place(*self.ORDER, f"{self.CKPT}/random_states_2.pkl")
+        self.assertBad(self.CKPT, "random_states_1.pkl is missing")
+
+    def test_a_truncated_random_state_is_bad(self):
+        self.place(*self.ORDER)
+        state = self.root / self.CKPT / "random_states_0.pkl"
+        state.write_bytes(state.read_bytes()[:-40])
+        self.assertBad(self.CKPT, "random_states_0.pkl")
+
+
 def ds_files(tag):
     """The files of one DeepSpeed tag with dp_world_size=2, mp_world_size=2, in save order."""
     model = [f"ds/{tag}/mp_rank_{mp:02d}_model_states.pt" for mp in range(2)]

@@ -40,9 +40,9 @@ class MirrorInVirtualTime : public ::testing::Test {
 
   // The observer, started on `run_`; made after the config is final.
   MirrorObserver& Start() {
-    keeper_ = std::make_shared<checkpoint_watch::DirKeeper>(job_);
-    watcher_ = std::make_unique<checkpoint_watch::CheckpointWatcher>(keeper_);
     run_.emplace(job_);
+    keeper_ = std::make_shared<checkpoint_watch::DirKeeper>(job_, run_->clock());
+    watcher_ = std::make_unique<checkpoint_watch::CheckpointWatcher>(keeper_, run_->clock());
     mirror_ = std::make_unique<MirrorObserver>(job_, *watcher_);
     mirror_->OnStart(*run_);
     return *mirror_;
@@ -59,9 +59,9 @@ class MirrorInVirtualTime : public ::testing::Test {
 
   TempDir dir_;
   config::JobConfig job_;
+  std::optional<FakeRunControl> run_;  // its clock outlives the keeper and the watcher
   std::shared_ptr<checkpoint_watch::DirKeeper> keeper_;
   std::unique_ptr<checkpoint_watch::CheckpointWatcher> watcher_;
-  std::optional<FakeRunControl> run_;
   std::unique_ptr<MirrorObserver> mirror_;  // declared last: gone before the run and the watcher
 };
 

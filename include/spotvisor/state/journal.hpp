@@ -75,6 +75,4 @@ class Journal {
   std::vector<std::string> unwritten_;  // attempt lines not yet on disk, oldest first
 };
 
-std::int64_t UnixMillisNow();
-
 }  // namespace spotvisor::state
