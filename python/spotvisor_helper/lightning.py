@@ -139,8 +139,9 @@ class SpotvisorCallback(Callback):
         # Lightning replaced the SIGTERM handler when fit() started (see the module doc).
         # SignalFlags' own handler is put back, with SA_RESTART as SignalFlags.install()
         # sets it, which Python's signal.signal() just dropped.
+        # Only the signals it installed: SignalFlags(install=False) leaves handlers alone.
         for signum in (self.signals.notice_signal, self.signals.checkpoint_signal):
-            if signum is not None:
+            if signum is not None and signum in self.signals._previous:
                 signal.signal(signum, self.signals._handle)
                 signal.siginterrupt(signum, False)
 
