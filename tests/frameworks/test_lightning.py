@@ -46,7 +46,7 @@ PATTERN = "epoch=*-step={step}.ckpt"
 NAME = re.compile(r"epoch=\d+-step=(\d+)\.ckpt")
 
 NOTICES = 20
-STEPS = 1000
+STEPS = 800
 # ~35 ms a step, most of it data loading (8 samples x 4 ms); ModelCheckpoint every 100 steps.
 TRAINER_ARGS = ["--steps", str(STEPS), "--save-every", "100", "--load-sleep", "0.004"]
 
@@ -73,7 +73,7 @@ def job_text(command: Sequence[str], *, endpoint: Optional[str], env: Dict[str, 
     ]
     if endpoint:
         lines += ["  kind: aws", f"  endpoint: {j(endpoint)}", "  poll_interval: 200ms",
-                  "  request_timeout: 2s", "  resume_after: 1s"]
+                  "  request_timeout: 2s", "  resume_after: 300ms"]
     else:
         lines += ["  kind: none"]
     lines += [
@@ -172,7 +172,7 @@ class Lightning(LightningCase):
             began = len(sv.text())
             sv.wait_for(r"^\[lightning\] rank=0 start", 120, after=began)
             # A random moment: Lightning still setting up (~0.5 s after this line), or training.
-            time.sleep(rng.uniform(0.2, 2.5))
+            time.sleep(rng.uniform(0.1, 1.6))
             noticed = time.time()
             mock.preempt()
             ended = sv.wait_event("attempt_ended", 120, lambda e: e.get("attempt") == str(attempt))
@@ -220,58 +220,62 @@ class LightningKilledMidSave(LightningCase):
         ckpt = self.dir / "ckpt"
         sv = self.supervise(job, "run")
 
-        victims = []  # (file, which save wrote it)
+        victims = []  # (which save was killed, its file, rejected by spotvisor, a copy taken then)
         resumes = []  # what each attempt after a kill resumed from
-        table: Dict[str, dict] = {}
+        (self.dir / "victims").mkdir()
         for attempt in range(1, KILLS + 2):
             start = sv.wait_event("trainer_started", 180, lambda e: e.get("attempt") == str(attempt))
             if attempt > 1:
-                good = [r for r in table.values() if r["good"]]
-                newest = max(good, key=lambda r: r["step"])["path"] if good else "none"  # none: start afresh
+                # spotvisor has chosen (and moved a rejected file to .spotvisor-quarantine/);
+                # the new trainer is still importing, so the directory is as it chose from.
+                victim = victims[-1][1]
+                rejected = [e for e in sv.events("checkpoint_rejected") if e.get("path") == str(victim)]
+                copy = self.dir / "victims" / f"{attempt - 1}-{victim.name}"
+                shutil.copyfile(ckpt / ".spotvisor-quarantine" / victim.name if rejected else victim, copy)
+                victims[-1] += (bool(rejected), copy)
+                table = verdicts(self.binary, job)
+                self.assertTrue(all(r["good"] for r in table.values()), f"a bad checkpoint left in place: {table}")
+                newest = max(table.values(), key=lambda r: r["step"])["path"] if table else "none"
                 self.assertEqual(start.get("resume", "none"), newest, f"not the newest good checkpoint: {table}")
+                if victims[-1][0] == "ModelCheckpoint":
+                    self.assertEqual(newest == str(victim), not rejected, "a complete victim is the newest")
                 resumes.append(Path(newest).name)
             if attempt == KILLS + 1:
                 break
             pid = int(start["pid"])
-            began = len(sv.text())
-            sv.wait_for(r"^\[lightning\] rank=0 start", 120, after=began)
+            # First a periodic save of this attempt that completes (Lightning writes one at a
+            # time: it is complete once the next one appears), so an older good one exists.
             seen = set(os.listdir(ckpt)) if ckpt.exists() else set()
+            first = self.wait_for_new_file(ckpt, seen, temp=False, pid=pid)
+            seen.add(first.name)
             by_callback = attempt % 2 == 0
             if by_callback:  # SpotvisorCallback's save: SIGUSR1, then a .tmp- file renamed into place
-                time.sleep(1.0)
                 os.kill(pid, signal.SIGUSR1)
             victim = self.wait_for_new_file(ckpt, seen, temp=by_callback, pid=pid)
             time.sleep(rng.uniform(0.0, 0.06))  # a random moment of the ~0.1 s copy
             os.kill(pid, signal.SIGKILL)
             sv.wait_event("attempt_ended", 60, lambda e: e.get("attempt") == str(attempt))
-            victims.append((victim, "SpotvisorCallback" if by_callback else "ModelCheckpoint"))
-            table = verdicts(self.binary, job)
-            if by_callback:
-                self.assertFalse([n for n in table if not NAME.fullmatch(n)], f"a temp name listed: {table}")
-            else:
-                self.assertIn(victim.name, table)
-                victims[-1] += (table[victim.name]["good"],)
+            victims.append(("SpotvisorCallback" if by_callback else "ModelCheckpoint", victim))
 
-        loadable = self.torch_loadable([v[0] for v in victims if v[1] == "ModelCheckpoint"])
-        cut = 0
-        for victim, how, *judged in victims:
-            if how == "ModelCheckpoint":
-                good = judged[0]
-                self.assertEqual(good, loadable[str(victim)],
-                                 f"{victim}: spotvisor judged it {'good' if good else 'bad'}, torch.load "
-                                 f"{'reads' if loadable[str(victim)] else 'cannot read'} it")
-                cut += not good
-            else:
-                self.assertFalse(NAME.fullmatch(victim.name), victim)
+        loadable = self.torch_loadable([v[3] for v in victims if v[0] == "ModelCheckpoint"])
+        for how, victim, rejected, copy in victims:
+            if how == "SpotvisorCallback":  # a temp name: never a candidate, so never rejected either
+                self.assertFalse(NAME.fullmatch(victim.name) or rejected, f"only a temp name was cut: {victim}")
+                continue
+            self.assertEqual(rejected, not loadable[str(copy)],
+                             f"{victim}: spotvisor {'rejected' if rejected else 'kept'} it, torch.load "
+                             f"{'reads' if loadable[str(copy)] else 'cannot read'} it")
+        cut = sum(rejected for how, _, rejected, _ in victims if how == "ModelCheckpoint")
         print(f"\n[lightning] SIGKILL mid-save: {len(victims)} kills; {cut} of "
-              f"{sum(v[1] == 'ModelCheckpoint' for v in victims)} in ModelCheckpoint's save left a cut "
-              f"final-named .ckpt (Lightning copies it from $TMPDIR on tmpfs), judged bad, never resumed from; "
-              f"{sum(v[1] == 'SpotvisorCallback' for v in victims)} in SpotvisorCallback's save left only a temp name; "
-              f"the attempts after them resumed from {', '.join(resumes)}")
+              f"{sum(v[0] == 'ModelCheckpoint' for v in victims)} in ModelCheckpoint's save left a cut "
+              f"final-named .ckpt (Lightning copies it from $TMPDIR on tmpfs): rejected, quarantined, never "
+              f"resumed from; {sum(v[0] == 'SpotvisorCallback' for v in victims)} in SpotvisorCallback's save "
+              f"left only a temp name; the attempts after them resumed from {', '.join(resumes)}")
         self.assertGreater(cut, 0, "no kill landed inside Lightning's copy: the test did not see a cut file")
 
     def wait_for_new_file(self, ckpt: Path, seen: set, *, temp: bool, pid: int) -> Path:
-        """The first new entry: a final name (`epoch=*-step=*.ckpt`) or a `.tmp-` one."""
+        """The first entry not in `seen`: a final name (`epoch=*-step=*.ckpt`), or with `temp`
+        SpotvisorCallback's `.tmp-epoch=...` (final names that appear meanwhile join `seen`)."""
         end = deadline(120)
         while time.monotonic() < end:
             try:
