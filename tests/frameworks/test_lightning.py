@@ -12,8 +12,10 @@ spotvisor binary:
   an uninterrupted run's, bit for bit. Prints the rate and the notice-to-saved time (p50, max).
 - SIGKILL of the trainer at a random moment while Lightning writes a checkpoint, with $TMPDIR
   on another file system than the checkpoints (tmpfs), where Lightning's `_atomic_save`
-  copies into the final name: the cut file must be judged bad by `spotvisor checkpoints`
-  exactly when torch.load cannot read it, and the next attempt resumes from the newest good one.
+  copies into the final name: spotvisor must reject (and quarantine) the cut file exactly when
+  torch.load cannot read a copy of it, leave no bad checkpoint where it could be resumed from
+  (`spotvisor checkpoints`), and resume the next attempt from the newest good one. A kill inside
+  SpotvisorCallback's save leaves only a temp name.
 - torchrun with two processes (DDP on gloo): a notice makes both ranks save the same step and
   stop; spotvisor resumes, the job exits 0, and the weights equal an uninterrupted DDP run's.
 
@@ -59,7 +61,7 @@ DDP_ARGS = ["--steps", str(DDP_STEPS), "--save-every", "100", "--load-sleep", "0
 
 
 def job_text(command: Sequence[str], *, endpoint: Optional[str], env: Dict[str, str],
-             max_restarts: int = 5) -> str:
+             max_restarts: int = 5, keep: int = 0) -> str:
     j = json.dumps
     lines = [
         "job:",
@@ -78,7 +80,7 @@ def job_text(command: Sequence[str], *, endpoint: Optional[str], env: Dict[str, 
         lines += ["  kind: none"]
     lines += [
         "signals: {on_notice: SIGTERM, checkpoint: SIGUSR1, grace: 100s}",
-        f'checkpoints: {{dir: ./ckpt, pattern: "{PATTERN}", validate: full, keep: 0}}',
+        f'checkpoints: {{dir: ./ckpt, pattern: "{PATTERN}", validate: full, keep: {keep}}}',
         f"restart: {{max_restarts: {max_restarts}, backoff: {{initial: 100ms, max: 1s, jitter: 0}},"
         f" crash_loop: {{failures: {max_restarts + 1}, window: 10m}}}}",
         "telemetry: {state_dir: ./state, log_format: text}",
@@ -145,9 +147,9 @@ class LightningCase(E2ECase):
         return (self.dir / "reference" / "result.txt").read_text().strip()
 
     def write_job(self, command: Sequence[str], *, endpoint: Optional[str] = None,
-                  env: Optional[Dict[str, str]] = None, max_restarts: int = 5) -> Path:
+                  env: Optional[Dict[str, str]] = None, max_restarts: int = 5, keep: int = 0) -> Path:
         job = self.dir / "job.yaml"
-        job.write_text(job_text(command, endpoint=endpoint, env=env or {}, max_restarts=max_restarts))
+        job.write_text(job_text(command, endpoint=endpoint, env=env or {}, max_restarts=max_restarts, keep=keep))
         return job
 
 
@@ -216,7 +218,7 @@ class LightningKilledMidSave(LightningCase):
         self.addCleanup(shutil.rmtree, tmpdir, True)
         self.assertNotEqual(os.stat(tmpdir).st_dev, os.stat(self.dir).st_dev, "$TMPDIR must be another file system")
         job = self.write_job([PYTHON, EXAMPLE, *trainer_args(WIDE_ARGS)], env={"TMPDIR": str(tmpdir)},
-                             max_restarts=KILLS + 2)
+                             max_restarts=KILLS + 2, keep=3)  # 216 MB each
         ckpt = self.dir / "ckpt"
         sv = self.supervise(job, "run")
 
