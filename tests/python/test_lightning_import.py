@@ -80,6 +80,16 @@ class WithLightning(unittest.TestCase):
         self.assertEqual(self.batches(resumed), epoch0[3:])
         self.assertEqual(self.batches(resumed), epoch1, "then the next epoch")
 
+    def test_workers_loading_ahead_do_not_move_the_position(self):
+        from spotvisor_helper.lightning import ResumableDataLoader
+        whole = self.batches(self.loader())
+        first = ResumableDataLoader(self.data, 4, seed=3, num_workers=2)
+        self.assertEqual(self.batches(first, 3), whole[:3])  # the workers have loaded more by now
+        self.assertEqual(first.state_dict()["offset"], 3)
+        resumed = ResumableDataLoader(self.data, 4, seed=3, num_workers=2)
+        resumed.load_state_dict(first.state_dict())
+        self.assertEqual(self.batches(resumed), whole[3:])
+
     def test_set_epoch_keeps_the_position_of_the_same_epoch(self):
         first = self.loader()
         self.batches(first, 4)
