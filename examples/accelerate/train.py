@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import sys
 import time
 from pathlib import Path
@@ -72,7 +73,7 @@ def main() -> int:
 
     step = load_state(accelerator, args.resume_from)  # spotvisor: 0 = fresh
     rank = accelerator.process_index
-    print(f"[accelerate] rank={rank} start step={step} resume={args.resume_from}", flush=True)
+    print(f"[accelerate] rank={rank} pid={os.getpid()} start step={step} resume={args.resume_from}", flush=True)
     while step < args.steps:
         epoch, done = divmod(step, len(loader))  # the data position: batches of this epoch done
         loader.set_epoch(epoch)  # the epoch's order depends only on (seed, epoch)
