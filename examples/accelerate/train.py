@@ -36,6 +36,13 @@ from accelerate.utils import DataLoaderConfiguration, set_seed  # noqa: E402
 from spotvisor_helper.accelerate import load_state, save_state  # noqa: E402  # spotvisor
 
 
+def say(rank: int, text: str) -> None:
+    """One line in one write: the ranks share the launcher's stdout, and print()'s separate
+    write of the newline lets another rank's line land in between."""
+    sys.stdout.write(f"[accelerate] rank={rank} {text}\n")
+    sys.stdout.flush()
+
+
 def weights_digest(model: torch.nn.Module) -> str:
     digest = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
@@ -73,7 +80,7 @@ def main() -> int:
 
     step = load_state(accelerator, args.resume_from)  # spotvisor: 0 = fresh
     rank = accelerator.process_index
-    print(f"[accelerate] rank={rank} pid={os.getpid()} start step={step} resume={args.resume_from}", flush=True)
+    say(rank, f"pid={os.getpid()} start step={step} resume={args.resume_from}")
     while step < args.steps:
         epoch, done = divmod(step, len(loader))  # the data position: batches of this epoch done
         loader.set_epoch(epoch)  # the epoch's order depends only on (seed, epoch)
@@ -89,15 +96,15 @@ def main() -> int:
             if stop or requested or step % args.save_every == 0:
                 path = save_state(accelerator, args.checkpoint_dir, step)  # spotvisor
                 flags.clear_checkpoint()
-                print(f"[accelerate] rank={rank} saved step={step} {path.name}", flush=True)
+                say(rank, f"saved step={step} {path.name}")
             if stop:
-                print(f"[accelerate] rank={rank} stopped at step={step}", flush=True)
+                say(rank, f"stopped at step={step}")
                 return 0  # spotvisor restarts or drains: a stop is not a failure
             if step == args.steps:
                 break
 
     digest = weights_digest(accelerator.unwrap_model(model))
-    print(f"[accelerate] rank={rank} done step={step} digest={digest}", flush=True)
+    say(rank, f"done step={step} digest={digest}")
     if args.result_file and accelerator.is_main_process:
         Path(args.result_file).write_text(digest + "\n")
     accelerator.end_training()
