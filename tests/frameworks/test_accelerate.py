@@ -261,7 +261,8 @@ class Accelerate(E2ECase):
                 listing = subprocess.run([self.binary, "checkpoints", "--config", str(job)], cwd=self.dir,
                                          capture_output=True, text=True, timeout=60)
                 said = listing.stdout + listing.stderr
-                self.assertRegex(said, rf"temp entr[^\n]*never resumed from[^\n]*\n(\s+\S+\n)*?\s+{re.escape(str(temp))}\n", said)
+                listed = rf"temp entr[^\n]*never resumed from[^\n]*\n(\s+\S+\n)*?\s+{re.escape(str(temp))}\n"
+                self.assertRegex(said, listed, said)
                 self.assertNotIn(f"step-{newest + 10} ", listing.stdout, said)
         # The job goes on from there and saves the killed step again, over the stale temp dir.
         again = ckpt / f"step-{newest + 10}"
