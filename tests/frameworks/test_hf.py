@@ -90,6 +90,7 @@ class HfNotices(E2ECase):
         sv = self.supervise(job, "run")
 
         saved_after = []  # seconds from the notice to trainer_state.json of its checkpoint
+        training = []  # per notice: False when it came while Python imported transformers
         last_step = 0
         for attempt in range(1, NOTICES + 1):
             start = sv.wait_event("trainer_started", 180, lambda e: e.get("attempt") == str(attempt))
@@ -99,6 +100,7 @@ class HfNotices(E2ECase):
             # A random moment of the attempt: while transformers loads (the flags are set
             # before it: the save comes at the first step), while it trains, loads data, saves.
             time.sleep(rng.uniform(1.5, 8.0))
+            training.append(sv.text().count("[hf] start resume=") >= attempt)  # the Trainer is built
             noticed = time.time()
             mock.preempt()
             ended = sv.wait_event("attempt_ended", 120, lambda e: e.get("attempt") == str(attempt))
@@ -125,6 +127,11 @@ class HfNotices(E2ECase):
         print(f"\n[hf] save on notice: {len(saved_after)}/{NOTICES} saved and judged good in the window; "
               f"notice to saved checkpoint p50 {statistics.median(saved_after):.2f}s "
               f"max {max(saved_after):.2f}s (mock poll interval 200ms)")
+        for name, group in (("while training", [t for t, x in zip(saved_after, training) if x]),
+                            ("during the imports (saved at the first step)",
+                             [t for t, x in zip(saved_after, training) if not x])):
+            if group:
+                print(f"[hf]   {len(group)} {name}: p50 {statistics.median(group):.2f}s max {max(group):.2f}s")
 
 
 class HfKilledWhileSaving(E2ECase):
