@@ -5,6 +5,7 @@
 #include "spotvisor/checkpoint_watch/checkpoint_watcher.hpp"
 
 #include <algorithm>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <set>
 #include <utility>

@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
 #include "spotvisor/log/log.hpp"
