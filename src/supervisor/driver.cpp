@@ -42,19 +42,30 @@ Driver::Impl::Impl(const config::JobConfig& job, std::unique_ptr<checkpoint::Res
 }
 
 int Driver::Impl::Run() {
+  // The stop and checkpoint signals are ours from the first moment: one that arrives while
+  // the state opens, leftovers stop or observers start waits in the loop (a SIGTERM then
+  // once killed the supervisor by its default action).
+  host_->Attach(io_);
+  std::vector<int> requests = job_.signals.stop_on;    // signals.stop_on: "stop"
+  if (!StopsOn(SIGUSR1)) requests.push_back(SIGUSR1);  // else "checkpoint now"
+  host_->WatchSignals(requests, [this](int signo) { OnSignal(signo); });
   pid_t holder = 0;
   auto files = host_->OpenState(job_, &holder);
   if (!files && holder != 0) {
     Log(LogLevel::kError, "event=refused reason=" + Quote(files.error().message));
+    host_->Detach();
     return Code(ExitCode::kLocked);
   }
   if (!files) {
     Log(LogLevel::kCritical, "event=cannot_start reason=" + Quote(files.error().message));
+    host_->Detach();
     return Code(ExitCode::kFailed);
   }
   files_ = std::move(*files);
-  if (!StopLeftovers()) return Code(ExitCode::kFailed);
-  host_->Attach(io_);
+  if (!StopLeftovers()) {
+    host_->Detach();
+    return Code(ExitCode::kFailed);
+  }
   fsm_.emplace(job_, RestoreCounters(files_->state(), files_->ReadAttempts(), WallMillis(), host_->clock().Now()),
                static_cast<std::uint64_t>(getpid()) * 7919u);
   Log(LogLevel::kInfo, "event=supervisor_started pid=" + std::to_string(getpid()) +
@@ -71,9 +82,6 @@ int Driver::Impl::Run() {
     watcher_->Start([this](const preemption::Notice& n) { OnNotice(n); }, [this] { OnNoticeCleared(); });
   }
   for (auto& o : observers_) o->OnStart(*this);
-  std::vector<int> requests = job_.signals.stop_on;    // signals.stop_on: "stop"
-  if (!StopsOn(SIGUSR1)) requests.push_back(SIGUSR1);  // else "checkpoint now"
-  host_->WatchSignals(requests, [this](int signo) { OnSignal(signo); });
   coordinator_->Start(
       [this](StopRequestedEvent stop) { asio::post(io_, [this, stop = std::move(stop)] { Dispatch(stop); }); });
   Dispatch(StartEvent{});
