@@ -39,7 +39,12 @@ class IoThread {
     thread_ = std::thread([this] { io.run(); });
   }
   ~IoThread() {
-    asio::post(io, [this] { sigchld_.cancel(); });
+    // A SIGCHLD already delivered may complete after this cancel and wait again: the flag
+    // stops that, or the loop never runs out of work and the join hangs.
+    asio::post(io, [this] {
+      stopping_ = true;
+      sigchld_.cancel();
+    });
     guard_.reset();
     thread_.join();
   }
@@ -62,13 +67,14 @@ class IoThread {
  private:
   void WaitChildren() {
     sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
-      if (ec) return;
+      if (ec || stopping_) return;
       table.Reap();
       WaitChildren();
     });
   }
 
   asio::signal_set sigchld_{io, SIGCHLD};
+  bool stopping_ = false;  // io thread only
   asio::executor_work_guard<asio::io_context::executor_type> guard_{asio::make_work_guard(io)};
   std::thread thread_;
 };
