@@ -21,7 +21,11 @@ std::optional<ProcStat> ReadProcStat(pid_t pid) {
   ProcStat s;
   std::string skip;
   rest >> s.state >> s.ppid >> s.pgrp;
-  for (int field = 6; field < 22 && rest; ++field) rest >> skip;  // fields 6..21
+  for (int field = 6; field < 14 && rest; ++field) rest >> skip;  // fields 6..13
+  std::uint64_t utime = 0, stime = 0;
+  rest >> utime >> stime;
+  s.cpu_ticks = utime + stime;
+  for (int field = 16; field < 22 && rest; ++field) rest >> skip;  // fields 16..21
   rest >> s.start_ticks;
   if (!rest) return std::nullopt;
   return s;
@@ -63,14 +67,17 @@ std::string FirstLine(const std::string& path) {
 }
 }  // namespace
 
+std::string WaitChannel(pid_t pid) {
+  // wchan reads "0" where the kernel hides it, and nothing for a running process.
+  std::string wchan = FirstLine("/proc/" + std::to_string(pid) + "/wchan");
+  return wchan == "0" ? std::string() : wchan;
+}
+
 std::string DescribeProcess(pid_t pid) {
-  const std::string dir = "/proc/" + std::to_string(pid);
   const auto stat = ReadProcStat(pid);
   if (!stat) return std::to_string(pid) + " gone";
-  std::string out = std::to_string(pid) + " " + FirstLine(dir + "/comm") + " " + stat->state;
-  // wchan reads "0" where the kernel hides it, and nothing for a running process.
-  const std::string wchan = FirstLine(dir + "/wchan");
-  if (!wchan.empty() && wchan != "0") out += " " + wchan;
+  std::string out = std::to_string(pid) + " " + FirstLine("/proc/" + std::to_string(pid) + "/comm") + " " + stat->state;
+  if (const std::string wchan = WaitChannel(pid); !wchan.empty()) out += " " + wchan;
   return out;
 }
 

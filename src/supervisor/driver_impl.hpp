@@ -7,6 +7,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -66,6 +67,7 @@ class Driver::Impl final : public RunControl {
   void Perform(const HoldLaunchersAction&);
   void Perform(const ReleaseLaunchersAction& a);
   void Perform(const WatchWorkersAction&);
+  void PollWorkers();  // WatchWorkersAction's poll, every kWorkersPoll while the trainer stops
   void Perform(const KillGroupAction&);
   void OnTrainerExited(ExitStatus status);
   void TrainerGone();
@@ -88,6 +90,9 @@ class Driver::Impl final : public RunControl {
   std::unique_ptr<Host> host_;                                 // every effect on the world
   std::map<TimerKind, std::unique_ptr<Timer>> timers_;         // armed by the Fsm
   std::unique_ptr<Timer> workers_poll_;                        // waiting for a launcher's workers to stop
+  std::uint64_t workers_cpu_ = 0;                              // their CPU ticks at the last poll
+  TimePoint workers_busy_at_{};                                // when those last changed
+  bool workers_stall_told_ = false;                            // WorkersStalledEvent sent for this stop
   std::unique_ptr<preemption::Watcher> watcher_;               // null for provider none
   std::unique_ptr<Coordinator> coordinator_;                   // agrees on each start, hears the group's stops
   std::optional<preemption::Notice> notice_;                   // the stop notice being handled

@@ -18,6 +18,9 @@ using log::LogLevel;
 using log::Quote;
 
 constexpr auto kWorkersPoll = std::chrono::milliseconds(100);  // a launcher's workers, while they stop
+// Workers that use no CPU at all for this long, each in a socket wait, are stalled
+// (WorkersStalledEvent): a rank that computes or saves shows ticks well within it.
+constexpr auto kWorkersStallWindow = std::chrono::seconds(5);
 
 }  // namespace
 
@@ -97,18 +100,35 @@ void Driver::Impl::Perform(const HoldLaunchersAction&) {
 void Driver::Impl::Perform(const ReleaseLaunchersAction& a) {
   if (!trainer_) return;
   const std::size_t released = trainer_->ReleaseLaunchers(a.signo);
-  Log(LogLevel::kInfo, "event=signal_sent signal=" + config::SignalName(a.signo) + "+SIGCONT target=launcher pid=" +
-                           std::to_string(trainer_->pid()) + " processes=" + std::to_string(released));
+  const std::string sent = a.signo != 0 ? config::SignalName(a.signo) + "+SIGCONT" : "SIGCONT";
+  Log(LogLevel::kInfo, "event=signal_sent signal=" + sent + " target=launcher pid=" + std::to_string(trainer_->pid()) +
+                           " processes=" + std::to_string(released));
 }
 
 void Driver::Impl::Perform(const WatchWorkersAction&) {
+  workers_cpu_ = trainer_ ? trainer_->Workers().cpu_ticks : 0;
+  workers_busy_at_ = host_->clock().Now();
+  workers_stall_told_ = false;
+  PollWorkers();
+}
+
+void Driver::Impl::PollWorkers() {
   workers_poll_->After(kWorkersPoll, [this] {
     if (!trainer_ || fsm_->phase() != Phase::kStopping) return;
     if (trainer_->WorkersGone()) {
       Dispatch(WorkersGoneEvent{});
-    } else {
-      Perform(WatchWorkersAction{});
+      return;
     }
+    const auto now = host_->clock().Now();
+    const WorkersActivity workers = trainer_->Workers();
+    if (workers.cpu_ticks != workers_cpu_ || !workers.all_in_socket_waits) {
+      workers_cpu_ = workers.cpu_ticks;
+      workers_busy_at_ = now;
+    } else if (!workers_stall_told_ && now - workers_busy_at_ >= kWorkersStallWindow) {
+      workers_stall_told_ = true;
+      Dispatch(WorkersStalledEvent{std::chrono::duration_cast<std::chrono::milliseconds>(now - workers_busy_at_)});
+    }
+    PollWorkers();
   });
 }
 

@@ -60,6 +60,7 @@ std::vector<Action> Fsm::Handle(const Event& event, TimePoint now) {
         if constexpr (std::is_same_v<E, NoticeClearedEvent>) return OnNoticeCleared(now);
         if constexpr (std::is_same_v<E, TimerFiredEvent>) return OnTimer(e, now);
         if constexpr (std::is_same_v<E, WorkersGoneEvent>) return OnWorkersGone(now);
+        if constexpr (std::is_same_v<E, WorkersStalledEvent>) return OnWorkersStalled(e);
         if constexpr (std::is_same_v<E, GroupAgreedEvent>) return OnGroupAgreed(e, now);
         if constexpr (std::is_same_v<E, GroupFinishedEvent>) return OnGroupFinished();
         if constexpr (std::is_same_v<E, SelectionFailedEvent>) return OnSelectionFailed(e);
@@ -196,6 +197,7 @@ std::vector<Action> Fsm::OnChildExited(const ChildExitedEvent& e, TimePoint now)
                               CancelTimerAction{TimerKind::kLauncher}};
   launchers_held_ = false;  // they are gone with the group
   launcher_released_ = false;
+  launcher_runs_for_workers_ = false;
   const ExitStatus& st = e.status;
   const StopReason reason = stop_reason_;
   stop_reason_ = StopReason::kNone;

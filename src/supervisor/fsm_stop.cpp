@@ -128,6 +128,7 @@ std::vector<Action> Fsm::StopWhileStopping(const StopRequestedEvent& e, TimePoin
     if (stop_requests_ >= 2) {
       launchers_held_ = false;  // SIGKILL ends paused processes too
       launcher_released_ = false;
+      launcher_runs_for_workers_ = false;
       return {Note(LogLevel::kWarning, "event=stop_escalated detail=\"second stop request: SIGKILL to the group now\""),
               CancelTimerAction{TimerKind::kGrace}, CancelTimerAction{TimerKind::kLauncher}, KillGroupAction{},
               ArmTimerAction{TimerKind::kKill, now + job_.signals.kill_timeout}};
@@ -158,6 +159,7 @@ std::vector<Action> Fsm::StopTheTrainer(const StopRequestedEvent& e, TimePoint n
   // A launcher is held before its workers hear of the stop, so that none of them can exit
   // into a launcher that restarts it or starts its own kill timer.
   launchers_held_ = to == config::SignalTarget::kWorkers;
+  launcher_runs_for_workers_ = false;
   if (launchers_held_) actions.push_back(HoldLaunchersAction{});
   actions.push_back(SignalAction{job_.signals.on_notice, to});
   if (launchers_held_) actions.push_back(WatchWorkersAction{});
@@ -224,6 +226,7 @@ std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
       if (launchers_held_) actions.push_back(ReleaseLaunchersAction{SIGTERM});
       launchers_held_ = false;
       launcher_released_ = false;
+      launcher_runs_for_workers_ = false;
       actions.push_back(CancelTimerAction{TimerKind::kLauncher});
       actions.push_back(KillGroupAction{});
       actions.push_back(ArmTimerAction{TimerKind::kKill, now + job_.signals.kill_timeout});
@@ -250,16 +253,17 @@ std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
       return Finish(ExitCode::kStopped, "the group did not agree on a start within " +
                                             FormatDuration(job_.coordination.join_timeout) + "; the job is resumable");
     case TimerKind::kLauncher: {
-      // Its workers saved and stopped, and it got SIGTERM, yet it is still here: torch
-      // 1.13's agent, caught by our SIGTERM inside its own shutdown, waits on its
-      // rendezvous thread. Nothing is left to save: SIGKILL now, not at the grace's end.
+      // Its workers saved and stopped, yet it is still here (torch 1.13's agent, caught by
+      // our SIGTERM inside its own shutdown, waits on its rendezvous thread; a launcher that
+      // restarts them). Nothing is left to save: SIGKILL now, not at the grace's end.
       if (phase_ != Phase::kStopping || !launcher_released_) return {};
       launcher_released_ = false;
-      return {Note(LogLevel::kWarning, "event=launcher_lingers timeout=" + FormatDuration(job_.signals.kill_timeout) +
-                                           " detail=\"every worker has stopped but the launcher did not exit after "
-                                           "SIGTERM: SIGKILL to the group\""),
-              CancelTimerAction{TimerKind::kGrace}, KillGroupAction{},
-              ArmTimerAction{TimerKind::kKill, now + job_.signals.kill_timeout}};
+      return {
+          Note(LogLevel::kWarning, "event=launcher_lingers timeout=" + FormatDuration(job_.signals.kill_timeout) +
+                                       " detail=\"every worker has stopped but the launcher did not exit: SIGKILL to "
+                                       "the group\""),
+          CancelTimerAction{TimerKind::kGrace}, KillGroupAction{},
+          ArmTimerAction{TimerKind::kKill, now + job_.signals.kill_timeout}};
     }
     case TimerKind::kDrained:
       // The notice neither took the machine nor cleared (a rebalance recommendation with
@@ -312,13 +316,37 @@ std::vector<Action> Fsm::OnSelectTimeout() {
 }
 
 // The launcher may now exit as its workers did; if it has not within signals.kill_timeout,
-// kLauncher ends it.
+// kLauncher ends it. One released early for its stalled workers got no SIGTERM: it sees them
+// exit and ends by itself (exit 0 when every worker did), or kLauncher ends it too.
 std::vector<Action> Fsm::OnWorkersGone(TimePoint now) {
-  if (phase_ != Phase::kStopping || !launchers_held_) return {};
+  if (phase_ != Phase::kStopping || !(launchers_held_ || launcher_runs_for_workers_)) return {};
+  const bool held = launchers_held_;
   launchers_held_ = false;
+  launcher_runs_for_workers_ = false;
   launcher_released_ = true;
+  if (!held) {
+    return {Note(LogLevel::kInfo,
+                 "event=workers_gone detail=\"every worker has stopped; the launcher, already "
+                 "running, ends by itself\""),
+            ArmTimerAction{TimerKind::kLauncher, now + job_.signals.kill_timeout}};
+  }
   return {Note(LogLevel::kInfo, "event=workers_gone detail=\"every worker has stopped: SIGTERM to the launcher\""),
           ReleaseLaunchersAction{SIGTERM}, ArmTimerAction{TimerKind::kLauncher, now + job_.signals.kill_timeout}};
+}
+
+// Every worker blocked without CPU while the launcher is held: in torch 2.x a worker still
+// joining the group waits on the rendezvous store inside the launcher, so holding it would
+// cost the whole grace and then a SIGKILL. The launcher runs again (no signal: the workers
+// have theirs), they join, reach a step, see the stop and save.
+std::vector<Action> Fsm::OnWorkersStalled(const WorkersStalledEvent& e) {
+  if (phase_ != Phase::kStopping || !launchers_held_) return {};
+  launchers_held_ = false;
+  launcher_runs_for_workers_ = true;
+  return {Note(LogLevel::kWarning,
+               "event=launcher_released reason=workers_stalled stalled_for=" + FormatDuration(e.for_how_long) +
+                   " detail=\"no worker used CPU while the launcher was held: they may be waiting on its "
+                   "rendezvous store, so it runs again; the workers still have the stop\""),
+          ReleaseLaunchersAction{0}};
 }
 
 }  // namespace spotvisor::supervisor

@@ -44,6 +44,7 @@ class PosixTrainer final : public Trainer {
   std::size_t HoldLaunchers() override { return signals_.HoldLaunchers(); }
   std::size_t ReleaseLaunchers(int signo) override { return signals_.ReleaseLaunchers(signo); }
   bool WorkersGone() const override { return signals_.WorkersGone(); }
+  WorkersActivity Workers() const override { return signals_.Workers(); }
   bool GroupGone() override;
   void AwaitGroupGone(std::chrono::milliseconds within, std::function<void(bool gone)> done) override;
   std::string LastPids() const override { return signals_.LastPids(); }

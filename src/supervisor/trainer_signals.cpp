@@ -72,7 +72,7 @@ std::size_t TrainerSignals::HoldLaunchers() {
 std::size_t TrainerSignals::ReleaseLaunchers(int signo) {
   const std::size_t n = held_.size();
   for (pid_t pid : held_) {
-    process::SignalProcess(pid, signo);  // pending until it runs again
+    if (signo != 0) process::SignalProcess(pid, signo);  // pending until it runs again
     process::SignalProcess(pid, SIGCONT);
   }
   held_.clear();
@@ -80,6 +80,20 @@ std::size_t TrainerSignals::ReleaseLaunchers(int signo) {
 }
 
 bool TrainerSignals::WorkersGone() const { return process::FindWorkers(leader_).workers.empty(); }
+
+WorkersActivity TrainerSignals::Workers() const {
+  WorkersActivity out;
+  const auto workers = process::FindWorkers(leader_).workers;
+  out.all_in_socket_waits = !workers.empty();
+  for (pid_t pid : workers) {
+    if (auto stat = process::ReadProcStat(pid)) out.cpu_ticks += stat->cpu_ticks;
+    const std::string wchan = process::WaitChannel(pid);
+    const bool socket_wait =
+        wchan == "wait_woken" || wchan.find("sk_wait") != std::string::npos || wchan.find("poll") != std::string::npos;
+    out.all_in_socket_waits = out.all_in_socket_waits && socket_wait;
+  }
+  return out;
+}
 
 std::string TrainerSignals::LastPids() const {
   std::string out;

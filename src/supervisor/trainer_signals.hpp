@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,8 @@ class TrainerSignals {
   std::size_t ReleaseLaunchers(int signo);
   // True when the launcher has no live (non-zombie) worker.
   bool WorkersGone() const;
+  // What its live workers are doing (Trainer::Workers).
+  WorkersActivity Workers() const;
   // The pids the last Send reached, "123,124" (for the log).
   std::string LastPids() const;
   // Workers the last Send left out because they had no handler for the signal yet.

@@ -34,6 +34,8 @@ def main() -> int:
     p.add_argument("--ignore-term", action="store_true")
     p.add_argument("--crash-once-at", type=int, default=0)
     p.add_argument("--stop-exit", type=int, default=0)
+    p.add_argument("--before-init", type=float, default=0.0,
+                   help="after the imports, write <pid-dir>/starting-<pid> and sleep this long before joining the group")
     args = p.parse_args()
 
     signals = helper.SignalFlags(notice="SIGTERM", checkpoint="SIGUSR1")   # before the slow imports
@@ -43,6 +45,10 @@ def main() -> int:
     import torch
     import torch.distributed as dist
 
+    if args.before_init > 0:                    # a slow start: the group is joined later
+        Path(args.pid_dir).mkdir(parents=True, exist_ok=True)
+        (Path(args.pid_dir) / f"starting-{os.getpid()}").touch()
+        time.sleep(args.before_init)
     with signals.shielded():                    # gloo's threads never take our signals
         dist.init_process_group("gloo")
     rank = dist.get_rank()

@@ -17,6 +17,9 @@ signals.target is left at its default, auto, which picks the workers for torchru
   (f) TorchrunRestarts.test_notice_with_... --max_restarts=3 and a notice: the workers save and
                                             exit 143, torchrun does not restart them, drained
                                             (spelled `python3 -m torch.distributed.run`)
+  (h) TorchrunJoining                       a notice while the workers still join the group
+                                            (torch 2.x: on the paused launcher's store) ends in
+                                            seconds: the launcher runs again after 5 s of stall
 (g), the exact resume under plain torchrun, is test_exact_resume.Torchrun.
 
 Run: SPOTVISOR_BINARY=build/spotvisor /usr/bin/python3 -m unittest -v tests.e2e.test_torchrun
@@ -166,6 +169,46 @@ class TorchrunSignals(TorchrunCase):
         for pid in [agent, *pids.values()]:
             self.assertFalse(pid_alive(pid), f"pid {pid} outlived the SIGKILL")
         self.assertEqual(len(self.worker_pids()), 2, "torchrun restarted workers during the stop")
+
+
+class TorchrunJoining(TorchrunCase):
+    def test_a_notice_while_the_workers_join_the_group_costs_seconds_not_the_grace(self):
+        # (h) The notice comes while both workers still start: they join the group only after
+        # it. torch 2.x's workers join through the store inside the launcher, which spotvisor
+        # holds (SIGSTOP) during a stop: they block on it without CPU, and after 5 s of that
+        # spotvisor lets the launcher run (SIGCONT alone). They join, see the stop at their
+        # first step, save and exit; the launcher exits 0. Without that, the whole 90 s grace
+        # went by and SIGKILL ended them. (torch 1.13's workers keep their store in rank 0:
+        # they join at once, and the launcher is released with SIGTERM as ever.)
+        mock = self.mock("aws")
+        job = self.worker_job("--before-init", "4", provider="aws", endpoint=mock.url, poll_interval="200ms",
+                              grace="90s")
+        sv = self.supervise(job, "run")
+        self.assert_started_with_workers_target(sv)
+        end = deadline(120)
+        while len(list((self.dir / "pids").glob("starting-*"))) < 2:
+            self.assertLess(time.monotonic(), end, "the workers did not start")
+            time.sleep(0.1)
+        mock.preempt()
+        noticed = time.monotonic()
+        saved = sv.wait_for(r"\[worker\] saved step=(\d+) reason=stop path=(\S+) rank=0", 80)
+        ended = sv.wait_event("attempt_ended", 60)
+        took = time.monotonic() - noticed
+        self.assertEqual(ended["outcome"], "preempted", ended)
+        self.assertLess(took, 60, f"the stop took {took:.0f}s of the 90s grace\n{sv.tail()}")
+        print(f"\n[torchrun {TORCH_VERSION}] a notice while the workers join the group: attempt ended "
+              f"{took:.1f}s after it (grace 90s)")
+        log = sv.text()
+        self.assertEqual(events(log, "grace_expired"), [], log)
+        self.assertNotIn("SIGKILL", [e["signal"] for e in events(log, "signal_sent")], log)
+        if TORCH_VERSION.startswith("2."):
+            released = events(log, "launcher_released")
+            self.assertEqual([e["reason"] for e in released], ["workers_stalled"], log)
+            self.assertEqual(ended["status"], "exit code 0", ended)  # it saw its workers succeed
+        drained = sv.wait_event("drained", 60, lambda e: "newest_good" in e)
+        self.assertEqual(drained["newest_good"], saved.group(2), drained)
+        sv.signal(signal.SIGTERM)
+        self.assert_exit(sv, 75, 60)
 
 
 class TorchrunLongSave(TorchrunCase):

@@ -31,6 +31,10 @@ struct Script {
   ExitStatus on_signal_status{0, 0};
   std::optional<milliseconds> notice_after;  // the fake watcher then delivers a stop notice
   milliseconds group_lingers{0};             // members outlive the main process this long, unless killed
+  // A launcher (signals.target workers): while HoldLaunchers has it paused its workers use
+  // no CPU (they wait on its rendezvous store); released, they stop `after_release` later.
+  bool launcher_serves_workers = false;
+  milliseconds after_release{0};
 };
 
 class FakeHost;
@@ -42,9 +46,10 @@ class FakeTrainer final : public Trainer {
   process::ChildIdentity Identity() const override { return {pid_, 1, "fake-boot"}; }
   std::size_t Send(int signo, config::SignalTarget to, bool only_to_handlers) override;
   std::size_t KillGroup() override;
-  std::size_t HoldLaunchers() override { return 0; }
-  std::size_t ReleaseLaunchers(int) override { return 0; }
+  std::size_t HoldLaunchers() override;
+  std::size_t ReleaseLaunchers(int signo) override;
   bool WorkersGone() const override { return main_exited_; }
+  WorkersActivity Workers() const override;
   bool GroupGone() override;
   void AwaitGroupGone(milliseconds within, std::function<void(bool gone)> done) override;
   std::string LastPids() const override { return std::to_string(pid_); }
@@ -59,6 +64,7 @@ class FakeTrainer final : public Trainer {
   Script script_;
   bool main_exited_ = false;
   bool killed_ = false;
+  bool held_ = false;
   SteadyTime exited_at_{};
 };
 
@@ -208,7 +214,9 @@ class FakeHost final : public Host {
   std::vector<milliseconds> signalled_at_;                     // when, in virtual time
   std::vector<std::pair<pid_t, int>> group_signals_;           // what SignalGroup got
   int group_kills_ = 0;
-  std::vector<milliseconds> killed_at_;  // virtual time of each KillGroup
+  std::vector<milliseconds> held_at_;                   // virtual time of each HoldLaunchers that paused one
+  std::vector<std::pair<milliseconds, int>> released_;  // ReleaseLaunchers: when, with which signal (0: none)
+  std::vector<milliseconds> killed_at_;                 // virtual time of each KillGroup
   asio::io_context* io_ = nullptr;
   std::optional<process::ChildTable> children_;  // from Attach
   FakeTrainer* live_ = nullptr;                  // the newest trainer
@@ -230,6 +238,28 @@ inline std::size_t FakeTrainer::Send(int signo, config::SignalTarget to, bool) {
     host_.After(milliseconds(1), [this, s = script_.on_signal_status] { ExitMain(s); });
   }
   return 1;
+}
+
+inline std::size_t FakeTrainer::HoldLaunchers() {
+  if (!script_.launcher_serves_workers || main_exited_) return 0;
+  held_ = true;
+  host_.held_at_.push_back(host_.clock_.elapsed());
+  return 1;
+}
+
+inline std::size_t FakeTrainer::ReleaseLaunchers(int signo) {
+  if (!held_) return 0;
+  held_ = false;
+  host_.released_.emplace_back(host_.clock_.elapsed(), signo);
+  host_.After(script_.after_release, [this] { ExitMain({}); });
+  return 1;
+}
+
+// Busy workers use a tick per millisecond; ones blocked on the held launcher none, in a
+// socket wait.
+inline WorkersActivity FakeTrainer::Workers() const {
+  if (held_) return {0, true};
+  return {static_cast<std::uint64_t>(host_.clock_.elapsed().count()), false};
 }
 
 inline std::size_t FakeTrainer::KillGroup() {

@@ -282,6 +282,36 @@ TEST_F(DriverTest, NinetySecondsOfGraceThenSigkillExactly) {
   EXPECT_GE(fake.clock_.elapsed(), std::chrono::minutes(6) + std::chrono::seconds(30));
 }
 
+// A notice while a launcher's workers still join the group: held, the launcher cannot serve
+// their rendezvous store, so they block without CPU. After 5 s of that it runs again with
+// no signal of its own (SIGCONT only), the workers save and stop, and the attempt ends
+// resumable, long before the grace's SIGKILL.
+TEST_F(DriverTest, ALauncherWhoseWorkersStallWhileHeldRunsAgainAfterFiveSeconds) {
+  auto job = Job();
+  job.signals.grace = std::chrono::seconds(90);
+  job.signals.target = config::SignalTarget::kWorkers;
+  Script launcher{std::nullopt, {}, 0, {}};  // the workers got SIGTERM; they stop once they can
+  launcher.launcher_serves_workers = true;
+  launcher.after_release = std::chrono::seconds(2);
+  auto host = std::make_unique<FakeHost>(std::vector<Script>{launcher});
+  host->signals_at = {{std::chrono::seconds(10), SIGTERM}};
+  FakeHost& fake = *host;
+  testing::LogCapture log;
+  Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
+  EXPECT_EQ(driver.Run(), Code(ExitCode::kStopped)) << log.Joined();
+
+  ASSERT_EQ(fake.held_at_.size(), 1u) << log.Joined();
+  ASSERT_EQ(fake.signals_.size(), 1u) << log.Joined();
+  EXPECT_EQ(fake.signals_[0], std::make_pair(SIGTERM, config::SignalTarget::kWorkers));
+  ASSERT_EQ(fake.released_.size(), 1u) << log.Joined();
+  EXPECT_EQ(fake.released_[0].second, 0) << "released without a signal of its own";
+  const auto stalled = fake.released_[0].first - fake.held_at_[0];
+  EXPECT_GE(stalled, std::chrono::seconds(5));
+  EXPECT_LE(stalled, std::chrono::milliseconds(5200));
+  EXPECT_TRUE(fake.killed_at_.empty()) << log.Joined();
+  EXPECT_NE(log.Joined().find("event=launcher_released reason=workers_stalled"), std::string::npos);
+}
+
 // A crash is restarted after restart.backoff.initial, then twice that: the restart delays
 // are the Fsm's to the millisecond (no jitter here).
 TEST_F(DriverTest, RestartsComeAfterTheBackoffExactly) {

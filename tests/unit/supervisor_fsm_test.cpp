@@ -30,7 +30,8 @@ std::string Kind(const Action& a) {
         if constexpr (std::is_same_v<T, SignalAction>)
           return "signal:" + config::SignalName(x.signo) + "/" + config::ToString(x.to);
         if constexpr (std::is_same_v<T, HoldLaunchersAction>) return "hold";
-        if constexpr (std::is_same_v<T, ReleaseLaunchersAction>) return "release:" + config::SignalName(x.signo);
+        if constexpr (std::is_same_v<T, ReleaseLaunchersAction>)
+          return "release:" + (x.signo != 0 ? config::SignalName(x.signo) : std::string("none"));
         if constexpr (std::is_same_v<T, WatchWorkersAction>) return "watch";
         if constexpr (std::is_same_v<T, KillGroupAction>) return "kill";
         if constexpr (std::is_same_v<T, PublishStopAction>) return "publish";
@@ -349,6 +350,31 @@ TEST_F(FsmTest, WorkersThatOutliveTheGraceAreKilledWithTheLauncherReleased) {
         {TimerFiredEvent{TimerKind::kGrace}, 10100, {"release:SIGTERM", "kill", "arm:1"}},
         {WorkersGoneEvent{}, 10105, {}},
         {kKilled, 10110, {"ended:stopped", "exit:75"}}});
+}
+
+// Workers that sit without CPU while their launcher is held may wait on its rendezvous
+// store (torch 2.x): it runs again without a signal of its own, is never held again in this
+// stop, and gets signals.kill_timeout to exit after them, as a released one does.
+TEST_F(FsmTest, StalledWorkersReleaseTheLauncherWithoutASignal) {
+  job_.signals.target = config::SignalTarget::kWorkers;
+  job_.signals.grace = seconds(90);
+  const StopRequestedEvent notice{StopReason::kNotice, seconds(120), "aws spot-itn"};
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
+        {notice, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
+        {WorkersStalledEvent{seconds(5)}, 5100, {"release:none"}},
+        {WorkersStalledEvent{seconds(9)}, 9100, {}},  // once
+        {WorkersGoneEvent{}, 12000, {"arm:6"}},       // no SIGTERM: it ends by itself
+        {kExit0, 12100, {"ended:preempted", "validate", "arm:4"}}});
+}
+
+TEST_F(FsmTest, StalledWorkersChangeNothingOnceTheLauncherIsReleasedOrWithoutOne) {
+  job_.signals.target = config::SignalTarget::kGroup;
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
+        {WorkersStalledEvent{seconds(5)}, 50, {}},  // not stopping
+        {kSigterm, 100, {"signal:SIGTERM/group", "arm:0"}},
+        {WorkersStalledEvent{seconds(5)}, 5100, {}}});  // nothing is held
 }
 
 TEST_F(FsmTest, WorkersGoneOutsideAStopChangesNothing) {
@@ -854,6 +880,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       TimerFiredEvent{TimerKind::kLauncher},
       TimerFiredEvent{TimerKind::kResume},
       WorkersGoneEvent{},
+      WorkersStalledEvent{std::chrono::seconds(5)},
       GroupAgreedEvent{},
       GroupFinishedEvent{},
       SelectionFailedEvent{"permission denied"},
@@ -897,8 +924,9 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   using V = std::vector<std::string>;
   // Columns: start, resume selected, spawn failed, child exited (1), stop (SIGTERM), a
   // peer's stop (only a running trainer stops), checkpoint requested, notice cleared, timers grace / kill / backoff /
-  // select / drained / join / launcher (none released in these paths: nothing) / resume, workers gone, group
-  // agreed, group finished, selection failed, group survived SIGKILL, drained validated.
+  // select / drained / join / launcher (none released in these paths: nothing) / resume, workers gone, workers
+  // stalled (nothing is held in these paths: nothing), group agreed, group finished, selection failed, group survived
+  // SIGKILL, drained validated.
   const std::map<Phase, std::vector<Cell>> table = {
       {P::kIdle,
        {{P::kSelecting, V{"select", "arm:3"}},
@@ -922,25 +950,28 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
+        {P::kIdle, V{}},
         {P::kIdle, V{}}}},
-      {P::kSelecting, {{P::kSelecting, V{}}, {P::kJoining, V{"propose", "arm:5"}},
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}, {P::kFinished, V{"exit:1"}},  // the selection is stuck
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}, {P::kFinished, V{"exit:1"}},
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}}}},
-      {P::kJoining,
-       {{P::kJoining, V{}},           {P::kJoining, V{}},           {P::kJoining, V{}}, {P::kJoining, V{}},
-        {P::kFinished, V{"exit:75"}}, {P::kJoining, V{}},           {P::kJoining, V{}}, {P::kJoining, V{}},
-        {P::kJoining, V{}},           {P::kJoining, V{}},           {P::kJoining, V{}}, {P::kJoining, V{}},
-        {P::kJoining, V{}},           {P::kFinished, V{"exit:75"}},  // the group never agreed
-        {P::kJoining, V{}},           {P::kJoining, V{}},           {P::kJoining, V{}}, {P::kRunning, V{"spawn"}},
-        {P::kJoining, V{}},           {P::kJoining, V{}},           {P::kJoining, V{}}, {P::kJoining, V{}}}},
+      {P::kSelecting, {{P::kSelecting, V{}},        {P::kJoining, V{"propose", "arm:5"}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kSelecting, V{}},        {P::kFinished, V{"exit:1"}},  // the selection is stuck
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kFinished, V{"exit:1"}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}}},
+      {P::kJoining, {{P::kJoining, V{}}, {P::kJoining, V{}},           {P::kJoining, V{}},
+                     {P::kJoining, V{}}, {P::kFinished, V{"exit:75"}}, {P::kJoining, V{}},
+                     {P::kJoining, V{}}, {P::kJoining, V{}},           {P::kJoining, V{}},
+                     {P::kJoining, V{}}, {P::kJoining, V{}},           {P::kJoining, V{}},
+                     {P::kJoining, V{}}, {P::kFinished, V{"exit:75"}},  // the group never agreed
+                     {P::kJoining, V{}}, {P::kJoining, V{}},           {P::kJoining, V{}},
+                     {P::kJoining, V{}}, {P::kRunning, V{"spawn"}},    {P::kJoining, V{}},
+                     {P::kJoining, V{}}, {P::kJoining, V{}},           {P::kJoining, V{}}}},
       {P::kRunning,
        {{P::kRunning, V{}},
         {P::kRunning, V{}},
@@ -952,6 +983,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kFinished, V{"exit:1"}},  // a group that outlives SIGKILL, whoever sent it
+        {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kRunning, V{}},
@@ -975,6 +1007,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kStopping, V{}},
         {P::kStopping, V{"kill", "arm:1"}},
         {P::kFinished, V{"exit:1"}},
+        {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
@@ -1009,6 +1042,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
+        {P::kBackoff, V{}},
         {P::kBackoff, V{}}}},
       {P::kDrained,
        {{P::kDrained, V{}},
@@ -1027,6 +1061,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDrained, V{}},
         {P::kDrained, V{}},
         {P::kSelecting, V{"select", "arm:3"}},  // resume_after passed: resume
+        {P::kDrained, V{}},
         {P::kDrained, V{}},
         {P::kDrained, V{}},
         {P::kDrained, V{}},
@@ -1051,6 +1086,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
                        {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
+                       {P::kFinishing, V{}},
                        {P::kFinished, V{"exit:0"}},
                        {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
@@ -1060,7 +1096,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
-        {P::kFinished, V{}}, {P::kFinished, V{}}}},
+        {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}}},
   };
   ASSERT_EQ(table.size(), paths.size()) << "a phase without a row";
   for (const auto& [phase, path] : paths) {

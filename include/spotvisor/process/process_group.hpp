@@ -24,6 +24,7 @@ struct ProcStat {
   char state = '?';               // field 3: R, S, D, T, Z...
   pid_t ppid = 0;                 // field 4
   pid_t pgrp = 0;                 // field 5
+  std::uint64_t cpu_ticks = 0;    // fields 14 + 15: user + system time, in clock ticks
   std::uint64_t start_ticks = 0;  // field 22
 };
 
@@ -46,6 +47,9 @@ std::vector<pid_t> GroupMembers(pid_t pgid);
 // What `pid` is doing, for a log line: "1234 python S futex_wait_queue" (pid, command
 // name, state, and the kernel function it waits in where /proc shows it); "1234 gone".
 std::string DescribeProcess(pid_t pid);
+// Where `pid`'s main thread sleeps in the kernel ("wait_woken", "futex_wait_queue",
+// "hrtimer_nanosleep"...); empty while it runs, when it is gone or the kernel hides it.
+std::string WaitChannel(pid_t pid);
 
 // The start time of `pid` in clock ticks since boot; nullopt when it does not exist.
 std::optional<std::uint64_t> StartTicks(pid_t pid);

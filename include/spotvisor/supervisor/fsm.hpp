@@ -107,6 +107,11 @@ struct TimerFiredEvent {
   TimerKind kind;
 };
 struct WorkersGoneEvent {};  // after WatchWorkersAction: the launcher has no live worker left
+// After WatchWorkersAction: the workers have used no CPU for kWorkersStallWindow, all of them
+// blocked (in torch 2.x, on the rendezvous store that the held launcher serves). Once a stop.
+struct WorkersStalledEvent {
+  std::chrono::milliseconds for_how_long{0};
+};
 // After ProposeResumeAction: the coordinator's answer, where the group starts from and this
 // node's place in it.
 struct GroupAgreedEvent {
@@ -128,10 +133,10 @@ struct GroupSurvivedKillEvent {
 // After ValidateDrainedAction: the checkpoint a resume would use was found and validated (or
 // the attempt failed and was logged); either way the notice can be acknowledged.
 struct DrainedValidatedEvent {};
-using Event =
-    std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent, StopRequestedEvent,
-                 CheckpointRequestedEvent, NoticeClearedEvent, TimerFiredEvent, WorkersGoneEvent, GroupAgreedEvent,
-                 GroupFinishedEvent, SelectionFailedEvent, GroupSurvivedKillEvent, DrainedValidatedEvent>;
+using Event = std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent, StopRequestedEvent,
+                           CheckpointRequestedEvent, NoticeClearedEvent, TimerFiredEvent, WorkersGoneEvent,
+                           WorkersStalledEvent, GroupAgreedEvent, GroupFinishedEvent, SelectionFailedEvent,
+                           GroupSurvivedKillEvent, DrainedValidatedEvent>;
 
 // ---- actions ----
 struct SelectResumeAction {};
@@ -156,12 +161,14 @@ struct SignalAction {
 // launcher can neither restart them (torchrun --max_restarts) nor kill them on its own
 // timeout (torchrun's 30 s after a SIGTERM).
 struct HoldLaunchersAction {};
-// The launchers held get `signo`, then SIGCONT: they wake up to a stop.
+// The launchers held get `signo` (0: none), then SIGCONT: they wake up to a stop, or run on.
 struct ReleaseLaunchersAction {
   int signo = SIGTERM;
 };
-struct WatchWorkersAction {};  // report WorkersGoneEvent once the launcher has no live worker
-struct KillGroupAction {};     // SIGKILL to the whole group
+// Report WorkersGoneEvent once the launcher has no live worker, and WorkersStalledEvent once
+// if they all sit without CPU for a while first.
+struct WatchWorkersAction {};
+struct KillGroupAction {};  // SIGKILL to the whole group
 // Tell the group this node's trainer is stopping or has failed, so every node stops (the
 // coordinator publishes it once per epoch; a single node has no one to tell).
 struct PublishStopAction {
@@ -243,6 +250,7 @@ class Fsm {
   std::vector<Action> OnNoticeCleared(TimePoint now);
   std::vector<Action> OnTimer(const TimerFiredEvent& e, TimePoint now);
   std::vector<Action> OnWorkersGone(TimePoint now);
+  std::vector<Action> OnWorkersStalled(const WorkersStalledEvent& e);
   std::vector<Action> OnGroupAgreed(const GroupAgreedEvent& e, TimePoint now);
   std::vector<Action> OnGroupFinished();
   std::vector<Action> OnNotice(const StopRequestedEvent& e, TimePoint now);
@@ -271,6 +279,7 @@ class Fsm {
   int stop_requests_ = 0;                        // SIGINT/SIGTERM count during this stop
   bool launchers_held_ = false;                  // HoldLaunchersAction issued, not yet released
   bool launcher_released_ = false;               // its workers gone, the launcher got SIGTERM (kLauncher armed)
+  bool launcher_runs_for_workers_ = false;       // released early: its stalled workers may need it
   TimePoint grace_at_{};                         // when the grace of the current stop ends
   int world_ = 1;                                // nodes in the group of the current start
   std::mt19937_64 rng_;                          // jitter

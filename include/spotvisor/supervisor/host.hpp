@@ -36,6 +36,14 @@ namespace spotvisor::supervisor {
 
 // One started trainer: its main process, which leads a process group of its own, and the
 // launcher tree under it. Owned by the driver until the group is gone.
+// A launcher's live workers, read from /proc: a worker that waits on the rendezvous store
+// of a held launcher uses no CPU and sleeps in a socket read; one that saves, sleeps or
+// waits on a peer in a collective (a futex: gloo's own threads do the network) does not.
+struct WorkersActivity {
+  std::uint64_t cpu_ticks = 0;       // CPU time they have used, in clock ticks
+  bool all_in_socket_waits = false;  // every one's main thread sleeps in a socket or poll wait
+};
+
 class Trainer {
  public:
   virtual ~Trainer() = default;
@@ -52,6 +60,8 @@ class Trainer {
   virtual std::size_t ReleaseLaunchers(int signo) = 0;
   // True when the launcher has no live worker left.
   virtual bool WorkersGone() const = 0;
+  // What its live workers are doing now (WorkersStalledEvent).
+  virtual WorkersActivity Workers() const = 0;
   // True when no process of the group is left (zombies reaped first).
   virtual bool GroupGone() = 0;
   // Until no process of the group is left, SIGKILL to whatever remains every few ms; then
