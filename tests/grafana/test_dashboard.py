@@ -445,9 +445,15 @@ class Dashboard(unittest.TestCase):
     def test_layout(self):
         ids = [p["id"] for p in all_panels(self.dash["panels"])]
         self.assertEqual(len(ids), len(set(ids)), "panel ids repeat")
+        boxes = []
         for p in all_panels(self.dash["panels"]):
             g = p["gridPos"]
             self.assertLessEqual(g["x"] + g["w"], 24, p["title"])
+            for title, o in boxes:  # no two panels on the same cells
+                apart = (g["x"] + g["w"] <= o["x"] or o["x"] + o["w"] <= g["x"] or
+                         g["y"] + g["h"] <= o["y"] or o["y"] + o["h"] <= g["y"])
+                self.assertTrue(apart, f"{p['title']!r} overlaps {title!r}")
+            boxes.append((p["title"], g))
         self.assertEqual(self.dash["uid"], "spotvisor")
 
     def test_grafana_schema(self):
