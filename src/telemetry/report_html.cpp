@@ -92,7 +92,7 @@ std::string Goodput(const json& r) {
   const json& g = r.value("goodput", json(nullptr));
   if (!g.is_object() || !g.value("buckets", json(nullptr)).is_object()) {
     const json goodput = r.value("work", json::object()).value("goodput", json(nullptr));
-    return o.str() + "<p class=\"note\">This report has no goodput buckets (written by an older spotvisor); goodput " +
+    return o.str() + "<p class=\"note\">No goodput buckets in this report; goodput " +
            (goodput.is_number() ? Num(goodput.get<double>() * 100, 1) + " %" : std::string("unknown")) +
            " of billed time.</p>\n";
   }

@@ -2,7 +2,7 @@
 commands on fd 3, replies and events on fd 4, each a JSON message ended by a NUL byte).
 Stdlib only: no npm, no websocket.
 
-Page(...).load(path) opens a file:// URL in a fresh tab with Network, Runtime, Log and
+Page(browser, path) opens a file:// URL in a fresh tab with Network, Runtime, Log and
 Page enabled before the navigation, so every request the page makes, every console
 message and every uncaught exception is recorded from the first byte.
 """
@@ -186,3 +186,28 @@ class Page:
                          {"format": "png", "captureBeyondViewport": True,
                           "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}})
         path.write_bytes(base64.b64decode(shot["data"]))
+
+
+def main(argv: List[str]) -> int:
+    """`python3 -m tests.browser.chromium PAGE.html OUT.png [WIDTHxHEIGHT]`: the viewport's
+    screenshot (docs/report-html.png is the demo's report at 1280x800)."""
+    if len(argv) not in (2, 3):
+        print(main.__doc__)
+        return 64
+    width, height = map(int, (argv[2] if len(argv) == 3 else "1280x800").split("x"))
+    browser = Chromium(width, height)
+    try:
+        page = Page(browser, Path(argv[0]), width, height)
+        problems = page.requests() + page.errors()
+        shot = page.send("Page.captureScreenshot", {"format": "png"})
+        Path(argv[1]).write_bytes(base64.b64decode(shot["data"]))
+    finally:
+        browser.close()
+    for p in problems:
+        print(f"warning: {p}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main(sys.argv[1:]))

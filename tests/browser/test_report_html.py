@@ -3,7 +3,8 @@
 A REAL run: `spotvisor run` under the mock AWS metadata server with the pure-Python example
 trainer, over three machine sessions: in the first, a corrupt checkpoint appears (judged by
 the watcher) and the trainer is killed (a restart: the new attempt resumes from the newest
-good checkpoint, the corrupt newer one quarantined), then the first preemption; the second
+good checkpoint), then the first preemption (a torn checkpoint left from before the run is
+rejected and quarantined when the first resume point is chosen); the second
 session is preempted too; the third runs to the end. Then `spotvisor report STATE --html`
 is rendered by Debian's headless `chromium` (tests/browser/chromium.py: the DevTools
 protocol over a pipe) to a screenshot, and the DOM is checked against the report's JSON:
@@ -44,7 +45,7 @@ class ReportHtml(E2ECase):
     def write_job(self, endpoint: str) -> Path:
         j = json.dumps
         command = ["/usr/bin/python3", str(PLAIN_TRAINER), "--ckpt-dir", "{checkpoint_dir}", "--result-file",
-                   "{result_file}", "--steps", "70", "--checkpoint-every", "10", "--step-sleep", "0.1", "--keep", "0"]
+                   "{result_file}", "--steps", "150", "--checkpoint-every", "10", "--step-sleep", "0.1", "--keep", "0"]
         path = self.dir / "job.yaml"
         path.write_text("\n".join([
             "job:", "  name: html-report", f"  command: {j(command)}", '  resume_args: ["--resume_from={checkpoint}"]',
@@ -68,6 +69,9 @@ class ReportHtml(E2ECase):
     def real_run(self) -> Path:
         mock = self.mock("aws")
         job = self.write_job(mock.url)
+        # Left by an earlier run: rejected when the first resume point is chosen (quarantined).
+        (self.dir / "ckpt").mkdir()
+        (self.dir / "ckpt" / "ckpt_step999").write_bytes(b"\x00torn\n" * 64)
         sv = self.supervise(job, "run1")
         sv.wait_for(r"^\[trainer\] saved step=10 reason=periodic", 120)
         # A checkpoint that is not one: the watcher judges it corrupt.
@@ -111,6 +115,7 @@ class ReportHtml(E2ECase):
         self.assertEqual(len(t["notices"]), 2)
         verdicts = [c["verdict"] for c in t["checkpoints"]]
         self.assertEqual(verdicts.count("corrupt"), 1, t["checkpoints"])
+        self.assertEqual(verdicts.count("quarantined"), 1, t["checkpoints"])
         self.assertEqual(verdicts.count("good"), report["checkpoints"]["good"])
         kinds = [g["kind"] for g in t["gaps"]]
         self.assertEqual(kinds.count("stopping"), 2, t["gaps"])
