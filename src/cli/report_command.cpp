@@ -28,7 +28,7 @@ struct ReportOptions {
 // cannot be written.
 bool WriteHtml(const std::string& path, const std::string& page, int& exit_code) {
   if (Status s = WriteFileAtomically(path, page, Durability::kAtomicOnly); !s) {
-    std::fprintf(stderr, "spotvisor: cannot write the HTML report %s: %s\n", path.c_str(), s.error().message.c_str());
+    std::fprintf(stderr, "spotvisor: HTML report: %s\n", s.error().message.c_str());
     exit_code = exit_code::kFailed;
     return false;
   }
