@@ -140,7 +140,7 @@ std::string RunSection(const json& r, const std::string& id, const std::string& 
   if (!role.empty()) o << "<h2>" << Esc(role) << Esc(Field(r, "job")) << "</h2>\n";
   o << "<p class=\"note\">" << Esc(Field(r, "start")) << " to " << Esc(Field(r, "stop"))
     << ". Times on the axis are from the first session's start; hover any mark for its exact times (UTC).</p>\n";
-  o << TimelineSvg(r, id) << Legend() << Goodput(r) << Tables(r) << "</section>\n";
+  o << TimelineSvg(r, id, role.empty() ? 1000 : 680) << Legend() << Goodput(r) << Tables(r) << "</section>\n";
   return o.str();
 }
 

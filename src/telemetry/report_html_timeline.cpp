@@ -14,13 +14,14 @@ namespace {
 
 using nlohmann::json;
 
-constexpr double kWidth = 1000, kLeft = 130, kRight = 16, kLane = 26, kStepsHeight = 70;
+constexpr double kLeft = 130, kRight = 16, kLane = 26, kStepsHeight = 70;
 
 struct Scale {
   std::int64_t start = 0, end = 1;
+  double width = 1000;  // of the viewBox: narrower for half a page, so the text comes out larger
   double X(std::int64_t ms) const {
     const double f = static_cast<double>(ms - start) / static_cast<double>(std::max<std::int64_t>(end - start, 1));
-    return kLeft + std::clamp(f, 0.0, 1.0) * (kWidth - kLeft - kRight);
+    return kLeft + std::clamp(f, 0.0, 1.0) * (width - kLeft - kRight);
   }
   double W(std::int64_t a, std::int64_t b) const { return std::max(X(b) - X(a), 1.5); }
 };
@@ -164,7 +165,7 @@ std::string AttemptLanes(const json& t, const Scale& s, double y, const std::str
     for (const auto& g : t["gaps"]) {
       if (g["attempt"] == a["attempt"]) xe = std::max(xe, s.X(g["end_ms"].get<std::int64_t>()) + 4);
     }
-    if (xe < kWidth - 60) {
+    if (xe < s.width - 60) {
       o << "<text class=\"bar-note\" x=\"" << Num(xe, 1) << "\" y=\"" << Num(y + kLane / 2 + 4, 1) << "\">"
         << Esc(outcome) << "</text>\n";
     }
@@ -221,18 +222,18 @@ std::string StepLine(const json& t, const Scale& s, double y) {
 
 }  // namespace
 
-std::string TimelineSvg(const json& report, const std::string& id) {
+std::string TimelineSvg(const json& report, const std::string& id, double width) {
   if (!report.contains("timeline") || report["timeline"]["start_ms"].get<std::int64_t>() <= 0) {
     return "<p class=\"note\">No timeline in this report (written by an older spotvisor, or nothing happened).</p>";
   }
   const json& t = report["timeline"];
   Scale s{t["start_ms"].get<std::int64_t>(),
-          std::max(t["end_ms"].get<std::int64_t>(), t["start_ms"].get<std::int64_t>() + 1000)};
+          std::max(t["end_ms"].get<std::int64_t>(), t["start_ms"].get<std::int64_t>() + 1000), width};
   const double lanes_top = 22, attempts_top = lanes_top + 2 * kLane;
   const double ckpt_top = attempts_top + kLane * static_cast<double>(t["attempts"].size());
   const double steps_top = ckpt_top + kLane, bottom = steps_top + kStepsHeight;
   std::ostringstream o;
-  o << "<svg class=\"timeline\" viewBox=\"0 0 " << kWidth << " " << Num(bottom + 4, 0)
+  o << "<svg class=\"timeline\" viewBox=\"0 0 " << s.width << " " << Num(bottom + 4, 0)
     << "\" role=\"img\" aria-label=\"timeline of the run\" xmlns=\"http://www.w3.org/2000/svg\">\n"
     << Defs(id) << Axis(s, bottom);
   o << Label(lanes_top, "machine");

@@ -31,8 +31,9 @@ std::string IsoMs(std::int64_t ms);
 std::string Duration(double seconds);
 std::string Num(double v, int decimals);
 
-// The timeline of one run as an inline <svg>; `id` keeps pattern ids apart on one page.
-std::string TimelineSvg(const nlohmann::json& report, const std::string& id);
+// The timeline of one run as an inline <svg>; `id` keeps pattern ids apart on one page;
+// `width`: of its viewBox (1000 for the page's width, less for half of it).
+std::string TimelineSvg(const nlohmann::json& report, const std::string& id, double width);
 // The report's tables (summary, work, attempts, notices, cost, hooks, measurement).
 std::string Tables(const nlohmann::json& report);
 
