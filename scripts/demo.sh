@@ -3,7 +3,8 @@
 # through spotvisor's mock AWS metadata server, checkpoints inside the warning window,
 # the VM goes away, and after the "reboot" spotvisor resumes it from that checkpoint. The
 # final weights are compared with an uninterrupted run of the same job: identical, or the
-# demo fails (exit 1).
+# demo fails (exit 1). It ends by writing the run report as one HTML page and printing
+# its path.
 #
 #   scripts/demo.sh                 installs (scripts/setup.sh), builds build/spotvisor, runs
 #
@@ -197,9 +198,19 @@ say "uninterrupted run:      $REFERENCE"
 say "preempted and resumed:  $RESUMED"
 say "the trainer stopped at step $REACHED and resumed from step $STOP_STEP: $((REACHED - STOP_STEP)) steps lost"
 say "work dir (logs, checkpoints, state, run report): $W"
+IDENTICAL=0
 if [[ "$RESUMED" == "$REFERENCE" ]]; then
+  IDENTICAL=1
   printf '\n%sidentical to an uninterrupted run%s\n' "$G$B" "$N"
 else
   printf '\n%sdiffer: the resumed run is NOT identical to an uninterrupted run%s\n' "$R$B" "$N"
-  exit 1
 fi
+
+# ---------------------------------------------------------------------------------------
+chapter "9. The run report as a picture: spotvisor report STATE_DIR --html report.html"
+"$SV" report "$W/state" --html "$W/report.html" </dev/null >/dev/null 2>"$W/report-html.log" ||
+  { cat "$W/report-html.log" >&2; die "spotvisor report --html failed"; }
+say "one self-contained file (inline SVG and CSS, no script, opens offline): the timeline of"
+say "both sessions with the notice and its warning window, the checkpoints, goodput, the tables"
+printf '\n   %s%s%s\n' "$B" "$W/report.html" "$N"
+((IDENTICAL == 1)) || exit 1

@@ -1,6 +1,6 @@
-// `spotvisor report`: the run report (Markdown, or JSON with --json) from a job's state
-// dir, built from the journal and run.json alone; with --baseline, two runs side by side.
-// Reads only.
+// `spotvisor report`: the run report (Markdown, JSON with --json, or a self-contained HTML
+// page with --html FILE) from a job's state dir, built from the journal and run.json alone;
+// with --baseline, two runs side by side. Reads the state dir only; --html writes FILE.
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -10,6 +10,7 @@
 #include "spotvisor/cli/app.hpp"
 #include "spotvisor/state/journal.hpp"
 #include "spotvisor/telemetry/report.hpp"
+#include "spotvisor/util/atomic_file.hpp"
 #include "spotvisor/util/clock.hpp"
 
 namespace spotvisor::cli {
@@ -20,20 +21,40 @@ struct ReportOptions {
   std::string state_dir;  // positional
   std::string baseline;   // --baseline OTHER_STATE_DIR
   bool json = false;      // --json
+  std::string html;       // --html FILE
 };
+
+// Writes the page to `path`; false (with the reason on stderr, naming the file) when it
+// cannot be written.
+bool WriteHtml(const std::string& path, const std::string& page, int& exit_code) {
+  if (Status s = WriteFileAtomically(path, page, Durability::kAtomicOnly); !s) {
+    std::fprintf(stderr, "spotvisor: HTML report: %s\n", s.error().message.c_str());
+    exit_code = exit_code::kFailed;
+    return false;
+  }
+  std::fprintf(stderr, "spotvisor: HTML report written to %s\n", path.c_str());
+  exit_code = exit_code::kDone;
+  return true;
+}
 
 }  // namespace
 
 void AddReportCommand(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<ReportOptions>();
-  CLI::App* cmd = app.add_subcommand("report", "Print the run report (Markdown or JSON) from a job's state dir");
+  CLI::App* cmd = app.add_subcommand(
+      "report", "Print the run report (Markdown or JSON) or write it as HTML, from a job's state dir");
   cmd->footer(
       "Examples:\n  spotvisor report /var/lib/spotvisor/llama-ft\n  spotvisor report --config job.yaml --json\n"
       "  spotvisor report STATE_DIR --baseline BASELINE_STATE_DIR\n"
-      "Exit codes: 0 printed, 1 no run recorded there or a file is unreadable, 64 usage, 78 configuration error.");
+      "  spotvisor report STATE_DIR --html report.html [--baseline BASELINE_STATE_DIR]\n"
+      "Exit codes: 0 printed or written, 1 no run recorded there, a file is unreadable or the HTML file cannot be "
+      "written, 64 usage, 78 configuration error.");
   cmd->add_option("STATE_DIR", o->state_dir, "the job's telemetry.state_dir");
   cmd->add_option("--baseline", o->baseline, "a second run's state dir to compare with");
   cmd->add_flag("--json", o->json, "JSON for tools instead of Markdown");
+  cmd->add_option("--html", o->html,
+                  "write one self-contained HTML page (timeline, goodput, tables; no script, opens offline) to FILE")
+      ->excludes("--json");
   AddJobOptions(*cmd, o->job, /*with_command=*/false);
   cmd->callback([o, &exit_code] {
     std::filesystem::path dir = o->state_dir;
@@ -55,6 +76,10 @@ void AddReportCommand(CLI::App& app, int& exit_code) {
       return;
     }
     if (o->baseline.empty()) {
+      if (!o->html.empty()) {
+        WriteHtml(o->html, telemetry::RenderHtml(*report), exit_code);
+        return;
+      }
       const std::string text = o->json ? report->dump(2) + "\n" : telemetry::RenderMarkdown(*report);
       std::fputs(text.c_str(), stdout);
       exit_code = exit_code::kDone;
@@ -64,6 +89,10 @@ void AddReportCommand(CLI::App& app, int& exit_code) {
     if (!baseline) {
       std::fprintf(stderr, "spotvisor: baseline: %s\n", baseline.error().message.c_str());
       exit_code = exit_code::kFailed;
+      return;
+    }
+    if (!o->html.empty()) {
+      WriteHtml(o->html, telemetry::RenderHtml(*report, &*baseline), exit_code);
       return;
     }
     const auto comparison = telemetry::CompareReports(*report, *baseline);

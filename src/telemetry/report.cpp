@@ -165,6 +165,7 @@ Result<json> BuildReport(const std::filesystem::path& state_dir, std::int64_t no
                                   {"start", Iso(h.started_ms)},
                                   {"duration_ms", h.duration_ms}});
   }
+  r["timeline"] = BuildTimeline(l, attempts, now_ms);
   r["measurement"] = Measurement();
   return r;
 }

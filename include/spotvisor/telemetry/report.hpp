@@ -9,16 +9,33 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "spotvisor/util/result.hpp"
 
+namespace spotvisor::state {
+struct AttemptRecord;
+}
+
 namespace spotvisor::telemetry {
+
+struct RunLedger;
 
 // The report as JSON. An Error when the dir holds no run (no run.json and no attempts) or
 // a file in it is corrupt; the message names the file.
 Result<nlohmann::json> BuildReport(const std::filesystem::path& state_dir, std::int64_t now_ms);
 
 std::string RenderMarkdown(const nlohmann::json& report);
+
+// The report's `timeline` (unix ms): sessions, attempts, the gaps between them (stopping,
+// backoff, waiting), notices, checkpoints with their verdicts, the step reached over time.
+nlohmann::json BuildTimeline(const RunLedger& ledger, const std::vector<state::AttemptRecord>& attempts,
+                             std::int64_t now_ms);
+
+// One self-contained HTML page (inline SVG and CSS, no script, a Content-Security-Policy
+// that forbids every load): the timeline, the goodput buckets, the report's tables. With a
+// baseline, the comparison and the two runs side by side.
+std::string RenderHtml(const nlohmann::json& report, const nlohmann::json* baseline = nullptr);
 
 // Two runs side by side: throughput, goodput, cost per 1000 steps, steps lost, ...
 nlohmann::json CompareReports(const nlohmann::json& run, const nlohmann::json& baseline);
