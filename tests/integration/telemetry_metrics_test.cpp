@@ -134,7 +134,9 @@ TEST_F(MetricsRun, WrongOrMissingTokenGets401WithNoDetail) {
         "spotvisor_checkpoint_newest_age_seconds", "spotvisor_checkpoint_write_seconds_total",
         "spotvisor_checkpoint_overhead_ratio", "spotvisor_trainer_uptime_seconds", "spotvisor_goodput_ratio",
         "spotvisor_steps_per_second", "spotvisor_billed_seconds_total", "spotvisor_cost_estimate",
-        "spotvisor_cost_unknown_components", "spotvisor_gpu_telemetry_available"}) {
+        "spotvisor_cost_unknown_components", "spotvisor_gpu_telemetry_available", "spotvisor_notice_outcomes_total",
+        "spotvisor_notice_to_saved_seconds", "spotvisor_goodput_seconds", "spotvisor_group_members",
+        "spotvisor_group_nodes"}) {
     EXPECT_NE(ok.find(std::string("\n# TYPE ") + family + " "), std::string::npos) << family;
   }
   // Egress, support, ... have no price: the high end is unknown, +Inf, never 0 (issue 12.4).
