@@ -69,9 +69,10 @@ GoodputBuckets AttemptBuckets(const RunLedger& l, const state::AttemptRecord& a,
   std::int64_t disrupt_from = end;  // a stop notice: what follows it (or its save) is the disruption
   if (interrupted) {
     for (const auto& n : l.notices) {
-      if (n.attempt == a.attempt && n.action == "stop" && n.received_ms >= start) {
-        disrupt_from = std::min(disrupt_from, std::max(n.received_ms, trained_from));
-      }
+      if (n.attempt != a.attempt || n.action != "stop" || n.received_ms < start) continue;
+      disrupt_from = std::min(disrupt_from, std::max(n.received_ms, trained_from));
+      // Its save (a file time a tick behind the clock reads as the signal's): kept from then.
+      if (n.validated_ms && n.saved_ms) kept = std::max(kept, std::min(*n.saved_ms, end));
     }
   }
   b.startup = Sec(trained_from - start);

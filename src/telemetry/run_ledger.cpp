@@ -231,7 +231,8 @@ Result<RunLedger> RunLedger::Load(const std::filesystem::path& state_dir) {
     l.budget_warned_ms = GetOpt<std::int64_t>(j, "budget_warned_ms");
     l.budget_exhausted_ms = GetOpt<std::int64_t>(j, "budget_exhausted_ms");
     l.first_progress_from = j.value("first_progress_from", "");
-    for (const auto& [attempt, ms] : j.value("first_progress_ms", json::object()).items()) {
+    const json progress = j.value("first_progress_ms", json::object());  // items() needs it alive
+    for (const auto& [attempt, ms] : progress.items()) {
       l.first_progress_ms[std::stoi(attempt)] = ms.get<std::int64_t>();
     }
     for (const auto& w : j.value("waiting", json::array())) {

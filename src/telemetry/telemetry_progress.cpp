@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <boost/asio/post.hpp>
+#include <cstdio>
 
 #include "spotvisor/log/log.hpp"
 #include "spotvisor/telemetry/notice_saves.hpp"
@@ -22,6 +23,12 @@ std::optional<std::int64_t> MtimeMs(const std::filesystem::path& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;
   return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+}
+
+std::string Seconds3(std::int64_t ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ms) / 1000.0);
+  return buf;
 }
 
 }  // namespace
@@ -52,9 +59,8 @@ void TelemetryObserver::FirstProgress(std::int64_t ms) {
   awaiting_progress_ = false;
   if (!current_) return;
   record_->ledger().AddFirstProgress(current_->attempt, ms);
-  Log(LogLevel::kInfo, "event=first_progress attempt=" + std::to_string(current_->attempt) +
-                           " from=" + record_->ledger().first_progress_from +
-                           " after_s=" + std::to_string((ms - current_->started_ms) / 1000.0));
+  Log(LogLevel::kInfo, "event=first_progress attempt=" + std::to_string(current_->attempt) + " from=" +
+                           record_->ledger().first_progress_from + " after_s=" + Seconds3(ms - current_->started_ms));
   record_->Save();
 }
 

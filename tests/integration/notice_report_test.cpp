@@ -4,7 +4,8 @@
 // each notice its times in order (signal <= saved <= validated <= mirrored), outcome
 // "saved" and save_on_notice {2, 2}; the goodput buckets add up to the billed time; the
 // metrics export the outcomes, the notice-to-saved histogram, the buckets and the group;
-// the log has one event=notice_saved line per notice.
+// the log has one event=notice_saved line per notice. And startup measured to the first
+// heartbeat.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -137,6 +138,32 @@ TEST(NoticeReport, EveryNoticeToItsDurableCheckpoint) {
   const std::string md = ReadFile(dir / "state" / "report.md");
   EXPECT_NE(md.find("Saved in the window: 2 of 2 notices."), std::string::npos) << md;
   EXPECT_NE(md.find("## Goodput"), std::string::npos) << md;
+}
+
+// First progress from the heartbeat file: the trainer touches it after a second of
+// "loading", works a second more and finishes. Startup is the time to the first touch.
+TEST(NoticeReport, StartupEndsAtTheFirstHeartbeat) {
+  TempDir dir;
+  WriteFile(dir / "job.yaml", "job:\n  name: warmup\n  command: [\"/bin/sh\", \"-c\", \"sleep 1; touch " +
+                                  (dir / "hb").string() +
+                                  "; sleep 1\"]\n"
+                                  "health:\n  heartbeat_file: ./hb\n  hang_timeout: 1m\n"
+                                  "telemetry:\n  state_dir: ./state\n");
+  std::string out;
+  EXPECT_EQ(testing::RunSpotvisor({"run", "--config", (dir / "job.yaml").string()}, &out, 30s), 0) << out;
+  EXPECT_NE(out.find("event=first_progress attempt=1 from=heartbeat"), std::string::npos) << out;
+  const auto report = nlohmann::json::parse(ReadFile(dir / "state" / "report.json"));
+  const auto& g = report["goodput"];
+  EXPECT_EQ(g["first_progress_from"], "heartbeat") << g.dump(2);
+  // A file time may be a tick behind the clock: at least 0.9 s of the 1 s sleep.
+  EXPECT_GE(g["buckets"]["startup_s"].get<double>(), 0.9) << g.dump(2);
+  EXPECT_GT(g["buckets"]["productive_s"].get<double>(), 0) << g.dump(2);
+  EXPECT_EQ(g["buckets"]["lost_s"], 0.0) << g.dump(2);
+  EXPECT_TRUE(g["cost"].is_null()) << g.dump(2);  // no prices: unknown, not 0
+  double sum = 0;
+  for (const auto& [name, v] : g["buckets"].items()) sum += v.get<double>();
+  EXPECT_NEAR(sum, g["billed_s"].get<double>(), 0.01) << g.dump(2);
+  EXPECT_EQ(report["save_on_notice"], (nlohmann::json{{"notices", 0}, {"saved_in_window", 0}}));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "spotvisor/telemetry/notice_saves.hpp"
 #include "spotvisor/telemetry/run_summary.hpp"
+#include "support/test_support.hpp"
 
 namespace spotvisor::telemetry {
 namespace {
@@ -224,6 +225,48 @@ TEST(NoticeSaves, TheFirstGoodCheckpointAfterANoticeSettlesIt) {
   EXPECT_NE(line.find("outcome=not-saved"), std::string::npos) << line;
   EXPECT_NE(line.find("steps_lost=42"), std::string::npos) << line;
   EXPECT_NE(NoticeEventLine(l.notices[0], std::nullopt).find("event=notice_saved"), std::string::npos);
+}
+
+// run.json: the new fields round-trip; a file written before them still loads, with none.
+TEST(NoticeSaves, RunJsonKeepsTheNewFieldsAndLoadsOldFiles) {
+  testing::TempDir dir;
+  RunLedger l;
+  auto n = Notice(100, 30);
+  n.saved_ms = n.received_ms + 2000;
+  n.validated_ms = n.received_ms + 2500;
+  n.mirrored_ms = n.received_ms + 4000;
+  n.checkpoint = "ckpt_step30";
+  n.step = 30;
+  n.outcome = "saved";
+  l.notices.push_back(n);
+  l.first_progress_from = "heartbeat";
+  l.AddFirstProgress(7, kT0 + 5);
+  l.AddWaiting({kT0, kT0 + 10});
+  ASSERT_TRUE(l.Save(dir.path()));
+  auto back = RunLedger::Load(dir.path());
+  ASSERT_TRUE(back) << back.error().message;
+  const auto& b = back->notices.at(0);
+  EXPECT_EQ(b.saved_ms, n.saved_ms);
+  EXPECT_EQ(b.validated_ms, n.validated_ms);
+  EXPECT_EQ(b.mirrored_ms, n.mirrored_ms);
+  EXPECT_EQ(b.checkpoint, "ckpt_step30");
+  EXPECT_EQ(b.step, std::optional<std::uint64_t>(30));
+  EXPECT_EQ(b.outcome, "saved");
+  EXPECT_EQ(back->first_progress_from, "heartbeat");
+  EXPECT_EQ(back->first_progress_ms.at(7), kT0 + 5);
+  ASSERT_EQ(back->waiting.size(), 1u);
+  EXPECT_EQ(back->waiting[0].end_ms, kT0 + 10);
+
+  testing::WriteFile(dir.path() / "run.json",
+                     R"({"format": 1, "job": "old", "notices": [{"received_ms": 5, "provider": "aws", "kind": "x",
+                         "action": "stop", "deadline_ms": 100, "signal_ms": 6, "attempt": 1}]})");
+  auto old = RunLedger::Load(dir.path());
+  ASSERT_TRUE(old) << old.error().message;
+  const auto& o = old->notices.at(0);
+  EXPECT_FALSE(o.saved_ms || o.validated_ms || o.mirrored_ms || o.step);
+  EXPECT_TRUE(o.outcome.empty());
+  EXPECT_EQ(NoticeOutcome(o, true), std::optional<std::string>("not-saved"));
+  EXPECT_TRUE(old->first_progress_ms.empty() && old->waiting.empty());
 }
 
 }  // namespace
