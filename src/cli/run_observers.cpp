@@ -30,10 +30,13 @@ Result<RunParts> AssembleRun(const config::JobConfig& job) {
   if (job.health.heartbeat_file || !job.health.progress_pattern.empty()) {
     parts.observers.push_back(std::make_unique<health::HeartbeatMonitor>(job));
   }
+  mirror::MirrorObserver* mirror = nullptr;
   if (watcher && (job.checkpoints.mirror.path || !job.checkpoints.mirror.command.empty())) {
-    parts.observers.push_back(std::make_unique<mirror::MirrorObserver>(job, *watcher));
+    auto owned = std::make_unique<mirror::MirrorObserver>(job, *watcher);
+    mirror = owned.get();
+    parts.observers.push_back(std::move(owned));
   }
-  auto telemetry = telemetry::MakeTelemetryObservers(job, watcher);
+  auto telemetry = telemetry::MakeTelemetryObservers(job, watcher, mirror);
   if (!telemetry) return telemetry.error();
   for (auto& observer : *telemetry) parts.observers.push_back(std::move(observer));
   return parts;

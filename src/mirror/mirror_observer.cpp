@@ -182,6 +182,7 @@ void MirrorObserver::Upload(const MirrorItem& item) {
     Log(LogLevel::kInfo, "event=mirrored name=" + Quote(item.name) + " step=" + std::to_string(item.step) +
                              " mirror=" + Quote(store_->Describe()) + " ms=" + Ms(clock_->Now() - started));
   }
+  if (uploaded_) uploaded_(item.name);
   const int keep = Keep();
   if (keep > 0 && job_.checkpoints.mirror.path == std::nullopt && job_.checkpoints.mirror.prune_command.empty()) {
     std::lock_guard lock(mutex_);

@@ -9,6 +9,7 @@
 #include "spotvisor/cost/cost_model.hpp"
 #include "spotvisor/preemption/time_format.hpp"
 #include "spotvisor/state/journal.hpp"
+#include "spotvisor/telemetry/notice_saves.hpp"
 #include "spotvisor/telemetry/run_summary.hpp"
 #include "spotvisor/util/atomic_file.hpp"
 #include "spotvisor/util/units.hpp"
@@ -39,6 +40,12 @@ json Measurement() {
       "checkpoint write time: birth of the first file to modification of the last (statx); not measured on "
       "filesystems without birth times",
       "goodput: (trainer time - time lost - checkpoint write time) / billed time",
+      "goodput buckets: billed time split into productive, lost (an interrupted attempt after its last good "
+      "checkpoint), checkpointing (measured write time), startup (start to first progress), disrupted (a stop "
+      "notice or its save, or a crash, to the next start), waiting (a group for its members), idle (the rest); "
+      "priced at the compute price",
+      "notices: saved = the attempt's first checkpoint written after the notice (newest file's mtime), validated "
+      "= judged good, mirrored = uploaded; saved in window = judged good by the provider's deadline",
       "egress is never measured by spotvisor: it is the configured cost.egress_gb or unknown",
   });
 }
@@ -71,7 +78,17 @@ json AttemptsJson(const RunSummary& s) {
   return out;
 }
 
-json NoticesJson(const RunLedger& l) {
+json Seconds(std::optional<double> v) { return v ? json(Round(*v, 3)) : json(nullptr); }
+
+// The estimated steps lost by `attempt` (an interrupted one), when it is still listed.
+std::optional<double> StepsLost(const RunSummary& s, int attempt) {
+  for (const auto& a : s.attempts) {
+    if (a.record.attempt == attempt) return a.steps_lost_estimated;
+  }
+  return std::nullopt;
+}
+
+json NoticesJson(const RunLedger& l, const RunSummary& s) {
   json out = json::array();
   for (const auto& n : l.notices) {
     json item{{"received", Iso(n.received_ms)},
@@ -81,9 +98,63 @@ json NoticesJson(const RunLedger& l) {
               {"attempt", n.attempt}};
     item["warning_s"] = n.deadline_ms ? json(Round((*n.deadline_ms - n.received_ms) / 1000.0, 3)) : json(nullptr);
     item["notice_to_signal_s"] = n.signal_ms ? json(Round((*n.signal_ms - n.received_ms) / 1000.0, 3)) : json(nullptr);
+    item["signal_after_s"] = Seconds(AfterNotice(n, n.signal_ms));
+    item["saved_after_s"] = Seconds(AfterNotice(n, n.saved_ms));
+    item["validated_after_s"] = Seconds(AfterNotice(n, n.validated_ms));
+    item["mirrored_after_s"] = Seconds(AfterNotice(n, n.mirrored_ms));
+    item["deadline_margin_s"] =
+        n.deadline_ms && n.validated_ms ? json(Round((*n.deadline_ms - *n.validated_ms) / 1000.0, 3)) : json(nullptr);
+    const auto outcome = NoticeOutcome(n, true);  // a report's notices are over, or as good as
+    item["outcome"] = *outcome;
+    item["checkpoint"] = n.checkpoint.empty() ? json(nullptr) : json(n.checkpoint);
+    item["step"] = OptJson(n.step);
+    const auto lost = *outcome == "not-saved" ? StepsLost(s, n.attempt) : std::nullopt;
+    item["steps_lost"] = lost ? json(Round(*lost, 1)) : json(nullptr);
     out.push_back(item);
   }
   return out;
+}
+
+json SaveOnNotice(const RunLedger& l) {
+  int saved = 0;
+  for (const auto& n : l.notices) saved += NoticeOutcome(n, true) == "saved" ? 1 : 0;
+  return {{"notices", l.notices.size()}, {"saved_in_window", saved}};
+}
+
+const std::vector<std::pair<const char*, double GoodputBuckets::*>>& BucketFields() {
+  static const std::vector<std::pair<const char*, double GoodputBuckets::*>> fields{
+      {"productive", &GoodputBuckets::productive},
+      {"lost", &GoodputBuckets::lost},
+      {"checkpointing", &GoodputBuckets::checkpointing},
+      {"startup", &GoodputBuckets::startup},
+      {"disrupted", &GoodputBuckets::disrupted},
+      {"waiting", &GoodputBuckets::waiting},
+      {"idle", &GoodputBuckets::idle}};
+  return fields;
+}
+
+// Each bucket priced at the machine time's price (the compute component); other
+// components are not split by time. Null while that price is unknown.
+json GoodputJson(const RunLedger& l, const RunSummary& s) {
+  json g{{"billed_s", Round(s.billed_seconds, 3)},
+         {"first_progress_from", l.first_progress_from.empty() ? "first_checkpoint" : l.first_progress_from}};
+  json buckets = json::object();
+  for (const auto& [name, field] : BucketFields()) buckets[std::string(name) + "_s"] = Round(s.buckets.*field, 3);
+  g["buckets"] = buckets;
+  const auto hourly = cost::EstimateCost(l.cost, cost::Usage{1.0, 0.0});
+  const cost::Component* compute = nullptr;
+  for (const auto& c : hourly.components) compute = c.name == "compute" && c.known ? &c : compute;
+  g["cost"] = nullptr;
+  if (l.cost.configured && compute) {
+    json costs = json::object();
+    for (const auto& [name, field] : BucketFields()) {
+      const double hours = s.buckets.*field / 3600.0;
+      costs[name] = {{"low", Round(hours * compute->low, 4)},
+                     {"high", compute->bounded ? json(Round(hours * compute->high, 4)) : json(nullptr)}};
+    }
+    g["cost"] = costs;
+  }
+  return g;
 }
 
 }  // namespace
@@ -100,7 +171,7 @@ Result<json> BuildReport(const std::filesystem::path& state_dir, std::int64_t no
   }
   const RunLedger& l = *ledger;
   const RunSummary s = Summarize(l, attempts, now_ms);
-  json r{{"report_version", 1}, {"generated_at", Iso(now_ms)},  {"job", l.job.empty() ? journal->state().job : l.job},
+  json r{{"report_version", 2}, {"generated_at", Iso(now_ms)},  {"job", l.job.empty() ? journal->state().job : l.job},
          {"labels", l.labels},  {"config_hash", l.config_hash}, {"spotvisor_version", l.version}};
   r["fingerprints"] = json::array();
   for (const auto& f : l.fingerprints) {
@@ -124,7 +195,8 @@ Result<json> BuildReport(const std::filesystem::path& state_dir, std::int64_t no
       {"sessions", l.sessions.size()}};
   r["attempts"] = AttemptsJson(s);
   r["restarts"] = s.restarts;
-  r["notices"] = NoticesJson(l);
+  r["notices"] = NoticesJson(l, s);
+  r["save_on_notice"] = SaveOnNotice(l);
   const auto& t = l.checkpoint_totals;
   r["checkpoints"] = {
       {"count", t.good + t.corrupt},
@@ -148,6 +220,7 @@ Result<json> BuildReport(const std::filesystem::path& state_dir, std::int64_t no
       {"billed_hours", Round(s.billed_hours, 6)},
       {"calendar_hours", Round(s.calendar_hours, 6)},
       {"goodput", s.goodput ? json(Round(*s.goodput, 4)) : json(nullptr)}};
+  r["goodput"] = GoodputJson(l, s);
   json cost = cost::EstimateToJson(s.cost);
   cost["per_1000_steps"] = s.cost_per_1000_steps
                                ? json{{"low", s.cost_per_1000_steps->first},

@@ -51,6 +51,57 @@ std::string PerThousand(const json& cost) {
   return out;
 }
 
+std::string After(const json& v) { return v.is_null() ? "-" : Text(v) + " s"; }
+
+// One row per notice: the times from its receipt to the signal, the checkpoint appearing,
+// judged good and mirrored, the margin to the deadline and the outcome.
+void NoticesMarkdown(std::ostringstream& o, const json& r) {
+  o << "\n## Notices\n\n";
+  if (r.at("notices").empty()) {
+    o << "None.\n";
+    return;
+  }
+  const json& son = r.value("save_on_notice", json::object());
+  if (!son.empty()) {
+    o << "Saved in the window: " << Text(son.at("saved_in_window")) << " of " << Text(son.at("notices"))
+      << " notices.\n\n";
+  }
+  o << "| received | provider / kind (action) | attempt | warning | signal | saved | validated | mirrored | "
+       "margin | outcome | checkpoint |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& n : r.at("notices")) {
+    std::string checkpoint = Text(n.value("checkpoint", json(nullptr)), "none");
+    if (!n.value("step", json(nullptr)).is_null()) checkpoint += " (step " + Text(n.at("step")) + ")";
+    if (!n.value("steps_lost", json(nullptr)).is_null()) checkpoint += ", ~" + Text(n.at("steps_lost")) + " steps lost";
+    o << "| " << Text(n.at("received")) << " | " << Text(n.at("provider")) << " " << Text(n.at("kind")) << " ("
+      << Text(n.at("action")) << ") | " << Text(n.at("attempt")) << " | "
+      << (n.at("warning_s").is_null() ? "not given" : Text(n.at("warning_s")) + " s") << " | "
+      << After(n.value("signal_after_s", n.at("notice_to_signal_s"))) << " | "
+      << After(n.value("saved_after_s", json(nullptr))) << " | " << After(n.value("validated_after_s", json(nullptr)))
+      << " | " << After(n.value("mirrored_after_s", json(nullptr))) << " | "
+      << After(n.value("deadline_margin_s", json(nullptr))) << " | " << Text(n.value("outcome", json(nullptr))) << " | "
+      << checkpoint << " |\n";
+  }
+  o << "\nTimes are from the notice being seen. Margin: the deadline minus the time the checkpoint was judged good "
+       "(negative: it missed).\n";
+}
+
+void GoodputMarkdown(std::ostringstream& o, const json& r) {
+  if (!r.contains("goodput")) return;
+  const json& g = r.at("goodput");
+  const double billed = g.at("billed_s").get<double>();
+  o << "\n## Goodput\n\n| bucket | seconds | share | cost |\n|---|---|---|---|\n";
+  for (const char* name : {"productive", "lost", "checkpointing", "startup", "disrupted", "waiting", "idle"}) {
+    const double v = g.at("buckets").at(std::string(name) + "_s").get<double>();
+    char share[32];
+    std::snprintf(share, sizeof share, "%.1f %%", billed > 0 ? v / billed * 100.0 : 0.0);
+    const json& c = g.at("cost");
+    o << "| " << name << " | " << Text(json(v)) << " | " << share << " | "
+      << (c.is_null() ? std::string("unknown") : Range(c.at(name).at("low"), c.at(name).at("high"))) << " |\n";
+  }
+  o << "| **billed** | **" << Text(g.at("billed_s")) << "** | 100 % | |\n\n";
+  o << "First progress from: " << Text(g.at("first_progress_from")) << ".\n";
+}
+
 }  // namespace
 
 std::string RenderMarkdown(const json& r) {
@@ -111,13 +162,8 @@ std::string RenderMarkdown(const json& r) {
       << Text(a.at("reached_step"), "-") << " | " << Text(a.at("steps_lost_measured")) << " measured, ~"
       << Text(a.at("steps_lost_estimated")) << " estimated | " << Text(a.at("next"), "") << " |\n";
   }
-  o << "\n## Notices\n\n";
-  if (r.at("notices").empty()) o << "None.\n";
-  for (const auto& n : r.at("notices")) {
-    o << "- " << Text(n.at("received")) << ": " << Text(n.at("provider")) << " " << Text(n.at("kind")) << " ("
-      << Text(n.at("action")) << "), warning " << Text(n.at("warning_s"), "not given") << " s, trainer signalled after "
-      << Text(n.at("notice_to_signal_s"), "-") << " s, attempt " << Text(n.at("attempt")) << "\n";
-  }
+  NoticesMarkdown(o, r);
+  GoodputMarkdown(o, r);
 
   const auto& k = r.at("cost");
   o << "\n## Cost\n\n";
@@ -176,6 +222,19 @@ json CompareReports(const json& run, const json& baseline) {
       row("attempts", json(run.at("attempts").size()), json(baseline.at("attempts").size())),
       row("notices", json(run.at("notices").size()), json(baseline.at("notices").size())),
   });
+  // Version 2 reports: saves on notice and the goodput buckets (a version 1 report has none).
+  const auto v2 = [](const json& r, const char* section, const std::string& key) {
+    return r.contains(section) ? r.at(section).at(key) : json(nullptr);
+  };
+  rows.push_back(row("saved_in_window", v2(run, "save_on_notice", "saved_in_window"),
+                     v2(baseline, "save_on_notice", "saved_in_window")));
+  for (const char* name : {"productive", "lost", "checkpointing", "startup", "disrupted", "waiting", "idle"}) {
+    const std::string key = std::string(name) + "_s";
+    const auto bucket = [&](const json& r) {
+      return r.contains("goodput") ? r.at("goodput").at("buckets").at(key) : json(nullptr);
+    };
+    rows.push_back(row(("goodput_" + key).c_str(), bucket(run), bucket(baseline)));
+  }
   return json{{"run", run.at("job")},
               {"baseline", baseline.at("job")},
               {"rows", rows},

@@ -45,7 +45,13 @@ json ToJson(const NoticeRecord& n) {
               {"action", n.action},
               {"deadline_ms", OptJson(n.deadline_ms)},
               {"signal_ms", OptJson(n.signal_ms)},
-              {"attempt", n.attempt}};
+              {"attempt", n.attempt},
+              {"saved_ms", OptJson(n.saved_ms)},
+              {"validated_ms", OptJson(n.validated_ms)},
+              {"mirrored_ms", OptJson(n.mirrored_ms)},
+              {"checkpoint", n.checkpoint},
+              {"step", OptJson(n.step)},
+              {"outcome", n.outcome}};
 }
 NoticeRecord NoticeFrom(const json& j) {
   NoticeRecord n;
@@ -56,6 +62,12 @@ NoticeRecord NoticeFrom(const json& j) {
   n.deadline_ms = GetOpt<std::int64_t>(j, "deadline_ms");
   n.signal_ms = GetOpt<std::int64_t>(j, "signal_ms");
   n.attempt = j.value("attempt", 0);
+  n.saved_ms = GetOpt<std::int64_t>(j, "saved_ms");
+  n.validated_ms = GetOpt<std::int64_t>(j, "validated_ms");
+  n.mirrored_ms = GetOpt<std::int64_t>(j, "mirrored_ms");
+  n.checkpoint = j.value("checkpoint", "");
+  n.step = GetOpt<std::uint64_t>(j, "step");
+  n.outcome = j.value("outcome", "");
   return n;
 }
 
@@ -85,6 +97,27 @@ CheckpointRecord CheckpointFrom(const json& j) {
 }
 
 }  // namespace
+
+std::optional<std::string> NoticeOutcome(const NoticeRecord& n, bool final) {
+  if (!n.outcome.empty()) return n.outcome;
+  if (n.validated_ms) {
+    if (!n.deadline_ms) return "no-deadline";
+    return *n.validated_ms <= *n.deadline_ms ? "saved" : "saved-late";
+  }
+  if (final) return "not-saved";
+  return std::nullopt;
+}
+
+void RunLedger::AddFirstProgress(int attempt, std::int64_t ms) {
+  first_progress_ms.emplace(attempt, ms);
+  if (first_progress_ms.size() > kMaxProgressRecords) first_progress_ms.erase(first_progress_ms.begin());
+}
+
+void RunLedger::AddWaiting(Interval interval) {
+  if (interval.end_ms <= interval.start_ms) return;
+  waiting.push_back(interval);
+  if (waiting.size() > kMaxProgressRecords) waiting.erase(waiting.begin());
+}
 
 void RunLedger::AddCheckpoint(const CheckpointRecord& record) {
   checkpoints.push_back(record);
@@ -142,6 +175,11 @@ Status RunLedger::Save(const std::filesystem::path& state_dir) const {
   j["hook_failures"] = hook_failures;
   j["budget_warned_ms"] = OptJson(budget_warned_ms);
   j["budget_exhausted_ms"] = OptJson(budget_exhausted_ms);
+  j["first_progress_from"] = first_progress_from;
+  j["first_progress_ms"] = json::object();
+  for (const auto& [attempt, ms] : first_progress_ms) j["first_progress_ms"][std::to_string(attempt)] = ms;
+  j["waiting"] = json::array();
+  for (const auto& w : waiting) j["waiting"].push_back({{"start_ms", w.start_ms}, {"end_ms", w.end_ms}});
   // Rewritten at every change and every 30 s: atomic, not fsynced (the report and the
   // journal are the durable records).
   return WriteFileAtomically(state_dir / kLedgerFileName, j.dump(2) + "\n", Durability::kAtomicOnly);
@@ -192,7 +230,15 @@ Result<RunLedger> RunLedger::Load(const std::filesystem::path& state_dir) {
     l.hook_failures = j.value("hook_failures", std::map<std::string, int>{});
     l.budget_warned_ms = GetOpt<std::int64_t>(j, "budget_warned_ms");
     l.budget_exhausted_ms = GetOpt<std::int64_t>(j, "budget_exhausted_ms");
-  } catch (const json::exception& e) {
+    l.first_progress_from = j.value("first_progress_from", "");
+    const json progress = j.value("first_progress_ms", json::object());  // items() needs it alive
+    for (const auto& [attempt, ms] : progress.items()) {
+      l.first_progress_ms[std::stoi(attempt)] = ms.get<std::int64_t>();
+    }
+    for (const auto& w : j.value("waiting", json::array())) {
+      l.waiting.push_back({w.value("start_ms", std::int64_t{0}), w.value("end_ms", std::int64_t{0})});
+    }
+  } catch (const std::exception& e) {  // json's, or stoi's on a bad attempt key
     return Error{path.string() + " is corrupt (" + e.what() + "); move it away to start the run record afresh"};
   }
   return l;

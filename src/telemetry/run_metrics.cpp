@@ -4,9 +4,12 @@
 #include "spotvisor/telemetry/run_metrics.hpp"
 
 #include <cctype>
+#include <cstdio>
+#include <iterator>
 #include <limits>
 
 #include "spotvisor/telemetry/metrics_text.hpp"
+#include "spotvisor/telemetry/notice_saves.hpp"
 
 namespace spotvisor::telemetry {
 
@@ -16,6 +19,56 @@ std::string LabelName(const std::string& key) {
   if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "_" + out;
   return out;
 }
+
+namespace {
+
+// Every notice to its save: outcomes of the settled ones, notice-to-saved times of those
+// saved (judged good), the goodput buckets and the group.
+void RenderNoticesAndGoodput(MetricsText& m, const LiveView& v) {
+  const RunLedger& l = *v.ledger;
+  std::map<std::string, int> outcomes{{"saved", 0}, {"saved-late", 0}, {"not-saved", 0}, {"no-deadline", 0}};
+  static constexpr double kBounds[] = {1, 2, 5, 10, 15, 30, 60, 90, 120, 300};
+  std::vector<int> le(std::size(kBounds), 0);
+  int count = 0;
+  double sum = 0;
+  for (const auto& n : l.notices) {
+    if (auto o = NoticeOutcome(n, false); o && !n.outcome.empty()) ++outcomes[*o];
+    const auto saved = n.validated_ms ? AfterNotice(n, n.saved_ms) : std::nullopt;
+    if (!saved) continue;
+    ++count, sum += *saved;
+    for (std::size_t i = 0; i < std::size(kBounds); ++i) le[i] += *saved <= kBounds[i] ? 1 : 0;
+  }
+  m.Family("spotvisor_notice_outcomes_total", "counter",
+           "settled notices by outcome: saved (good checkpoint by the deadline), saved-late, not-saved, no-deadline");
+  for (const auto& [outcome, n] : outcomes) m.Sample(n, {{"outcome", outcome}});
+  m.Family("spotvisor_notice_to_saved_seconds", "histogram",
+           "from a notice to its checkpoint's appearance (newest file's mtime), for saves judged good");
+  for (std::size_t i = 0; i < std::size(kBounds); ++i) {
+    char le_text[16];
+    std::snprintf(le_text, sizeof le_text, "%g", kBounds[i]);
+    m.Sample(le[i], {{"le", le_text}}, "_bucket");
+  }
+  m.Sample(count, {{"le", "+Inf"}}, "_bucket");
+  m.Sample(sum, {}, "_sum");
+  m.Sample(count, {}, "_count");
+  const GoodputBuckets& b = v.summary->buckets;
+  m.Family("spotvisor_goodput_seconds", "gauge", "billed time by goodput bucket (the buckets sum to the billed time)");
+  for (const auto& [bucket, value] : std::vector<std::pair<const char*, double>>{{"productive", b.productive},
+                                                                                 {"lost", b.lost},
+                                                                                 {"checkpointing", b.checkpointing},
+                                                                                 {"startup", b.startup},
+                                                                                 {"disrupted", b.disrupted},
+                                                                                 {"waiting", b.waiting},
+                                                                                 {"idle", b.idle}}) {
+    m.Sample(value, {{"bucket", bucket}});
+  }
+  m.Family("spotvisor_group_members", "gauge", "members of the job's group now (1 on a single node)");
+  m.Sample(v.group_members);
+  m.Family("spotvisor_group_nodes", "gauge", "the group's size, coordination.nodes (1 on a single node)");
+  m.Sample(v.group_nodes);
+}
+
+}  // namespace
 
 std::string RenderRunMetrics(const LiveView& v) {
   const RunLedger& l = *v.ledger;
@@ -52,6 +105,7 @@ std::string RenderRunMetrics(const LiveView& v) {
   m.Sample(v.last_notice_to_signal_seconds.value_or(0));
   m.Family("spotvisor_grace_used_seconds", "gauge", "last stop: from the stop signal to the trainer's end");
   m.Sample(v.last_grace_used_seconds.value_or(0));
+  RenderNoticesAndGoodput(m, v);
   m.Family("spotvisor_checkpoints_total", "counter", "checkpoints judged, by verdict");
   m.Sample(l.checkpoint_totals.good, {{"verdict", "good"}});
   m.Sample(l.checkpoint_totals.corrupt, {{"verdict", "corrupt"}});

@@ -6,31 +6,10 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "goodput_buckets.hpp"
+
 namespace spotvisor::telemetry {
 namespace {
-
-constexpr std::int64_t kSameBootToleranceMs = 5000;
-
-struct Interval {
-  std::int64_t start = 0, end = 0;
-};
-
-// Billing intervals: a session on its own, or (billing from boot) every session of one
-// boot merged into [boot, last end], since the machine ran in between.
-std::vector<Interval> BillingIntervals(const RunLedger& l, std::int64_t now_ms) {
-  std::vector<Interval> out;
-  for (const auto& s : l.sessions) {
-    const std::int64_t end = std::max(s.ended_ms.value_or(s.last_seen_ms == 0 ? now_ms : s.last_seen_ms), s.started_ms);
-    if (l.cost.bill_from_boot && s.boot_ms && !out.empty() &&
-        std::llabs(out.back().start - std::min(*s.boot_ms, s.started_ms)) <= kSameBootToleranceMs) {
-      out.back().end = std::max(out.back().end, end);
-      continue;
-    }
-    const std::int64_t start = l.cost.bill_from_boot && s.boot_ms ? std::min(*s.boot_ms, s.started_ms) : s.started_ms;
-    out.push_back({start, end});
-  }
-  return out;
-}
 
 using ByAttempt = std::map<int, std::vector<const CheckpointRecord*>>;
 
@@ -47,7 +26,7 @@ ByAttempt GoodCheckpointsByAttempt(const RunLedger& l) {
 }
 
 // One attempt's own figures; `next` is the attempt that followed it (none for the last).
-AttemptSummary SummarizeAttempt(const state::AttemptRecord& rec, const ByAttempt& by_attempt,
+AttemptSummary SummarizeAttempt(const RunLedger& l, const state::AttemptRecord& rec, const ByAttempt& by_attempt,
                                 const state::AttemptRecord* next, bool running) {
   AttemptSummary a;
   a.record = rec;
@@ -64,6 +43,7 @@ AttemptSummary SummarizeAttempt(const state::AttemptRecord& rec, const ByAttempt
   }
   if (rec.outcome != "done" && !running)
     a.lost_seconds = std::max<std::int64_t>(0, rec.ended_ms - last_progress_ms) / 1000.0;
+  a.buckets = AttemptBuckets(l, rec, running);
   return a;
 }
 
@@ -74,9 +54,12 @@ void FoldOldest(const RunLedger& l, std::vector<state::AttemptRecord>& attempts,
   keep = std::max<std::size_t>(keep, 1);  // the newest stays: folding needs the attempt after
   if (attempts.size() <= keep) return;
   const auto by_attempt = GoodCheckpointsByAttempt(l);
+  const auto billing = BillingIntervals(l, attempts.back().ended_ms);
   const std::size_t n = attempts.size() - keep;
   for (std::size_t i = 0; i < n; ++i) {
-    const auto a = SummarizeAttempt(attempts[i], by_attempt, &attempts[i + 1], false);
+    const auto a = SummarizeAttempt(l, attempts[i], by_attempt, &attempts[i + 1], false);
+    folded.buckets += a.buckets;
+    folded.buckets.disrupted += DisruptedGapSeconds(l, attempts[i], attempts[i + 1].started_ms, billing);
     if (folded.count == 0) folded.first_resume_step = a.record.resume_step;
     ++folded.count;
     for (const auto step : {a.record.resume_step, a.reached_step}) {
@@ -95,11 +78,11 @@ RunSummary Summarize(const RunLedger& l, const std::vector<state::AttemptRecord>
   RunSummary r;
   const auto intervals = BillingIntervals(l, now_ms);
   std::vector<double> seconds;
-  for (const auto& i : intervals) seconds.push_back((i.end - i.start) / 1000.0);
+  for (const auto& i : intervals) seconds.push_back((i.end_ms - i.start_ms) / 1000.0);
   r.billed_hours = cost::BilledHours(seconds, l.cost.billing_minimum);
   if (!intervals.empty()) {
-    r.first_start_ms = intervals.front().start;
-    for (const auto& i : intervals) r.last_end_ms = std::max(r.last_end_ms, i.end);
+    r.first_start_ms = intervals.front().start_ms;
+    for (const auto& i : intervals) r.last_end_ms = std::max(r.last_end_ms, i.end_ms);
     r.calendar_hours = (r.last_end_ms - r.first_start_ms) / 3600000.0;
   }
 
@@ -122,6 +105,7 @@ RunSummary Summarize(const RunLedger& l, const std::vector<state::AttemptRecord>
 
   r.attempt_count = folded.count + static_cast<int>(attempts.size());
   r.trainer_seconds = folded.trainer_seconds;
+  r.buckets = folded.buckets;
   r.lost_seconds = folded.lost_seconds;
   r.steps_lost_measured = folded.steps_lost_measured;
   r.restarts = folded.restarts;
@@ -133,7 +117,13 @@ RunSummary Summarize(const RunLedger& l, const std::vector<state::AttemptRecord>
   }
   for (std::size_t i = 0; i < attempts.size(); ++i) {
     const bool last = i + 1 == attempts.size();
-    AttemptSummary a = SummarizeAttempt(attempts[i], by_attempt, last ? nullptr : &attempts[i + 1], running && last);
+    AttemptSummary a = SummarizeAttempt(l, attempts[i], by_attempt, last ? nullptr : &attempts[i + 1], running && last);
+    r.buckets += a.buckets;
+    const bool ended = !(running && last);
+    // The gap after it: to the next start, or (the last, ended) to the run's end.
+    if (ended)
+      r.buckets.disrupted +=
+          DisruptedGapSeconds(l, a.record, last ? r.last_end_ms : attempts[i + 1].started_ms, intervals);
     if (a.record.resume_step) r.final_step = std::max(r.final_step.value_or(0), *a.record.resume_step);
     if (!last) ++r.restarts[a.record.outcome.empty() ? "unknown" : a.record.outcome];
     if (r.steps_per_second) a.steps_lost_estimated = a.lost_seconds * *r.steps_per_second;
@@ -154,6 +144,8 @@ RunSummary Summarize(const RunLedger& l, const std::vector<state::AttemptRecord>
     const double useful = r.trainer_seconds - r.lost_seconds - r.checkpoint_write_seconds.value_or(0);
     r.goodput = std::clamp(useful / billed_seconds, 0.0, 1.0);
   }
+  r.billed_seconds = billed_seconds;
+  CloseBuckets(r.buckets, l, intervals, billed_seconds);
   r.cost = cost::EstimateCost(l.cost, cost::Usage{r.billed_hours, r.calendar_hours});
   r.cost_per_1000_steps = cost::PerThousand(r.cost, static_cast<double>(r.steps_done));
   return r;

@@ -10,6 +10,7 @@
 #include <boost/asio/post.hpp>
 
 #include "spotvisor/supervisor/outcome.hpp"
+#include "spotvisor/telemetry/notice_saves.hpp"
 #include "spotvisor/util/secret_file.hpp"
 #include "telemetry_observer_impl.hpp"
 
@@ -27,6 +28,10 @@ void TelemetryObserver::OnStart(supervisor::RunControl& control) {
   control_ = &control;
   clock_ = &control.clock();
   auto& io = control.io();
+  if (mirror_feed_) {
+    std::lock_guard lock(mirror_feed_->mutex);
+    mirror_feed_->io = &io;
+  }
   record_.emplace(job_, *clock_);
   hooks_.emplace(job_, *clock_, [this](const std::string& name, const hooks::HookResult& r, std::int64_t started_ms) {
     record_->ledger().AddHook({name, r.outcome, r.message, started_ms, r.duration.count()});
@@ -34,6 +39,14 @@ void TelemetryObserver::OnStart(supervisor::RunControl& control) {
     record_->Save();
   });
   record_->Load();
+  auto& ledger = record_->ledger();
+  ledger.first_progress_from = job_.health.heartbeat_file              ? "heartbeat"
+                               : !job_.health.progress_pattern.empty() ? "progress_pattern"
+                                                                       : "first_checkpoint";
+  // The loader compiled the same pattern already: this cannot throw.
+  if (!job_.health.heartbeat_file && !job_.health.progress_pattern.empty()) {
+    progress_.emplace(job_.health.progress_pattern, std::regex::ECMAScript);
+  }
   hooks_->RunBeforeStart(record_->last_attempt(), control.children());
   hooks_->Start(io, control.children());
   StartMetrics(io);
@@ -71,7 +84,10 @@ void TelemetryObserver::OnAttemptStarted(const supervisor::SpawnAction& start, p
   if (start.resume) r.resume_from = start.resume->path.string(), r.resume_step = start.resume->step;
   current_ = r;
   hooks_->SetPlace(start.place);
+  group_world_ = start.place.world;
   record_->AttemptStarted(start.attempt);
+  Settle(SettleOpen(record_->ledger(), start.attempt));  // earlier attempts' notices: no save comes now
+  TrackProgress();
   trainer_started_ = clock_->Now();
   stop_signal_at_.reset();
   systemd_.Ready();
@@ -81,6 +97,7 @@ void TelemetryObserver::OnAttemptStarted(const supervisor::SpawnAction& start, p
 void TelemetryObserver::OnAttemptEnded(const state::AttemptRecord& record) {
   record_->AttemptEnded(record);
   current_.reset();
+  awaiting_progress_ = false;
   if (stop_signal_at_) last_grace_used_ = Seconds(clock_->Now() - *stop_signal_at_);
   stop_signal_at_.reset();
   UpdateStatus();
@@ -123,6 +140,7 @@ void TelemetryObserver::OnSignalSent(int signo, config::SignalTarget) {
 
 void TelemetryObserver::OnPhase(Phase phase) {
   phase_ = phase;
+  TrackWaiting(phase);
   UpdateStatus();
   // A stop may take the whole grace: systemd must not SIGKILL the trainer mid-save at the
   // unit's TimeoutStopSec. EXTEND_TIMEOUT_USEC (systemd >= 236) moves that deadline out to
@@ -136,6 +154,7 @@ void TelemetryObserver::OnPhase(Phase phase) {
 
 void TelemetryObserver::OnExit(int code, const std::string& message) {
   exited_ = true;
+  DetachMirror();        // uploads still draining are not waited for: the report is written now
   if (!record_) return;  // never started
   auto& sessions = record_->ledger().sessions;
   if (!sessions.empty()) {
@@ -144,12 +163,14 @@ void TelemetryObserver::OnExit(int code, const std::string& message) {
     s.exit_code = code;
     s.exit_message = message;
   }
+  TrackWaiting(Phase::kFinished);
+  Settle(SettleOpen(record_->ledger(), std::nullopt));
   record_->Save();
   const auto report_path = WriteRunReport();
   systemd_.Notify("STOPPING=1\nSTATUS=exit " + std::to_string(code) + ": " + message);
   if (metrics_) metrics_->Stop();
   facts_.reset();
-  for (auto* t : {&heartbeat_, &budget_timer_}) t->reset();
+  for (auto* t : {&heartbeat_, &budget_timer_, &progress_timer_}) t->reset();
   if (gpu_) gpu_->Stop();
   using supervisor::ExitCode;
   const bool finish = code == supervisor::Code(ExitCode::kDone) || code == supervisor::Code(ExitCode::kFailed) ||
@@ -164,7 +185,7 @@ void TelemetryObserver::OnExit(int code, const std::string& message) {
 }
 
 Result<std::vector<std::unique_ptr<supervisor::RunObserver>>> MakeTelemetryObservers(
-    const config::JobConfig& job, checkpoint_watch::CheckpointWatcher* watcher) {
+    const config::JobConfig& job, checkpoint_watch::CheckpointWatcher* watcher, mirror::MirrorObserver* mirror) {
   std::optional<MetricsEndpoint> endpoint;
   if (!job.telemetry.metrics.listen.empty()) {
     auto checked = CheckMetricsConfig(job.telemetry.metrics);
@@ -176,7 +197,9 @@ Result<std::vector<std::unique_ptr<supervisor::RunObserver>>> MakeTelemetryObser
     }
   }
   std::vector<std::unique_ptr<supervisor::RunObserver>> out;
-  out.push_back(std::make_unique<TelemetryObserver>(job, watcher, std::move(endpoint), SdNotifier::FromEnvironment()));
+  auto observer = std::make_unique<TelemetryObserver>(job, watcher, std::move(endpoint), SdNotifier::FromEnvironment());
+  observer->Subscribe(mirror);
+  out.push_back(std::move(observer));
   return out;
 }
 

@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <regex>
 #include <string>
 #include <utility>
 
@@ -17,6 +19,7 @@
 #include "run_hooks.hpp"
 #include "run_record.hpp"
 #include "spotvisor/checkpoint_watch/checkpoint_watcher.hpp"
+#include "spotvisor/mirror/mirror_observer.hpp"
 #include "spotvisor/preemption/instance_facts.hpp"
 #include "spotvisor/supervisor/run_observer.hpp"
 #include "spotvisor/telemetry/metrics_server.hpp"
@@ -40,8 +43,19 @@ class TelemetryObserver final : public supervisor::RunObserver {
   void OnAttemptEnded(const state::AttemptRecord& record) override;
   void OnNotice(const preemption::Notice& n) override;
   void OnSignalSent(int signo, config::SignalTarget to) override;
+  void OnTrainerLine(std::string_view line) override;
   void OnPhase(supervisor::Phase phase) override;
   void OnExit(int code, const std::string& message) override;
+  ~TelemetryObserver() override { DetachMirror(); }
+
+  // Finished mirror uploads reach the io thread through this feed (the mirror outlives us
+  // and may call while it drains at its destruction: then nobody listens).
+  struct MirrorFeed {
+    std::mutex mutex;
+    boost::asio::io_context* io = nullptr;  // set at OnStart
+    TelemetryObserver* owner = nullptr;     // io thread reads; cleared under the mutex
+  };
+  void Subscribe(mirror::MirrorObserver* mirror);
 
  private:
   // ---- start (telemetry_outputs.cpp) ----
@@ -53,6 +67,14 @@ class TelemetryObserver final : public supervisor::RunObserver {
   void Subscribe(checkpoint_watch::CheckpointWatcher* watcher);  // new verdicts go to OnCheckpoint
   void OnCheckpoint(const checkpoint_watch::CheckpointVerdict& v);
   void CheckBudget();
+  // ---- notices to saves, first progress, waiting (telemetry_progress.cpp) ----
+  void TrackProgress();  // at a start: how its first progress will be known
+  void FirstProgress(std::int64_t ms);
+  void PollHeartbeat();
+  void Settle(const std::vector<std::size_t>& notices);  // logs them; saves
+  void TrackWaiting(supervisor::Phase phase);
+  void OnMirrored(const std::string& name);
+  void DetachMirror();
   void LogBudgetUnknowns();
   // ---- output ----
   std::optional<std::filesystem::path> WriteRunReport();
@@ -78,7 +100,14 @@ class TelemetryObserver final : public supervisor::RunObserver {
   std::unique_ptr<MetricsServer> metrics_;
   std::unique_ptr<preemption::InstanceFactsQuery> facts_;  // until it answers or we exit
   std::unique_ptr<Timer> heartbeat_, budget_timer_;        // run.json refresh; the budget check
-  std::optional<GpuSampler> gpu_;                          // NVML, on its own thread
+  std::unique_ptr<Timer> progress_timer_;                  // polls health.heartbeat_file until it moves
+  std::optional<std::regex> progress_;                     // health.progress_pattern
+  bool awaiting_progress_ = false;                         // the current attempt has shown none yet
+  std::optional<std::int64_t> waiting_since_;              // multi-node: joining or finishing since
+  int group_world_ = 1;
+  std::shared_ptr<MirrorFeed>
+      mirror_feed_;  // with a mirror                                    // members of the current start's group
+  std::optional<GpuSampler> gpu_;  // NVML, on its own thread
   bool budget_stopped_ = false, exited_ = false;
 };
 

@@ -5,6 +5,7 @@
 
 #include "spotvisor/log/log.hpp"
 #include "spotvisor/supervisor/budget.hpp"
+#include "spotvisor/telemetry/notice_saves.hpp"
 #include "spotvisor/telemetry/report.hpp"
 #include "spotvisor/telemetry/run_metrics.hpp"
 #include "telemetry_observer_impl.hpp"
@@ -86,6 +87,7 @@ void TelemetryObserver::OnCheckpoint(const checkpoint_watch::CheckpointVerdict& 
   r.attempt = current_ ? current_->attempt : record_->last_attempt();
   record_->ledger().AddCheckpoint(r);
   record_->Save();
+  Settle(MatchCheckpoint(record_->ledger(), r));
   Log(r.good ? LogLevel::kInfo : LogLevel::kWarning,
       "event=checkpoint_seen name=" + Quote(r.name) + " step=" + std::to_string(r.step) +
           " verdict=" + (r.good ? "good" : "corrupt") + " bytes=" + std::to_string(r.bytes) +
@@ -159,6 +161,10 @@ std::string TelemetryObserver::RenderMetrics() const {
   if (gpu_) v.gpus = gpu_->samples();
   v.hook_runs = hook_runs_;
   v.now_ms = NowMs();
+  // The group agreed on `world` members at the current start; between starts this observer
+  // does not see etcd: -1 (unknown) on a multi-node job.
+  v.group_nodes = job_.coordination.nodes;
+  v.group_members = job_.coordination.nodes <= 1 ? 1 : current_ ? group_world_ : -1;
   return RenderRunMetrics(v);
 }
 

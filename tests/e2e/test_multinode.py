@@ -353,6 +353,13 @@ class GroupDone(SleeperCase):
                              f"{rank} 2 1 127.0.0.1 29500 {rank}\n")
             self.assertEqual([a.get("outcome") for a in read_attempts(self.dir / "job" / f"n{rank}" / "state")],
                              ["done"])
+        # Goodput buckets (issue 24): node 0, started first, waited for node 1 to join; on
+        # every node the buckets add up to the billed time.
+        for rank in (0, 1):
+            goodput = json.loads((self.dir / "job" / f"n{rank}" / "state" / "report.json").read_text())["goodput"]
+            self.assertAlmostEqual(sum(goodput["buckets"].values()), goodput["billed_s"], delta=0.01, msg=goodput)
+            if rank == 0:
+                self.assertGreater(goodput["buckets"]["waiting_s"], 0, goodput)
 
 
     def test_a_peer_that_fails_after_this_node_finished_brings_it_back(self):

@@ -143,7 +143,7 @@ TEST(ReportRun, HooksOnNoticeAndCheckpointAndAHangingHookIsKilled) {
   EXPECT_EQ(RunSpotvisor({"report", (dir / "state").string()}, &md), 0) << md;
   EXPECT_NE(md.find("## Notices"), std::string::npos) << md;
   EXPECT_EQ(RunSpotvisor({"report", (dir / "state").string(), "--json"}, &js), 0);
-  EXPECT_NE(js.find("\"report_version\": 1"), std::string::npos) << js;
+  EXPECT_NE(js.find("\"report_version\": 2"), std::string::npos) << js;
   EXPECT_EQ(RunSpotvisor({"report", (dir / "state").string(), "--baseline", (dir / "state").string()}, &cmp), 0);
   EXPECT_NE(cmp.find("| goodput |"), std::string::npos) << cmp;
   std::string none;

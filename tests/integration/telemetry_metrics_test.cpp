@@ -127,14 +127,30 @@ TEST_F(MetricsRun, WrongOrMissingTokenGets401WithNoDetail) {
   EXPECT_NE(ok.find("label_model=\"tiny-1\""), std::string::npos);
   EXPECT_NE(ok.find("spotvisor_instance_info{provider="), std::string::npos) << ok;
   // Every family the issue asks for is exported from the first scrape on (-1 or 0 until known).
-  for (const char* family :
-       {"spotvisor_up", "spotvisor_job_info", "spotvisor_attempts_total", "spotvisor_restarts_total",
-        "spotvisor_notices_total", "spotvisor_notice_to_signal_seconds", "spotvisor_grace_used_seconds",
-        "spotvisor_checkpoints_total", "spotvisor_checkpoint_newest_good_step",
-        "spotvisor_checkpoint_newest_age_seconds", "spotvisor_checkpoint_write_seconds_total",
-        "spotvisor_checkpoint_overhead_ratio", "spotvisor_trainer_uptime_seconds", "spotvisor_goodput_ratio",
-        "spotvisor_steps_per_second", "spotvisor_billed_seconds_total", "spotvisor_cost_estimate",
-        "spotvisor_cost_unknown_components", "spotvisor_gpu_telemetry_available"}) {
+  for (const char* family : {"spotvisor_up",
+                             "spotvisor_job_info",
+                             "spotvisor_attempts_total",
+                             "spotvisor_restarts_total",
+                             "spotvisor_notices_total",
+                             "spotvisor_notice_to_signal_seconds",
+                             "spotvisor_grace_used_seconds",
+                             "spotvisor_checkpoints_total",
+                             "spotvisor_checkpoint_newest_good_step",
+                             "spotvisor_checkpoint_newest_age_seconds",
+                             "spotvisor_checkpoint_write_seconds_total",
+                             "spotvisor_checkpoint_overhead_ratio",
+                             "spotvisor_trainer_uptime_seconds",
+                             "spotvisor_goodput_ratio",
+                             "spotvisor_steps_per_second",
+                             "spotvisor_billed_seconds_total",
+                             "spotvisor_cost_estimate",
+                             "spotvisor_cost_unknown_components",
+                             "spotvisor_gpu_telemetry_available",
+                             "spotvisor_notice_outcomes_total",
+                             "spotvisor_notice_to_saved_seconds",
+                             "spotvisor_goodput_seconds",
+                             "spotvisor_group_members",
+                             "spotvisor_group_nodes"}) {
     EXPECT_NE(ok.find(std::string("\n# TYPE ") + family + " "), std::string::npos) << family;
   }
   // Egress, support, ... have no price: the high end is unknown, +Inf, never 0 (issue 12.4).

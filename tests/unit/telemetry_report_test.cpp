@@ -119,6 +119,67 @@ TEST(Report, NumbersOfAScriptedRun) {
   EXPECT_NE(md.find("| label model | m1 |"), std::string::npos);
 }
 
+// Version 2 (issue 24): the notice's path to a checkpoint (none here: stopped at 29 min,
+// its attempt's newest checkpoint is from 20 min) and the goodput buckets, hand-computed.
+TEST(Report, NoticeOutcomesAndGoodputBuckets) {
+  testing::TempDir dir;
+  WriteScriptedRun(dir.path());
+  auto r = BuildReport(dir.path(), kT0 + 61 * kMin);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ((*r)["report_version"], 2);
+  const auto& n = (*r)["notices"][0];
+  EXPECT_EQ(n["signal_after_s"], 0.05);
+  EXPECT_TRUE(n["saved_after_s"].is_null()) << n.dump();
+  EXPECT_TRUE(n["validated_after_s"].is_null());
+  EXPECT_TRUE(n["mirrored_after_s"].is_null());
+  EXPECT_TRUE(n["deadline_margin_s"].is_null());
+  EXPECT_EQ(n["outcome"], "not-saved");
+  EXPECT_TRUE(n["checkpoint"].is_null());
+  EXPECT_EQ(n["steps_lost"], 100.0);  // 600 s since step 200 x 0.1667 steps/s
+  EXPECT_EQ((*r)["save_on_notice"], (nlohmann::json{{"notices", 1}, {"saved_in_window", 0}}));
+  const auto& g = (*r)["goodput"];
+  EXPECT_EQ(g["billed_s"], 3600.0);
+  EXPECT_EQ(g["first_progress_from"], "first_checkpoint");
+  // Attempt 1 (0-30 min): startup to its first checkpoint (10 min), lost 20-29 min, the
+  // notice to its end disrupted, 12 s writing. Gap 30-32 min: disrupted. Attempt 2: startup
+  // 32-40 min (its first checkpoint beyond step 200), 12 s writing, done. Idle: 58-60 min.
+  const auto& b = g["buckets"];
+  EXPECT_EQ(b["startup_s"], 600.0 + 480.0);
+  EXPECT_EQ(b["lost_s"], 540.0);
+  EXPECT_EQ(b["disrupted_s"], 60.0 + 120.0);
+  EXPECT_EQ(b["checkpointing_s"], 24.0);
+  EXPECT_EQ(b["productive_s"], 588.0 + 1068.0);
+  EXPECT_EQ(b["waiting_s"], 0.0);
+  EXPECT_EQ(b["idle_s"], 120.0);
+  double sum = 0;
+  for (const auto& [name, v] : b.items()) sum += v.get<double>();
+  EXPECT_NEAR(sum, g["billed_s"].get<double>(), 0.01);
+  // Priced at the compute price, 3.6/h: 1 s = 0.001.
+  EXPECT_DOUBLE_EQ(g["cost"]["lost"]["low"].get<double>(), 0.54);
+  EXPECT_DOUBLE_EQ(g["cost"]["lost"]["high"].get<double>(), 0.54);
+  const std::string md = RenderMarkdown(*r);
+  EXPECT_NE(md.find("Saved in the window: 0 of 1 notices."), std::string::npos) << md;
+  EXPECT_NE(md.find("| not-saved | none, ~100 steps lost |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| lost | 540 | 15.0 % | 0.54 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("First progress from: first_checkpoint."), std::string::npos) << md;
+}
+
+// Without prices the buckets' cost is unknown (null), never 0.
+TEST(Report, GoodputCostIsNullWithoutPrices) {
+  testing::TempDir dir;
+  auto journal = state::Journal::Open(dir.path());
+  ASSERT_TRUE(journal);
+  state::AttemptRecord a;
+  a.attempt = 1;
+  a.started_ms = kT0;
+  a.ended_ms = kT0 + kMin;
+  a.outcome = "done";
+  ASSERT_TRUE(journal->AppendAttempt(a));
+  auto r = BuildReport(dir.path(), kT0 + 2 * kMin);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE((*r)["goodput"]["cost"].is_null()) << (*r)["goodput"].dump();
+}
+
 // Multi-node (issue 14): an attempt a peer stopped says which node stopped the group, and why.
 TEST(Report, APeerStoppedAttemptNamesTheNodeThatStoppedIt) {
   testing::TempDir dir;
@@ -161,6 +222,12 @@ TEST(Report, BaselineComparison) {
     }
   }
   EXPECT_EQ(saw, 2);
+  bool saved_row = false, bucket_row = false;
+  for (const auto& row : c["rows"]) {
+    saved_row = saved_row || row["metric"] == "saved_in_window";
+    bucket_row = bucket_row || row["metric"] == "goodput_productive_s";
+  }
+  EXPECT_TRUE(saved_row && bucket_row) << c.dump();
   EXPECT_NE(RenderComparison(c).find("| goodput | 0.76 | 0.76 | 1 |"), std::string::npos) << RenderComparison(c);
 }
 

@@ -71,6 +71,10 @@ void ExpectSameTotals(const RunSummary& all, const RunSummary& folded) {
   EXPECT_EQ(folded.steps_per_second, all.steps_per_second);
   EXPECT_EQ(folded.steps_lost_estimated, all.steps_lost_estimated);
   EXPECT_EQ(folded.goodput, all.goodput);
+  EXPECT_NEAR(folded.buckets.productive, all.buckets.productive, 1e-6);
+  EXPECT_NEAR(folded.buckets.lost, all.buckets.lost, 1e-6);
+  EXPECT_NEAR(folded.buckets.disrupted, all.buckets.disrupted, 1e-6);
+  EXPECT_NEAR(folded.buckets.idle, all.buckets.idle, 1e-6);
   EXPECT_DOUBLE_EQ(folded.cost.low, all.cost.low);
   EXPECT_DOUBLE_EQ(folded.cost.high, all.cost.high);
 }

@@ -12,6 +12,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -39,6 +40,10 @@ class MirrorObserver final : public supervisor::RunObserver {
   void OnPhase(supervisor::Phase phase) override;
   void OnExit(int code, const std::string& message) override;
 
+  // Before OnStart: `done` hears of every checkpoint the mirror holds after an upload (or
+  // held already), by name, on the upload's thread (also during the destructor's drain).
+  void SubscribeUploaded(std::function<void(const std::string& name)> done) { uploaded_ = std::move(done); }
+
   // For tests and the destructor: waits until no upload is queued or running, at most
   // `timeout`; true when idle.
   bool WaitIdle(Duration timeout);
@@ -64,6 +69,7 @@ class MirrorObserver final : public supervisor::RunObserver {
   int busy_ = 0;                                         // tasks posted and not finished
   bool paused_ = false;                                  // a stop is in progress
   bool restore_done_ = false;                            // restore runs before the first selection only
+  std::function<void(const std::string&)> uploaded_;     // set before OnStart, then read only
   bool warned_prune_ = false;                            // said once that prune_command is missing
   std::shared_ptr<void> holding_;                        // the clock's BackgroundWork while busy and not paused
   std::stop_source stop_;                                // give up uploads (destructor, after the drain)

@@ -19,6 +19,7 @@ namespace spotvisor::telemetry {
 inline constexpr std::string_view kLedgerFileName = "run.json";
 inline constexpr std::size_t kMaxCheckpointRecords = 1000;  // older ones live on in the totals
 inline constexpr std::size_t kMaxHookRecords = 200;
+inline constexpr std::size_t kMaxProgressRecords = 1000;  // first progress per attempt; waiting intervals
 
 struct SessionRecord {            // one supervisor process on one machine boot
   std::int64_t started_ms = 0;    // unix ms
@@ -36,6 +37,17 @@ struct NoticeRecord {
   std::optional<std::int64_t> deadline_ms;  // the provider's, when it gave one
   std::optional<std::int64_t> signal_ms;    // when the trainer was signalled for it
   int attempt = 0;
+  // Its save (all optional: older run.json files lack them). The first checkpoint the
+  // notice's attempt wrote after it (a good one replaces a corrupt one): saved = its newest
+  // file's mtime, validated = when it was judged good, mirrored = its upload done.
+  std::optional<std::int64_t> saved_ms, validated_ms, mirrored_ms;
+  std::string checkpoint;             // its name; empty: none
+  std::optional<std::uint64_t> step;  // its step
+  std::string outcome;                // saved | saved-late | not-saved | no-deadline; empty: pending
+};
+
+struct Interval {  // unix ms
+  std::int64_t start_ms = 0, end_ms = 0;
 };
 
 struct CheckpointRecord {
@@ -99,6 +111,14 @@ struct RunLedger {
   std::vector<HookRecord> hooks;             // the newest kMaxHookRecords
   std::map<std::string, int> hook_failures;  // by hook name
   std::optional<std::int64_t> budget_warned_ms, budget_exhausted_ms;
+  // Goodput: where each attempt's first progress came from (heartbeat | progress_pattern |
+  // first_checkpoint) and when it came; when a multi-node group waited for its members.
+  std::string first_progress_from;
+  std::map<int, std::int64_t> first_progress_ms;  // attempt -> unix ms, the newest kMaxProgressRecords
+  std::vector<Interval> waiting;                  // the newest kMaxProgressRecords
+
+  void AddFirstProgress(int attempt, std::int64_t ms);
+  void AddWaiting(Interval interval);
 
   // A missing file is an empty ledger; a corrupt one is an Error naming it.
   static Result<RunLedger> Load(const std::filesystem::path& state_dir);
@@ -107,5 +127,10 @@ struct RunLedger {
   void AddCheckpoint(const CheckpointRecord& record);
   void AddHook(const HookRecord& record);
 };
+
+// A notice's outcome from its record: "saved" (judged good by the deadline), "saved-late",
+// "no-deadline" (judged good, the provider gave no deadline), "not-saved"; nullopt while it
+// may still come (`final`: the notice's attempt is over and its last verdicts are in).
+std::optional<std::string> NoticeOutcome(const NoticeRecord& notice, bool final);
 
 }  // namespace spotvisor::telemetry

@@ -25,6 +25,8 @@ struct LiveView {
   std::vector<GpuSample> gpus;
   std::map<std::pair<std::string, std::string>, int> hook_runs;  // (hook, outcome) -> count
   std::int64_t now_ms = 0;
+  int group_members = 1;  // members of the group now (1 on a single node)
+  int group_nodes = 1;    // coordination.nodes
 };
 
 std::string RenderRunMetrics(const LiveView& view);

@@ -15,6 +15,23 @@
 
 namespace spotvisor::telemetry {
 
+// The billed time split so that the parts add up to it (seconds); see goodput_buckets.hpp.
+struct GoodputBuckets {
+  double productive = 0;     // training whose progress was kept
+  double lost = 0;           // training after the last kept checkpoint of an interrupted attempt
+  double checkpointing = 0;  // measured checkpoint write time
+  double startup = 0;        // start to first progress
+  double disrupted = 0;      // notice or crash to the next start
+  double waiting = 0;        // a multi-node group waiting for its members
+  double idle = 0;           // the rest of the billed time
+  double Sum() const;
+  GoodputBuckets& operator+=(const GoodputBuckets& o) {
+    productive += o.productive, lost += o.lost, checkpointing += o.checkpointing, startup += o.startup;
+    disrupted += o.disrupted, waiting += o.waiting, idle += o.idle;
+    return *this;
+  }
+};
+
 struct AttemptSummary {
   state::AttemptRecord record;  // as journaled (ended_ms = now while running)
   bool running = false;
@@ -23,6 +40,7 @@ struct AttemptSummary {
   double lost_seconds = 0;                     // from its last checkpoint (or start) to its end; 0 when done
   std::uint64_t steps_lost_measured = 0;       // reached but not resumed from (a corrupt newest one)
   std::optional<double> steps_lost_estimated;  // lost_seconds x throughput
+  GoodputBuckets buckets;                      // its own time; the gap after it is the run's
 };
 
 struct RunSummary {
@@ -43,6 +61,8 @@ struct RunSummary {
   std::optional<double> checkpoint_write_seconds;  // sum of measured write times
   std::optional<double> checkpoint_overhead;       // write time / trainer time (0..1)
   std::optional<double> goodput;                   // useful trainer time / billed time (0..1)
+  double billed_seconds = 0;                       // billed_hours in seconds: the buckets' sum
+  GoodputBuckets buckets;
   cost::Estimate cost;
   std::optional<std::pair<double, double>> cost_per_1000_steps;
 };
@@ -58,6 +78,7 @@ struct FoldedAttempts {
   double lost_seconds = 0;
   std::uint64_t steps_lost_measured = 0;
   std::map<std::string, int> restarts;  // every folded attempt was followed by one
+  GoodputBuckets buckets;               // their own time and the disrupted gaps after them
 };
 
 // Folds the oldest of `attempts` into `folded` until `keep` (at least 1) remain. Checkpoints

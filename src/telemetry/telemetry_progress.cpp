@@ -1,0 +1,124 @@
+// What the telemetry observer records for goodput and for every notice (see
+// telemetry_observer_impl.hpp): each attempt's first progress (the heartbeat file moving,
+// a progress line, else — in the report — its first checkpoint), the group's waiting for
+// its members, and the notices settled (saved or not) with their event= lines. io thread.
+#include <sys/stat.h>
+
+#include <boost/asio/post.hpp>
+#include <cstdio>
+
+#include "spotvisor/log/log.hpp"
+#include "spotvisor/telemetry/notice_saves.hpp"
+#include "telemetry_observer_impl.hpp"
+
+namespace spotvisor::telemetry {
+
+using log::Log;
+using log::LogLevel;
+namespace {
+
+constexpr auto kHeartbeatPoll = std::chrono::seconds(1);  // until the heartbeat file first moves
+
+std::optional<std::int64_t> MtimeMs(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
+}
+
+std::string Seconds3(std::int64_t ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ms) / 1000.0);
+  return buf;
+}
+
+}  // namespace
+
+void TelemetryObserver::TrackProgress() {
+  awaiting_progress_ = job_.health.heartbeat_file || progress_;
+  if (!job_.health.heartbeat_file) return;
+  if (!progress_timer_) progress_timer_ = clock_->MakeTimer(control_->io());
+  PollHeartbeat();
+}
+
+void TelemetryObserver::PollHeartbeat() {
+  if (!awaiting_progress_ || !current_ || exited_) return;
+  if (auto mtime = MtimeMs(*job_.health.heartbeat_file); mtime && *mtime >= current_->started_ms) {
+    FirstProgress(*mtime);
+    return;
+  }
+  progress_timer_->After(kHeartbeatPoll, [this] { PollHeartbeat(); });
+}
+
+void TelemetryObserver::OnTrainerLine(std::string_view line) {
+  if (!awaiting_progress_ || !progress_ || job_.health.heartbeat_file || !current_) return;
+  std::match_results<std::string_view::const_iterator> m;
+  if (std::regex_search(line.begin(), line.end(), m, *progress_)) FirstProgress(NowMs());
+}
+
+void TelemetryObserver::FirstProgress(std::int64_t ms) {
+  awaiting_progress_ = false;
+  if (!current_) return;
+  record_->ledger().AddFirstProgress(current_->attempt, ms);
+  Log(LogLevel::kInfo, "event=first_progress attempt=" + std::to_string(current_->attempt) + " from=" +
+                           record_->ledger().first_progress_from + " after_s=" + Seconds3(ms - current_->started_ms));
+  record_->Save();
+}
+
+void TelemetryObserver::Settle(const std::vector<std::size_t>& settled) {
+  if (settled.empty()) return;
+  const auto summary = record_->Summary(current_);
+  const auto& notices = record_->ledger().notices;
+  for (const std::size_t i : settled) {
+    const auto& n = notices[i];
+    std::optional<double> steps_lost;
+    for (const auto& a : summary.attempts) {
+      if (a.record.attempt == n.attempt) steps_lost = a.steps_lost_estimated;
+    }
+    Log(n.outcome == "saved" || n.outcome == "no-deadline" ? LogLevel::kInfo : LogLevel::kWarning,
+        NoticeEventLine(n, steps_lost));
+  }
+  record_->Save();
+}
+
+void TelemetryObserver::TrackWaiting(supervisor::Phase phase) {
+  if (job_.coordination.nodes <= 1) return;
+  const bool waiting = phase == supervisor::Phase::kJoining || phase == supervisor::Phase::kFinishing;
+  if (waiting && !waiting_since_) waiting_since_ = NowMs();
+  if (!waiting && waiting_since_) {
+    record_->ledger().AddWaiting({*waiting_since_, NowMs()});
+    waiting_since_.reset();
+    record_->Save();
+  }
+}
+
+void TelemetryObserver::Subscribe(mirror::MirrorObserver* mirror) {
+  if (!mirror) return;
+  mirror_feed_ = std::make_shared<MirrorFeed>();
+  mirror_feed_->owner = this;
+  mirror->SubscribeUploaded([feed = mirror_feed_](const std::string& name) {
+    std::lock_guard lock(feed->mutex);
+    if (!feed->owner || !feed->io) return;
+    boost::asio::post(*feed->io, [feed, name] {
+      TelemetryObserver* owner = nullptr;
+      {
+        std::lock_guard read(feed->mutex);
+        owner = feed->owner;
+      }
+      if (owner) owner->OnMirrored(name);
+    });
+  });
+}
+
+void TelemetryObserver::OnMirrored(const std::string& name) {
+  if (exited_ || !record_) return;
+  MatchMirrored(record_->ledger(), name, NowMs());
+  record_->Save();
+}
+
+void TelemetryObserver::DetachMirror() {
+  if (!mirror_feed_) return;
+  std::lock_guard lock(mirror_feed_->mutex);
+  mirror_feed_->owner = nullptr;
+}
+
+}  // namespace spotvisor::telemetry
