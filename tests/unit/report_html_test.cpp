@@ -155,10 +155,27 @@ TEST(ReportHtml, SelfContainedEscapedAndOneMarkPerThing) {
   // Exact times on hover: the crash of attempt 1, to the millisecond.
   EXPECT_NE(html.find("attempt 1 running: 2023-11-14T22:13:20.000Z to 2023-11-14T22:23:20.000Z (10 min 00 s)"),
             std::string::npos);
-  // Fields of newer reports are absent here: said so, not drawn as zeros.
+  // This run's notice was never saved: no saved mark.
+  EXPECT_EQ(Count(html, "class=\"notice-saved\""), 0u);
+}
+
+// A report.json of version 1 (spotvisor before issue 24) has no goodput buckets and no
+// per-notice saves: the page says so rather than drawing zeros.
+TEST(ReportHtml, AVersionOneReportSaysWhatItLacks) {
+  json r = Report();
+  r["report_version"] = 1;
+  r.erase("goodput");
+  r.erase("save_on_notice");
+  for (auto& n : r["notices"]) {
+    for (const char* key : {"saved_after_s", "validated_after_s", "mirrored_after_s", "deadline_margin_s", "outcome"}) {
+      n.erase(key);
+    }
+  }
+  const std::string html = RenderHtml(r);
   EXPECT_NE(html.find("No goodput buckets in this report"), std::string::npos);
   EXPECT_EQ(Count(html, "class=\"goodput-segment\""), 0u);
   EXPECT_EQ(Count(html, "class=\"notice-saved\""), 0u);
+  EXPECT_EQ(Count(html, "class=\"notice-marker\""), 1u);
 }
 
 TEST(ReportHtml, DrawsGoodputBucketsAndTheSaveOfANoticeWhenTheReportHasThem) {
