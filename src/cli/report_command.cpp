@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "commands.hpp"
 #include "job_options.hpp"
@@ -17,11 +18,12 @@ namespace spotvisor::cli {
 namespace {
 
 struct ReportOptions {
-  JobOptions job;         // --config (state dir from the job file)
-  std::string state_dir;  // positional
-  std::string baseline;   // --baseline OTHER_STATE_DIR
-  bool json = false;      // --json
-  std::string html;       // --html FILE
+  JobOptions job;                  // --config (state dir from the job file)
+  std::string state_dir;           // positional
+  std::string baseline;            // --baseline OTHER_STATE_DIR
+  bool json = false;               // --json
+  std::string html;                // --html FILE
+  std::vector<std::string> nodes;  // --node OTHER_NODE_STATE_DIR (with --html)
 };
 
 // Writes the page to `path`; false (with the reason on stderr, naming the file) when it
@@ -47,6 +49,7 @@ void AddReportCommand(CLI::App& app, int& exit_code) {
       "Examples:\n  spotvisor report /var/lib/spotvisor/llama-ft\n  spotvisor report --config job.yaml --json\n"
       "  spotvisor report STATE_DIR --baseline BASELINE_STATE_DIR\n"
       "  spotvisor report STATE_DIR --html report.html [--baseline BASELINE_STATE_DIR]\n"
+      "  spotvisor report NODE0_STATE_DIR --html group.html --node NODE1_STATE_DIR --node NODE2_STATE_DIR\n"
       "Exit codes: 0 printed or written, 1 no run recorded there, a file is unreadable or the HTML file cannot be "
       "written, 64 usage, 78 configuration error.");
   cmd->add_option("STATE_DIR", o->state_dir, "the job's telemetry.state_dir");
@@ -55,6 +58,11 @@ void AddReportCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--html", o->html,
                   "write one self-contained HTML page (timeline, goodput, tables; no script, opens offline) to FILE")
       ->excludes("--json");
+  cmd->add_option("--node", o->nodes,
+                  "with --html: another node's state dir of the same multi-node job (repeat it); one page, every "
+                  "node on one time axis")
+      ->excludes("--json")
+      ->excludes("--baseline");
   AddJobOptions(*cmd, o->job, /*with_command=*/false);
   cmd->callback([o, &exit_code] {
     std::filesystem::path dir = o->state_dir;
@@ -73,6 +81,25 @@ void AddReportCommand(CLI::App& app, int& exit_code) {
     if (!report) {
       std::fprintf(stderr, "spotvisor: %s\n", report.error().message.c_str());
       exit_code = exit_code::kFailed;
+      return;
+    }
+    if (!o->nodes.empty()) {
+      if (o->html.empty()) {
+        std::fprintf(stderr, "spotvisor: report --node needs --html FILE (one page for the whole group)\n");
+        exit_code = exit_code::kUsage;
+        return;
+      }
+      std::vector<nlohmann::json> nodes{*report};
+      for (const auto& node_dir : o->nodes) {
+        auto node = telemetry::BuildReport(node_dir, now);
+        if (!node) {
+          std::fprintf(stderr, "spotvisor: --node %s: %s\n", node_dir.c_str(), node.error().message.c_str());
+          exit_code = exit_code::kFailed;
+          return;
+        }
+        nodes.push_back(std::move(*node));
+      }
+      WriteHtml(o->html, telemetry::RenderGroupHtml(nodes), exit_code);
       return;
     }
     if (o->baseline.empty()) {

@@ -3,7 +3,9 @@
 // opens offline and shows the same wherever it is opened. The timeline (report_html_timeline),
 // the goodput buckets as a stacked bar, then the report's tables (report_html_tables); with
 // a baseline, the comparison table and the two runs side by side.
+#include <algorithm>
 #include <sstream>
+#include <vector>
 
 #include "report_html_util.hpp"
 #include "spotvisor/cost/cost_model.hpp"
@@ -134,13 +136,13 @@ std::string Goodput(const json& r) {
   return o.str();
 }
 
-std::string RunSection(const json& r, const std::string& id, const std::string& role) {
+std::string RunSection(const json& r, const std::string& id, const std::string& role, int width) {
   std::ostringstream o;
   o << "<section class=\"run\" data-run=\"" << Esc(id) << "\">\n";
   if (!role.empty()) o << "<h2>" << Esc(role) << Esc(Field(r, "job")) << "</h2>\n";
   o << "<p class=\"note\">" << Esc(Field(r, "start")) << " to " << Esc(Field(r, "stop"))
     << ". Times on the axis are from the first session's start; hover any mark for its exact times (UTC).</p>\n";
-  o << TimelineSvg(r, id, role.empty() ? 1000 : 680) << Legend() << Goodput(r) << Tables(r) << "</section>\n";
+  o << TimelineSvg(r, id, width) << Legend() << Goodput(r) << Tables(r) << "</section>\n";
   return o.str();
 }
 
@@ -169,12 +171,39 @@ std::string RenderHtml(const nlohmann::json& report, const nlohmann::json* basel
   using namespace html;
   if (!baseline) {
     return Page("Run report: " + Field(report, "job"),
-                "<h1>Run report: " + Esc(Field(report, "job")) + "</h1>\n" + RunSection(report, "run", ""));
+                "<h1>Run report: " + Esc(Field(report, "job")) + "</h1>\n" + RunSection(report, "run", "", 1000));
   }
   const std::string title = Field(report, "job") + " vs baseline " + Field(*baseline, "job");
   return Page(title, "<h1>" + Esc(title) + "</h1>\n" + ComparisonTable(CompareReports(report, *baseline)) +
-                         "<div class=\"runs\">\n" + RunSection(report, "run", "Run: ") +
-                         RunSection(*baseline, "baseline", "Baseline: ") + "</div>\n");
+                         "<div class=\"runs\">\n" + RunSection(report, "run", "Run: ", 680) +
+                         RunSection(*baseline, "baseline", "Baseline: ", 680) + "</div>\n");
+}
+
+std::string RenderGroupHtml(const std::vector<nlohmann::json>& nodes) {
+  using namespace html;
+  // One time axis for every node: the first start and the last end of any of them.
+  std::int64_t start = 0, end = 0;
+  for (const auto& r : nodes) {
+    const json& t = r.value("timeline", json::object());
+    const std::int64_t s = t.value("start_ms", std::int64_t{0}), e = t.value("end_ms", std::int64_t{0});
+    if (s > 0 && (start == 0 || s < start)) start = s;
+    end = std::max(end, e);
+  }
+  const std::string job = nodes.empty() ? std::string() : Field(nodes.front(), "job");
+  std::string body = "<h1>Group report: " + Esc(job) + "</h1>\n<p class=\"note\">" + std::to_string(nodes.size()) +
+                     " nodes, each from its own state dir, on one time axis: a node's attempts are the epochs it "
+                     "trained in, whichever rank it had.</p>\n";
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    json r = nodes[i];
+    if (start > 0 && r.contains("timeline") && r["timeline"].value("start_ms", std::int64_t{0}) > 0) {
+      r["timeline"]["start_ms"] = start;
+      r["timeline"]["end_ms"] = end;
+    }
+    const std::string host = Field(r.value("host", json::object()), "hostname", "");
+    body += RunSection(r, "node-" + std::to_string(i),
+                       "Node " + std::to_string(i) + (host.empty() ? "" : " (" + host + ")") + ": ", 1000);
+  }
+  return Page("Group report: " + job, body);
 }
 
 }  // namespace spotvisor::telemetry

@@ -360,6 +360,21 @@ class GroupDone(SleeperCase):
             self.assertAlmostEqual(sum(goodput["buckets"].values()), goodput["billed_s"], delta=0.01, msg=goodput)
             if rank == 0:
                 self.assertGreater(goodput["buckets"]["waiting_s"], 0, goodput)
+        # The group on one page (report --html --node): a section per node, each node's
+        # attempts drawn; --node without --html is a usage error.
+        states = [self.dir / "job" / f"n{rank}" / "state" for rank in (0, 1)]
+        page = self.dir / "group.html"
+        out = subprocess.run([self.binary, "report", str(states[0]), "--html", str(page), "--node", str(states[1])],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        html = page.read_text()
+        self.assertEqual(html.count('<section class="run"'), 2, html[:2000])
+        self.assertEqual(html.count('class="attempt-bar"'), 2, html[:2000])
+        self.assertIn('data-run="node-1"', html)
+        usage = subprocess.run([self.binary, "report", str(states[0]), "--node", str(states[1])],
+                               capture_output=True, text=True, timeout=60)
+        self.assertEqual(usage.returncode, 64, usage.stderr)
+        self.assertIn("--node needs --html", usage.stderr)
 
 
     def test_a_peer_that_fails_after_this_node_finished_brings_it_back(self):

@@ -213,5 +213,44 @@ TEST(ReportHtml, ABaselineIsDrawnBesideTheRun) {
   EXPECT_NE(html.find("id=\"run-stop\""), std::string::npos);
 }
 
+// Where the first attempt bar after `from` starts on its timeline's x axis.
+double FirstAttemptX(const std::string& html, std::size_t from) {
+  const std::size_t bar = html.find("class=\"attempt-bar\"", from);
+  const std::size_t rect = html.rfind("<rect x=\"", bar);
+  return std::stod(html.substr(rect + 9));
+}
+
+// Every number of the timeline in unix ms moved `by` later.
+void Shift(json& j, std::int64_t by) {
+  for (auto& [key, v] : j.items()) {
+    if (v.is_structured()) {
+      Shift(v, by);
+    } else if (v.is_number_integer() && v.get<std::int64_t>() > 0 &&
+               (key == "ms" || (key.size() > 3 && key.compare(key.size() - 3, 3, "_ms") == 0))) {
+      v = v.get<std::int64_t>() + by;
+    }
+  }
+}
+
+TEST(ReportHtml, AGroupsNodesShareOneTimeAxis) {
+  json node0 = Report();
+  node0["host"]["hostname"] = "vm<1>";
+  json node1 = node0;
+  Shift(node1["timeline"], 30 * 60 * 1000);  // it started half an hour later
+  node1["host"]["hostname"] = "node-b";
+  const std::string html = RenderGroupHtml({node0, node1});
+  EXPECT_NE(html.find("<title>Group report: a&lt;b&amp;c</title>"), std::string::npos);
+  EXPECT_EQ(Count(html, "<section class=\"run\""), 2u);
+  EXPECT_EQ(Count(html, "class=\"attempt-bar\""), 6u);
+  EXPECT_NE(html.find("Node 0 (vm&lt;1&gt;): "), std::string::npos);
+  EXPECT_NE(html.find("Node 1 (node-b): "), std::string::npos);
+  const std::size_t second = html.find("data-run=\"node-1\"");
+  ASSERT_NE(second, std::string::npos);
+  // Alone, each would start at the left edge; on the group's axis the later node starts later.
+  EXPECT_GT(FirstAttemptX(html, second), FirstAttemptX(html, 0) + 50);
+  const std::string alone = RenderHtml(node1);
+  EXPECT_DOUBLE_EQ(FirstAttemptX(alone, 0), FirstAttemptX(RenderHtml(node0), 0));
+}
+
 }  // namespace
 }  // namespace spotvisor::telemetry

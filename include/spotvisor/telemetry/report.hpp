@@ -36,6 +36,9 @@ nlohmann::json BuildTimeline(const RunLedger& ledger, const std::vector<state::A
 // that forbids every load): the timeline, the goodput buckets, the report's tables. With a
 // baseline, the comparison and the two runs side by side.
 std::string RenderHtml(const nlohmann::json& report, const nlohmann::json* baseline = nullptr);
+// The nodes of one multi-node job (each node's report, from its own state dir) on one page,
+// one after the other, their timelines on one time axis.
+std::string RenderGroupHtml(const std::vector<nlohmann::json>& nodes);
 
 // Two runs side by side: throughput, goodput, cost per 1000 steps, steps lost, ...
 nlohmann::json CompareReports(const nlohmann::json& run, const nlohmann::json& baseline);
