@@ -9,7 +9,7 @@
 # torch. The environment lives beside the pinned one, keyed by the pinned environment's key
 # and this lock's hash; prints its python on the last line.
 #   SPOTVISOR_CACHE   where environments live (default ${XDG_CACHE_HOME:-~/.cache}/spotvisor)
-# The first run downloads about 2 MB and builds the sdist (under a minute); later runs take
+# The first run downloads about 3 MB and builds the sdist (about 20 s here); later runs take
 # a second (plus the pinned environment's own check).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
