@@ -29,6 +29,8 @@ scripts/setup.sh
 # PyTorch 2.x and the frameworks from PyPI (pinned, cached outside the clone), beside
 # Debian's torch 1.13: the launcher and format suites run on both.
 torch2_python="$(scripts/python-env.sh | tail -n 1)"
+# DeepSpeed (an sdist) in an environment of its own, layered on that one.
+deepspeed_python="$(scripts/deepspeed-env.sh | tail -n 1)"
 
 step "layout (.clang-format; rooms: no include from a room above)"
 scripts/format.sh --check
@@ -37,7 +39,8 @@ scripts/rooms.py
 # -O2 as users build it, without debug info: a third less compile time, and no test needs it.
 step "build (-O2, -Werror)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" \
-  -DSPOTVISOR_WERROR=ON -DSPOTVISOR_TORCH2_PYTHON="$torch2_python" >/dev/null
+  -DSPOTVISOR_WERROR=ON -DSPOTVISOR_TORCH2_PYTHON="$torch2_python" \
+  -DSPOTVISOR_DEEPSPEED_PYTHON="$deepspeed_python" >/dev/null
 ninja -C build -j "$jobs"
 
 # Most tests wait on child processes, so the CPU is often idle while they run. At the
