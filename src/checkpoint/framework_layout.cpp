@@ -184,14 +184,14 @@ Status CheckMarkerBeside(const fs::path& dir, const std::string& marker, const s
   const std::string name = dir.filename().string();
   if (!text) {
     return Error{dir.string() + ": no " + framework + " '" + marker + "' beside it (" + file.string() + "), which " +
-                 framework + " writes after every shard: the save did not finish"};
+                 framework + " writes at the end of its save: the save did not finish"};
   }
   const auto mine = NumberAfter(name, step_prefix);
   const auto named = marker_is_number ? NumberAfter(*text, "") : NumberAfter(*text, step_prefix);
   if (*text == name || (mine && named && *named >= *mine)) return Ok{};
   return Error{dir.string() + ": " + framework + "'s '" + marker + "' names " +
                (text->empty() ? "nothing" : "'" + *text + "'") + ", an earlier save: this one did not finish (" +
-               framework + " writes " + file.string() + " after every shard)"};
+               framework + " writes " + file.string() + " at the end of its save)"};
 }
 
 Result<std::int64_t> Recorded(const PickleTree& tree, PickleTree::Ref in, const char* key, const fs::path& file) {
