@@ -66,11 +66,14 @@ tidy_pid=$!
 ) >build/sanitizer-builds.out 2>&1 &
 builds_pid=$!
 
-step "tests: unit, integration, fault, e2e (the mostly waiting ones, ctest -L beside, beside them)"
+# e2e.Slurm mostly waits on slurmctld: it runs beside the others (ctest -L beside), not in a slot.
+step "tests: unit, integration, fault, e2e (and beside them: ctest -L beside)"
 ctest --test-dir build -L beside --output-on-failure -j "$jobs" --timeout 900 >build/beside.out 2>&1 &
 beside_pid=$!
-ctest --test-dir build -LE 'package|beside' --output-on-failure -j "$jobs" --timeout 600
+tests_rc=0
+ctest --test-dir build -LE 'package|beside' --output-on-failure -j "$jobs" --timeout 600 || tests_rc=$?
 finish "$beside_pid" "the tests beside the others (ctest -L beside)" build/beside.out
+[[ $tests_rc -eq 0 ]] || exit "$tests_rc"
 
 step "python helper tests (torch 1.13: Debian's python3; torch 2.x: the PyPI environment)"
 /usr/bin/python3 -m unittest discover -s tests/python

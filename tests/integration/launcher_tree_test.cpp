@@ -26,6 +26,13 @@ pid_t StartNamedBash(const char* name, const char* script) {
   return pid;
 }
 
+// argv[0] and argv[1] of `pid` ("" for each it lacks): a process that exits between FindWorkers
+// and this read has no command line left (a zombie's is empty).
+std::string Arg(pid_t pid, std::size_t i) {
+  const auto argv = CommandLine(pid);
+  return i < argv.size() ? argv[i] : std::string();
+}
+
 TEST(LauncherTree, NestedLaunchersAreWalkedThroughAndWorkersChildrenLeftOut) {
   // deepspeed(bash) -> sleep 60                          a worker
   //                 -> torchrun(bash) -> sleep 61        a worker
@@ -43,8 +50,8 @@ TEST(LauncherTree, NestedLaunchersAreWalkedThroughAndWorkersChildrenLeftOut) {
   }
   std::vector<std::string> workers, launchers;
   for (pid_t p : tree.workers)
-    workers.push_back(CommandLine(p).at(0) + (CommandLine(p).size() > 1 ? " " + CommandLine(p)[1] : ""));
-  for (pid_t p : tree.launchers) launchers.push_back(CommandLine(p).at(0));
+    workers.push_back(Arg(p, 0) + (Arg(p, 1).empty() ? "" : " " + Arg(p, 1)));
+  for (pid_t p : tree.launchers) launchers.push_back(Arg(p, 0));
   std::sort(workers.begin(), workers.end());
   EXPECT_EQ(launchers, (std::vector<std::string>{"deepspeed", "torchrun"}));
   EXPECT_EQ(workers, (std::vector<std::string>{"sleep 60", "sleep 61", "trainer -c"}));
@@ -61,12 +68,14 @@ TEST(LauncherTree, NestedLaunchersAreWalkedThroughAndWorkersChildrenLeftOut) {
   }
   EXPECT_EQ(held.rfind(held_prefix, 0), 0u) << held;
   for (pid_t p : tree.workers) {
-    if (CommandLine(p).at(0) == "sleep" && CommandLine(p).at(1) == "61") kill(p, SIGKILL);
+    if (Arg(p, 0) == "sleep" && Arg(p, 1) == "61") kill(p, SIGKILL);
   }
   std::vector<std::string> after;
   for (int i = 0; i < 500; ++i) {
     after.clear();
-    for (pid_t p : FindWorkers(root).workers) after.push_back(CommandLine(p).at(0));
+    for (pid_t p : FindWorkers(root).workers) {
+      if (const std::string name = Arg(p, 0); !name.empty()) after.push_back(name);  // not one just killed
+    }
     if (after.size() == 2) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
