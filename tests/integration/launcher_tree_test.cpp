@@ -49,8 +49,7 @@ TEST(LauncherTree, NestedLaunchersAreWalkedThroughAndWorkersChildrenLeftOut) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   std::vector<std::string> workers, launchers;
-  for (pid_t p : tree.workers)
-    workers.push_back(Arg(p, 0) + (Arg(p, 1).empty() ? "" : " " + Arg(p, 1)));
+  for (pid_t p : tree.workers) workers.push_back(Arg(p, 0) + (Arg(p, 1).empty() ? "" : " " + Arg(p, 1)));
   for (pid_t p : tree.launchers) launchers.push_back(Arg(p, 0));
   std::sort(workers.begin(), workers.end());
   EXPECT_EQ(launchers, (std::vector<std::string>{"deepspeed", "torchrun"}));
