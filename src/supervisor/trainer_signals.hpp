@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "spotvisor/config/job_config.hpp"
+#include "spotvisor/supervisor/host.hpp"
 
 namespace spotvisor::supervisor {
 
