@@ -179,11 +179,12 @@ def reference_digest(kind: str) -> str:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def trainer_strays(workdir: Path) -> List[int]:
-    """Live trainer processes (the example trainer, dist_worker.py, torchrun) whose working
-    directory is `workdir`: the job's workdir, so no other test's."""
+def trainer_strays(workdir: Path, more_names: Sequence[str] = ()) -> List[int]:
+    """Live trainer processes (the example trainer, dist_worker.py, torchrun, and any whose
+    command line names one of `more_names`) whose working directory is under `workdir`: the
+    job's workdir, so no other test's."""
     root = os.path.realpath(workdir)
-    names = (str(TORCH_TRAINER), str(DIST_WORKER), "torch.distributed.run", "torchrun")
+    names = (str(TORCH_TRAINER), str(DIST_WORKER), "torch.distributed.run", "torchrun", *more_names)
     out = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -215,6 +216,8 @@ class E2ECase(unittest.TestCase):
     """A temp dir per test; every process started through it is stopped at the end."""
 
     needs_torch = True
+    trainer_names: Sequence[str] = ()  # more trainers' scripts, for trainer_strays
+
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -242,7 +245,7 @@ class E2ECase(unittest.TestCase):
             mock.stop()
         # After our SIGKILL of a spotvisor, torch 2.x's workers outlive it (each in a session
         # of its own, no PDEATHSIG); after a spotvisor that exited by itself, none may.
-        strays = trainer_strays(self.dir)
+        strays = trainer_strays(self.dir, self.trainer_names)
         for pid in strays:
             try:
                 os.kill(pid, signal.SIGKILL)

@@ -138,7 +138,9 @@ class TrainerKill(ExampleCase):
     """(c) SIGKILL of the trainer, no warning: restarted from the periodic checkpoint."""
 
     def test_sigkill_of_the_trainer_resumes_from_the_periodic_checkpoint(self):
-        sv = self.supervise(self.job(), "run")
+        # 0.25 s a step: the kill lands in steps 23..39 even when this test sees the log
+        # seconds late on a loaded machine (at 0.1 s the trainer could finish first).
+        sv = self.supervise(self.job(step_sleep=0.25), "run")
         pid = self.trainer_pid(sv, 1)
         sv.wait_for(r"^\[trainer\] saved step=20 reason=periodic", 180)
         sv.wait_for(r"^step=2[3-9] ", 60)

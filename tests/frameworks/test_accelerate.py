@@ -28,14 +28,14 @@ import os
 import random
 import re
 import signal
-import statistics
 import subprocess
 import time
 import unittest
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from tests.e2e.support import REPO, E2ECase, clean_env, read_attempts
+from tests.e2e.support import REPO, E2ECase
+from tests.frameworks.harness import Notices, Reference, wait_until
 from tests.e2e.torch_env import PYTHON
 
 NOTICES = 20
@@ -77,22 +77,10 @@ def job_text(name: str, endpoint: str, trainer_args: Sequence[str], hf_home: Pat
     ]) + "\n"
 
 
-def start_reference(workdir: Path) -> subprocess.Popen:
-    """The uninterrupted run, without spotvisor, beside the test's (it mostly sleeps)."""
-    return subprocess.Popen([*LAUNCH, str(EXAMPLE), "--checkpoint-dir", str(workdir / "reference-ckpt"),
-                             "--result-file", str(workdir / "reference.txt"), *TRAINER_ARGS],
-                            env=clean_env({"OMP_NUM_THREADS": "1", "HF_HOME": str(workdir / "hf-reference")}),
-                            cwd=workdir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-
-
-def rank_lines(text: str, what: str) -> List[Dict[str, str]]:
-    """The example's `[accelerate] rank=R ... <what> ...` lines, as key=value fields."""
-    out = []
-    for line in text.splitlines():
-        if line.startswith("[accelerate] ") and f" {what}" in line:
-            out.append(dict(re.findall(r"(\w+)=(\S+)", line)))
-    return out
+def start_reference(case: E2ECase) -> Reference:
+    return Reference(case, [*LAUNCH, EXAMPLE, "--checkpoint-dir", case.dir / "reference-ckpt",
+                            "--result-file", case.dir / "reference.txt", *TRAINER_ARGS],
+                     cwd=case.dir, env={"HF_HOME": str(case.dir / "hf-reference")})
 
 
 def tree(root: int) -> List[int]:
@@ -114,22 +102,8 @@ def tree(root: int) -> List[int]:
     return out
 
 
-def example_processes(workdir: Path) -> List[int]:
-    """Live processes of the example (launchers, workers) working in `workdir`."""
-    root = os.path.realpath(workdir)
-    out = []
-    for entry in os.listdir("/proc"):
-        try:
-            cwd = os.readlink(f"/proc/{entry}/cwd")
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except (OSError, ValueError):
-            continue
-        if (cwd == root or cwd.startswith(root + "/")) and str(EXAMPLE).encode() in cmd:
-            out.append(int(entry))
-    return out
-
-
 class Accelerate(E2ECase):
+    trainer_names = (str(EXAMPLE),)  # torch 2.x's workers outlive a SIGKILLed launcher
 
     def setUp(self) -> None:
         super().setUp()
@@ -137,62 +111,27 @@ class Accelerate(E2ECase):
         self.assertEqual(probe.returncode, 0, f"{PYTHON} has no accelerate: {probe.stderr[-500:]}")
         self.assertTrue(os.access(ACCELERATE, os.X_OK), f"no {ACCELERATE} beside {PYTHON}")
 
-    def _cleanup(self) -> None:
-        super()._cleanup()
-        # torch 2.x's workers are in sessions of their own: a SIGKILLed spotvisor or reference
-        # launcher leaves them (E2ECase knows only its own trainers by name).
-        for pid in example_processes(self.dir):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
     def test_every_notice_reaches_both_ranks_ends_with_a_good_checkpoint_and_the_run_is_exact(self):
         rng = random.Random(22)
-        reference = start_reference(self.dir)
-        self.addCleanup(reference.kill)
+        reference = start_reference(self)
         mock = self.mock("aws")
         job = self.dir / "job.yaml"
         job.write_text(job_text("frameworks-accelerate", mock.url, TRAINER_ARGS, self.dir / "hf"))
         ckpt = self.dir / "ckpt"
         sv = self.supervise(job, "run")
 
-        saved_after = []  # seconds from the notice to the sealed step-N (its manifest)
+        run = Notices(self, sv, mock, label="accelerate", steps=STEPS)
         launcher_status = []
-        last_step = 0
         for attempt in range(1, NOTICES + 1):
-            start = sv.wait_event("trainer_started", 180, lambda e: e.get("attempt") == str(attempt))
+            start = run.started(attempt, ckpt / f"step-{run.last_step}")
             self.assertEqual(start["signal_target"], "workers", start)
-            if attempt > 1:
-                self.assertEqual(start.get("resume"), str(ckpt / f"step-{last_step}"), "resumed from the notice's save")
-            # Both ranks train (their handlers are in place), then a random moment.
             offset = len(sv.text())
-            sv.wait_for(r"^\[accelerate\] rank=0 pid=\d+ start", 120, after=offset)
-            sv.wait_for(r"^\[accelerate\] rank=1 pid=\d+ start", 120, after=offset)
-            started = {e["rank"]: e["pid"] for e in rank_lines(sv.text()[offset:], "start")}
+            started = run.ranks_started("accelerate", offset)
             time.sleep(rng.uniform(0.2, 1.5))
-            noticed = time.time()
-            mock.preempt()
-            ended = sv.wait_event("attempt_ended", 120, lambda e: e.get("attempt") == str(attempt))
-            self.assertEqual(ended["outcome"], "preempted", f"attempt {attempt}: {ended}\n{sv.tail()}")
-            drained = sv.wait_event("drained", 120,
-                                    lambda e: e.get("step", "none").isdigit() and int(e["step"]) > last_step)
-            step = int(drained["step"])
-            self.assertGreater(step, last_step, f"attempt {attempt}: no new checkpoint\n{sv.tail()}")
-            self.assertLess(step, STEPS, "the run ended before the notice: make it longer")
-            # The notice went to the two workers, not to the launcher.
-            term = [e for e in sv.events("signal_sent") if e.get("signal") == "SIGTERM"][-1]
-            self.assertEqual(term["target"], "workers", term)
-            self.assertEqual(sorted(term["workers"].split(",")), sorted(started.values()), (term, started))
-            # Both ranks saved this step, into the same directory.
-            saved = rank_lines(sv.text()[offset:], "saved")
-            self.assertEqual(sorted((e["rank"], e["step"]) for e in saved if e["step"] == str(step)),
-                             [("0", str(step)), ("1", str(step))], saved)
+            step = run.preempt(attempt)
+            run.assert_both_ranks_saved("accelerate", offset, step, started)
             final = ckpt / f"step-{step}"
             self.assertTrue((final / "random_states_0.pkl").is_file() and (final / "random_states_1.pkl").is_file())
-            manifest = final / "spotvisor.manifest.json"
-            saved_after.append(manifest.stat().st_mtime - noticed)
-            self.assertLess(saved_after[-1], 120, "saved outside the two-minute warning")
             # The launcher outlives its workers: held (SIGSTOP) while they save and exit, then
             # released. spotvisor releases it with SIGTERM+SIGCONT (fsm_stop.cpp OnWorkersGone),
             # on which torchrun's agent inside accelerate exits 143 before it sees its workers'
@@ -201,27 +140,17 @@ class Accelerate(E2ECase):
             after = sv.text()[offset:]
             gone, exited = after.find("event=workers_gone"), after.find("event=trainer_exited")
             self.assertTrue(0 <= gone < exited, f"attempt {attempt}: the launcher exited before its workers")
-            status = ended["status"]
+            status = run.ended["status"]
             released = after.find("signal=SIGTERM+SIGCONT target=launcher")
             self.assertTrue(status == "exit code 0" or (status == "exit code 143" and gone < released < exited),
                             f"attempt {attempt}: launcher {status}")
             launcher_status.append(status)
-            last_step = step
-            mock.clear()
+            run.saved(step, (final / "spotvisor.manifest.json").stat().st_mtime)
 
-        self.assert_exit(sv, 0, 600)
-        attempts = read_attempts(self.dir / "state")
-        preempted = [a for a in attempts if a["outcome"] == "preempted"]
-        self.assertEqual(len(preempted), NOTICES)
-        self.assertFalse([a for a in attempts if a["outcome"] == "failed"], attempts)
+        run.finish(reference, self.dir / "reference.txt",
+                   f" (both ranks); the launcher after its workers: "
+                   f"{', '.join(f'{n}x {st}' for st, n in sorted(collections.Counter(launcher_status).items()))}")
         self.assertFalse(list(ckpt.glob(".tmp-*")), "a temp directory was left behind")
-        self.assertEqual(reference.wait(600), 0, "the uninterrupted run failed")
-        self.assertEqual(self.result_of(), (self.dir / "reference.txt").read_text().strip(),
-                         f"resumed {NOTICES} times: not the uninterrupted run's weights")
-        print(f"\n[accelerate] save on notice: {len(saved_after)}/{NOTICES} saved by both ranks and judged good "
-              f"in the window; notice to saved checkpoint p50 {statistics.median(saved_after):.2f}s "
-              f"max {max(saved_after):.2f}s (mock poll interval 200ms); the launcher after its workers: "
-              f"{', '.join(f'{n}x {st}' for st, n in sorted(collections.Counter(launcher_status).items()))}")
 
     def test_a_kill_while_save_state_writes_is_never_resumed_from(self):
         rng = random.Random(23)
@@ -236,11 +165,11 @@ class Accelerate(E2ECase):
             self.assertLessEqual(tries, 6, f"never caught a save mid-write\n{sv.tail()}")
             start = sv.wait_event("trainer_started", 180, lambda e: e.get("attempt") == str(attempt))
             # After the first periodic save, the next one's temp directory: kill inside it.
-            good = self._wait_for(lambda: sorted(ckpt.glob("step-*"), key=lambda p: int(p.name[5:])), 120)
+            good = wait_until(self, lambda: sorted(ckpt.glob("step-*"), key=lambda p: int(p.name[5:])), 120)
             newest = int(good[-1].name[5:])
             temp = ckpt / f".tmp-step-{newest + 10}"
             # Made by this attempt (one that a kill left is older, and is replaced).
-            self._wait_for(lambda: temp.exists() and temp.stat().st_mtime > killed_at, 60, poll=0.001)
+            wait_until(self, lambda: temp.exists() and temp.stat().st_mtime > killed_at, 60, poll=0.001)
             time.sleep(rng.uniform(0.0, 0.15))
             killed_at = time.time()
             victims = tree(int(start["pid"]))
@@ -266,18 +195,9 @@ class Accelerate(E2ECase):
                 self.assertNotIn(f"step-{newest + 10} ", listing.stdout, said)
         # The job goes on from there and saves the killed step again, over the stale temp dir.
         again = ckpt / f"step-{newest + 10}"
-        self._wait_for(again.exists, 120)
+        wait_until(self, again.exists, 120)
         sv.signal(signal.SIGTERM)
         sv.wait(180)
-
-    def _wait_for(self, probe, timeout: float, poll: float = 0.05):
-        end = time.monotonic() + timeout
-        while True:
-            value = probe()
-            if value:
-                return value
-            self.assertLess(time.monotonic(), end, f"timed out waiting for {probe}")
-            time.sleep(poll)
 
 
 if __name__ == "__main__":

@@ -37,16 +37,16 @@ import re
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import time
 import unittest
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from tests.e2e.processes import clean_env
-from tests.e2e.support import REPO, E2ECase, read_attempts
+from tests.e2e.support import REPO, E2ECase
+from tests.frameworks.harness import Notices, Reference, wait_until
 from tests.frameworks.test_accelerate import tree
 
 PYTHON = os.environ.get("SPOTVISOR_DEEPSPEED_PYTHON", "")
@@ -99,37 +99,9 @@ def job_text(name: str, endpoint: str, trainer_args: Sequence[str], backoff: str
     ]) + "\n"
 
 
-def start_reference(workdir: Path) -> subprocess.Popen:
-    """The uninterrupted run, without spotvisor, beside the test's (it mostly sleeps)."""
-    with open(workdir / "reference.log", "wb") as log:
-        return subprocess.Popen([*launch(free_port()), str(EXAMPLE), "--checkpoint-dir", str(workdir / "reference-ckpt"),
-                                 "--result-file", str(workdir / "reference.txt"), *TRAINER_ARGS],
-                                env=clean_env(ENV), cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT)
-
-
-def rank_lines(text: str, what: str) -> List[Dict[str, str]]:
-    """The example's `[deepspeed] rank=R ... <what> ...` lines, as key=value fields."""
-    out = []
-    for line in text.splitlines():
-        if line.startswith("[deepspeed] ") and f" {what}" in line:
-            out.append(dict(re.findall(r"(\w+)=(\S+)", line)))
-    return out
-
-
-def example_processes(workdir: Path) -> List[int]:
-    """Live processes of the example (launchers, workers) working in `workdir`."""
-    root = os.path.realpath(workdir)
-    out = []
-    for entry in os.listdir("/proc"):
-        try:
-            cwd = os.readlink(f"/proc/{entry}/cwd")
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except (OSError, ValueError):
-            continue
-        if (cwd == root or cwd.startswith(root + "/")) and str(EXAMPLE).encode() in cmd:
-            out.append(int(entry))
-    return out
+def start_reference(case: E2ECase) -> Reference:
+    return Reference(case, [*launch(free_port()), EXAMPLE, "--checkpoint-dir", case.dir / "reference-ckpt",
+                            "--result-file", case.dir / "reference.txt", *TRAINER_ARGS], cwd=case.dir, env=ENV)
 
 
 def whole(step_dir: Path) -> Optional[str]:
@@ -149,6 +121,7 @@ def whole(step_dir: Path) -> Optional[str]:
 
 
 class DeepSpeed(E2ECase):
+    trainer_names = (str(EXAMPLE),)  # a SIGKILLed launcher leaves its workers behind
     needs_torch = False  # not Debian's torch: SPOTVISOR_DEEPSPEED_PYTHON's, checked below
 
     @classmethod
@@ -169,66 +142,30 @@ class DeepSpeed(E2ECase):
             raise AssertionError(f"DeepSpeed's shm op did not build:\n{warm.stdout[-2000:]}{warm.stderr[-2000:]}")
         print(f"\n[deepspeed] shm op ready in {time.monotonic() - started:.1f}s", file=sys.stderr)
 
-    def _cleanup(self) -> None:
-        super()._cleanup()
-        # A SIGKILLed spotvisor or reference leaves the launchers' workers behind (E2ECase
-        # knows only its own trainers by name).
-        for pid in example_processes(self.dir):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
     def test_every_notice_reaches_both_ranks_ends_with_a_good_checkpoint_and_the_run_is_exact(self):
         rng = random.Random(22)
-        reference = start_reference(self.dir)
-        self.addCleanup(reference.kill)
+        reference = start_reference(self)
         mock = self.mock("aws")
         job = self.dir / "job.yaml"
         job.write_text(job_text("frameworks-deepspeed", mock.url, TRAINER_ARGS))
         ckpt = self.dir / "ckpt"
         sv = self.supervise(job, "run")
 
-        saved_after = []  # seconds from the notice to the whole global_stepN
+        run = Notices(self, sv, mock, label="deepspeed", steps=STEPS)
         launcher_status = []
-        last_step = 0
         for attempt in range(1, NOTICES + 1):
-            start = sv.wait_event("trainer_started", 180, lambda e: e.get("attempt") == str(attempt))
+            start = run.started(attempt, ckpt / f"global_step{run.last_step}")
             self.assertEqual(start["signal_target"], "workers", start)
-            if attempt > 1:
-                self.assertEqual(start.get("resume"), str(ckpt / f"global_step{last_step}"),
-                                 "resumed from the notice's save")
-            # Both ranks train (their handlers are in place), then a random moment.
             offset = len(sv.text())
-            sv.wait_for(r"^\[deepspeed\] rank=0 pid=\d+ start", 120, after=offset)
-            sv.wait_for(r"^\[deepspeed\] rank=1 pid=\d+ start", 120, after=offset)
-            started = {e["rank"]: e["pid"] for e in rank_lines(sv.text()[offset:], "start")}
+            started = run.ranks_started("deepspeed", offset)
             time.sleep(rng.uniform(0.2, 2.5))
-            noticed = time.time()
-            mock.preempt()
-            ended = sv.wait_event("attempt_ended", 120, lambda e: e.get("attempt") == str(attempt))
-            self.assertEqual(ended["outcome"], "preempted", f"attempt {attempt}: {ended}\n{sv.tail()}")
-            drained = sv.wait_event("drained", 120,
-                                    lambda e: e.get("step", "none").isdigit() and int(e["step"]) > last_step)
-            step = int(drained["step"])
-            self.assertGreater(step, last_step, f"attempt {attempt}: no new checkpoint\n{sv.tail()}")
-            self.assertLess(step, STEPS, "the run ended before the notice: make it longer")
-            # The notice went to the two workers, not to the launchers.
-            term = [e for e in sv.events("signal_sent") if e.get("signal") == "SIGTERM"][-1]
-            self.assertEqual(term["target"], "workers", term)
-            self.assertEqual(sorted(term["workers"].split(",")), sorted(started.values()), (term, started))
-            # Both ranks saved this step, into the same directory, DeepSpeed's whole layout.
-            saved = rank_lines(sv.text()[offset:], "saved")
-            self.assertEqual(sorted((e["rank"], e["step"]) for e in saved if e["step"] == str(step)),
-                             [("0", str(step)), ("1", str(step))], saved)
+            step = run.preempt(attempt)
+            run.assert_both_ranks_saved("deepspeed", offset, step, started)
             final = ckpt / f"global_step{step}"
             self.assertEqual(sorted(p.name for p in final.iterdir()),
                              ["mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt",
                               "zero_pp_rank_1_mp_rank_00_optim_states.pt"])
             self.assertEqual((ckpt / "latest").read_text().strip(), final.name)
-            written = max(p.stat().st_mtime for p in [*final.iterdir(), ckpt / "latest"])
-            saved_after.append(written - noticed)
-            self.assertLess(saved_after[-1], 120, "saved outside the two-minute warning")
             # The launchers outlive their workers: held (SIGSTOP) while the workers save and
             # exit, then released; the launcher exits only after every worker is gone.
             after = sv.text()[offset:]
@@ -237,22 +174,12 @@ class DeepSpeed(E2ECase):
             # Both launchers (the `deepspeed` runner and the deepspeed.launcher.launch it starts).
             held = re.search(r"signal=SIGSTOP target=launcher pid=\d+ processes=2 ", after)
             self.assertTrue(held and held.start() < gone, f"attempt {attempt}: the launchers were not held\n{after}")
-            launcher_status.append(ended["status"])
-            last_step = step
-            mock.clear()
+            launcher_status.append(run.ended["status"])
+            run.saved(step, max(p.stat().st_mtime for p in [*final.iterdir(), ckpt / "latest"]))
 
-        self.assert_exit(sv, 0, 600)
-        attempts = read_attempts(self.dir / "state")
-        preempted = [a for a in attempts if a["outcome"] == "preempted"]
-        self.assertEqual(len(preempted), NOTICES)
-        self.assertFalse([a for a in attempts if a["outcome"] == "failed"], attempts)
-        self.assertEqual(reference.wait(600), 0, "the uninterrupted run failed")
-        self.assertEqual(self.result_of(), (self.dir / "reference.txt").read_text().strip(),
-                         f"resumed {NOTICES} times: not the uninterrupted run's weights")
-        print(f"\n[deepspeed] save on notice: {len(saved_after)}/{NOTICES} saved by both ranks and judged good "
-              f"in the window; notice to saved checkpoint p50 {statistics.median(saved_after):.2f}s "
-              f"max {max(saved_after):.2f}s (mock poll interval 200ms); the launcher after its workers: "
-              f"{', '.join(f'{n}x {st}' for st, n in sorted(collections.Counter(launcher_status).items()))}")
+        run.finish(reference, self.dir / "reference.txt",
+                   f" (both ranks); the launcher after its workers: "
+                   f"{', '.join(f'{n}x {st}' for st, n in sorted(collections.Counter(launcher_status).items()))}")
 
     def test_a_kill_while_save_checkpoint_writes_is_never_resumed_from(self):
         rng = random.Random(23)
@@ -269,10 +196,10 @@ class DeepSpeed(E2ECase):
             self.assertLessEqual(tries, 5, f"never caught a save mid-write\n{sv.tail()}")
             start = sv.wait_event("trainer_started", 180, lambda e: e.get("attempt") == str(attempt))
             # After a save of this attempt, the next one's directory: kill while it is written.
-            self._wait_for(lambda: (ckpt / "latest").exists() and (ckpt / "latest").stat().st_mtime > killed_at, 120)
+            wait_until(self, lambda: (ckpt / "latest").exists() and (ckpt / "latest").stat().st_mtime > killed_at, 120)
             newest = int((ckpt / "latest").read_text().strip()[len("global_step"):])
             target = ckpt / f"global_step{newest + 10}"
-            self._wait_for(lambda: target.exists() and target.stat().st_mtime > killed_at, 60, poll=0.001)
+            wait_until(self, lambda: target.exists() and target.stat().st_mtime > killed_at, 60, poll=0.001)
             time.sleep(rng.uniform(0.0, 0.1))  # a save takes 0.1-0.2 s
             killed_at = time.time()
             for pid in tree(int(start["pid"])):
@@ -302,18 +229,9 @@ class DeepSpeed(E2ECase):
         print(f"\n[deepspeed] kill mid-save: caught a cut global_step{newest + 10} ({wrong.strip()[-120:]}) "
               f"in {tries} kill(s); resumed from {Path(resumed).name}", file=sys.stderr)
         # The job goes on from there and saves the killed step again.
-        self._wait_for(lambda: (ckpt / "latest").read_text().strip() == target.name and not whole(target), 120)
+        wait_until(self, lambda: (ckpt / "latest").read_text().strip() == target.name and not whole(target), 120)
         sv.signal(signal.SIGTERM)
         sv.wait(180)
-
-    def _wait_for(self, probe, timeout: float, poll: float = 0.05):
-        end = time.monotonic() + timeout
-        while True:
-            value = probe()
-            if value:
-                return value
-            self.assertLess(time.monotonic(), end, f"timed out waiting for {probe}")
-            time.sleep(poll)
 
 
 if __name__ == "__main__":

@@ -31,8 +31,9 @@ import time
 import unittest
 from pathlib import Path
 
-from tests.e2e.support import REPO, E2ECase, clean_env, read_attempts
+from tests.e2e.support import REPO, E2ECase
 from tests.e2e.torch_env import PYTHON, TORCHRUN
+from tests.frameworks.harness import Notices, Reference
 
 NOTICES = 20
 STEPS = 600
@@ -67,12 +68,9 @@ def job_text(endpoint: str, trainer_args=TRAINER_ARGS, launcher=(PYTHON,)) -> st
     ]) + "\n"
 
 
-def start_reference(workdir: Path, trainer_args=TRAINER_ARGS, launcher=(PYTHON,)) -> subprocess.Popen:
-    """The uninterrupted run, without spotvisor, beside the test's (it mostly sleeps)."""
-    return subprocess.Popen([*launcher, str(EXAMPLE), "--output-dir", str(workdir / "reference-ckpt"),
-                             "--result-file", str(workdir / "reference.txt"), *trainer_args],
-                            env=clean_env({"OMP_NUM_THREADS": "1"}), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def start_reference(case: E2ECase, trainer_args=TRAINER_ARGS, launcher=(PYTHON,)) -> Reference:
+    return Reference(case, [*launcher, EXAMPLE, "--output-dir", case.dir / "reference-ckpt",
+                            "--result-file", case.dir / "reference.txt", *trainer_args], cwd=case.dir)
 
 
 class HfNotices(E2ECase):
@@ -81,52 +79,28 @@ class HfNotices(E2ECase):
         probe = subprocess.run([PYTHON, "-c", "import transformers"], capture_output=True, text=True)
         self.assertEqual(probe.returncode, 0, f"{PYTHON} has no transformers: {probe.stderr[-500:]}")
         rng = random.Random(22)
-        reference = start_reference(self.dir)
-        self.addCleanup(reference.kill)
+        reference = start_reference(self)
         mock = self.mock("aws")
         job = self.dir / "job.yaml"
         job.write_text(job_text(mock.url))
         ckpt = self.dir / "ckpt"
         sv = self.supervise(job, "run")
 
-        saved_after = []  # seconds from the notice to trainer_state.json of its checkpoint
+        run = Notices(self, sv, mock, label="hf", steps=STEPS)
         training = []  # per notice: False when it came while Python imported transformers
-        last_step = 0
         for attempt in range(1, NOTICES + 1):
-            start = sv.wait_event("trainer_started", 180, lambda e: e.get("attempt") == str(attempt))
-            resume = start.get("resume", "none")
-            if attempt > 1:
-                self.assertEqual(resume, str(ckpt / f"checkpoint-{last_step}"), "resumed from the notice's save")
+            run.started(attempt, ckpt / f"checkpoint-{run.last_step}")
             # A random moment of the attempt: while transformers loads (the flags are set
             # before it: the save comes at the first step), while it trains, loads data, saves.
             time.sleep(rng.uniform(1.5, 8.0))
             training.append(sv.text().count("[hf] start resume=") >= attempt)  # the Trainer is built
-            noticed = time.time()
-            mock.preempt()
-            ended = sv.wait_event("attempt_ended", 120, lambda e: e.get("attempt") == str(attempt))
-            self.assertEqual(ended["outcome"], "preempted", f"attempt {attempt}: {ended}\n{sv.tail()}")
-            drained = sv.wait_event("drained", 120,
-                                    lambda e: e.get("step", "none").isdigit() and int(e["step"]) > last_step)
-            step = int(drained["step"])
-            self.assertGreater(step, last_step, f"attempt {attempt}: no new checkpoint\n{sv.tail()}")
-            self.assertLess(step, STEPS, "the run ended before the notice: make it longer")
+            step = run.preempt(attempt)
             state = ckpt / f"checkpoint-{step}" / "trainer_state.json"
             self.assertEqual(json.loads(state.read_text())["global_step"], step)
-            saved_after.append(state.stat().st_mtime - noticed)
-            self.assertLess(saved_after[-1], 120, "saved outside the two-minute warning")
-            last_step = step
-            mock.clear()
+            run.saved(step, state.stat().st_mtime)
 
-        self.assert_exit(sv, 0, 600)
-        attempts = read_attempts(self.dir / "state")
-        self.assertEqual(sum(a["outcome"] == "preempted" for a in attempts), NOTICES)
-        self.assertFalse([a for a in attempts if a["outcome"] == "failed"], attempts)
-        self.assertEqual(reference.wait(600), 0, "the uninterrupted run failed")
-        self.assertEqual(self.result_of(), (self.dir / "reference.txt").read_text().strip(),
-                         f"resumed {NOTICES} times: not the uninterrupted run's weights")
-        print(f"\n[hf] save on notice: {len(saved_after)}/{NOTICES} saved and judged good in the window; "
-              f"notice to saved checkpoint p50 {statistics.median(saved_after):.2f}s "
-              f"max {max(saved_after):.2f}s (mock poll interval 200ms)")
+        run.finish(reference, self.dir / "reference.txt")
+        saved_after = run.saved_after
         for name, group in (("while training", [t for t, x in zip(saved_after, training) if x]),
                             ("during the imports (saved at the first step)",
                              [t for t, x in zip(saved_after, training) if not x])):
@@ -200,13 +174,13 @@ class HfKilledWhileSaving(E2ECase):
 
 
 class HfTwoRanks(E2ECase):
+    trainer_names = (str(EXAMPLE),)  # torchrun's workers (sessions of their own)
 
     def test_two_processes_save_the_same_step_and_resume_exactly(self):
         probe = subprocess.run([PYTHON, "-c", "import transformers"], capture_output=True, text=True)
         self.assertEqual(probe.returncode, 0, f"{PYTHON} has no transformers: {probe.stderr[-500:]}")
         args = ["--steps", "160", "--save-steps", "1000", "--load-sleep", "0.02"]
-        reference = start_reference(self.dir, args, TORCHRUN)
-        self.addCleanup(reference.kill)
+        reference = start_reference(self, args, TORCHRUN)
         mock = self.mock("aws")
         job = self.dir / "job.yaml"
         job.write_text(job_text(mock.url, args, TORCHRUN))
@@ -239,8 +213,7 @@ class HfTwoRanks(E2ECase):
         start = sv.wait_event("trainer_started", 120, lambda e: e.get("attempt") == "2")
         self.assertEqual(start.get("resume"), str(saved))
         self.assert_exit(sv, 0, 600)
-        self.assertEqual(reference.wait(600), 0, "the uninterrupted two-process run failed")
-        self.assertEqual(self.result_of(), (self.dir / "reference.txt").read_text().strip(),
+        self.assertEqual(self.result_of(), reference.result(self.dir / "reference.txt"),
                          "two ranks, preempted once: not the uninterrupted run's weights")
 
 

@@ -31,7 +31,6 @@ import random
 import re
 import shutil
 import signal
-import statistics
 import subprocess
 import tempfile
 import time
@@ -39,9 +38,9 @@ import unittest
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from tests.e2e.support import (REPO, E2ECase, NeedsTorchrun, clean_env, deadline, pid_alive,
-                               read_attempts)
+from tests.e2e.support import REPO, E2ECase, NeedsTorchrun, clean_env, deadline, pid_alive
 from tests.e2e.torch_env import PYTHON, TORCHRUN
+from tests.frameworks.harness import Notices, Reference
 
 EXAMPLE = REPO / "examples" / "lightning" / "train.py"
 PATTERN = "epoch=*-step={step}.ckpt"
@@ -100,26 +99,8 @@ def checkpoint_of(ckpt: Path, step: int) -> Path:
     return found[0]
 
 
-def kill_stray_trainers(workdir: Path) -> None:
-    """Trainers of the example (torchrun's workers live in sessions of their own) whose
-    working directory is under `workdir`."""
-    root = os.path.realpath(workdir)
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cwd = os.readlink(f"/proc/{entry}/cwd")
-            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if (cwd == root or cwd.startswith(root + "/")) and str(EXAMPLE) in cmd:
-            try:
-                os.kill(int(entry), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
 class LightningCase(E2ECase):
+    trainer_names = (str(EXAMPLE),)  # torchrun's workers (sessions of their own)
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -128,23 +109,14 @@ class LightningCase(E2ECase):
         if probe.returncode != 0:
             raise AssertionError(f"{PYTHON} has no lightning (scripts/python-env.sh): {probe.stderr[-500:]}")
 
-    def setUp(self) -> None:
-        super().setUp()
-        self.addCleanup(kill_stray_trainers, self.dir)  # runs first: cleanups are LIFO
-
-    def start_reference(self, argv: Sequence[str]) -> subprocess.Popen:
-        """The uninterrupted run, without spotvisor, beside the test's (it mostly sleeps)."""
+    def start_reference(self, argv: Sequence[str]) -> Reference:
+        """The uninterrupted run, in a directory of its own (its ckpt/ and result.txt)."""
         work = self.dir / "reference"
         work.mkdir()
-        with open(work / "log", "wb") as log:
-            proc = subprocess.Popen([str(a) for a in argv], cwd=work, env=clean_env({"OMP_NUM_THREADS": "1"}),
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-        self.addCleanup(proc.kill)
-        return proc
+        return Reference(self, argv, cwd=work)
 
-    def reference_digest(self, proc: subprocess.Popen) -> str:
-        self.assertEqual(proc.wait(600), 0, (self.dir / "reference" / "log").read_text()[-3000:])
-        return (self.dir / "reference" / "result.txt").read_text().strip()
+    def reference_digest(self, reference: Reference) -> str:
+        return reference.result(self.dir / "reference" / "result.txt")
 
     def write_job(self, command: Sequence[str], *, endpoint: Optional[str] = None,
                   env: Optional[Dict[str, str]] = None, max_restarts: int = 5, keep: int = 0) -> Path:
@@ -164,43 +136,20 @@ class Lightning(LightningCase):
         ckpt = self.dir / "ckpt"
         sv = self.supervise(job, "run")
 
-        saved_after = []  # seconds from the notice to the rename that made its checkpoint
-        last_step = 0
+        run = Notices(self, sv, mock, label="lightning", steps=STEPS)
         for attempt in range(1, NOTICES + 1):
-            start = sv.wait_event("trainer_started", 180, lambda e: e.get("attempt") == str(attempt))
-            if attempt > 1:
-                self.assertEqual(start.get("resume"), str(checkpoint_of(ckpt, last_step)),
-                                 "resumed from the notice's save")
+            run.started(attempt, checkpoint_of(ckpt, run.last_step) if attempt > 1 else None)
             began = len(sv.text())
             sv.wait_for(r"^\[lightning\] rank=0 start", 120, after=began)
             # A random moment: Lightning still setting up (~0.5 s after this line), or training.
             time.sleep(rng.uniform(0.1, 1.6))
-            noticed = time.time()
-            mock.preempt()
-            ended = sv.wait_event("attempt_ended", 120, lambda e: e.get("attempt") == str(attempt))
-            self.assertEqual(ended["outcome"], "preempted", f"attempt {attempt}: {ended}\n{sv.tail()}")
-            drained = sv.wait_event("drained", 120,
-                                    lambda e: e.get("step", "none").isdigit() and int(e["step"]) > last_step)
-            step = int(drained["step"])
-            self.assertLess(step, STEPS, "the run ended before the notice: make it longer")
+            step = run.preempt(attempt)
             self.assertRegex(sv.text()[began:], rf"\[lightning\] rank=0 stopped at step={step}\n",
                              "the trainer returned from fit() at the saved step")
-            saved_after.append(checkpoint_of(ckpt, step).stat().st_mtime - noticed)
-            self.assertLess(saved_after[-1], 120, "saved outside the two-minute warning")
-            last_step = step
-            mock.clear()
+            run.saved(step, checkpoint_of(ckpt, step).stat().st_mtime)
 
-        final = sv.wait_event("trainer_started", 180, lambda e: e.get("attempt") == str(NOTICES + 1))
-        self.assertEqual(final.get("resume"), str(checkpoint_of(ckpt, last_step)), "the last attempt's resume")
-        self.assert_exit(sv, 0, 600)
-        attempts = read_attempts(self.dir / "state")
-        self.assertEqual(sum(a["outcome"] == "preempted" for a in attempts), NOTICES)
-        self.assertFalse([a for a in attempts if a["outcome"] == "failed"], attempts)
-        self.assertEqual(self.result_of(), self.reference_digest(reference),
-                         f"resumed {NOTICES} times: not the uninterrupted run's weights")
-        print(f"\n[lightning] save on notice: {len(saved_after)}/{NOTICES} saved and judged good in the window; "
-              f"notice to saved checkpoint p50 {statistics.median(saved_after):.2f}s "
-              f"max {max(saved_after):.2f}s (mock poll interval 200ms)")
+        run.started(NOTICES + 1, checkpoint_of(ckpt, run.last_step))
+        run.finish(reference, self.dir / "reference" / "result.txt")
 
 
 def verdicts(binary: str, job: Path) -> Dict[str, dict]:
