@@ -78,9 +78,8 @@ def job_text(name: str, endpoint: str, trainer_args: Sequence[str], hf_home: Pat
 
 
 def start_reference(case: E2ECase) -> Reference:
-    return Reference(case, [*LAUNCH, EXAMPLE, "--checkpoint-dir", case.dir / "reference-ckpt",
-                            "--result-file", case.dir / "reference.txt", *TRAINER_ARGS],
-                     cwd=case.dir, env={"HF_HOME": str(case.dir / "hf-reference")})
+    return Reference(case, [*LAUNCH, EXAMPLE, "--checkpoint-dir", "ckpt", "--result-file", "result.txt",
+                            *TRAINER_ARGS], env={"HF_HOME": str(case.dir / "hf-reference")})
 
 
 def tree(root: int) -> List[int]:
@@ -147,7 +146,7 @@ class Accelerate(E2ECase):
             launcher_status.append(status)
             run.saved(step, (final / "spotvisor.manifest.json").stat().st_mtime)
 
-        run.finish(reference, self.dir / "reference.txt",
+        run.finish(reference,
                    f" (both ranks); the launcher after its workers: "
                    f"{', '.join(f'{n}x {st}' for st, n in sorted(collections.Counter(launcher_status).items()))}")
         self.assertFalse(list(ckpt.glob(".tmp-*")), "a temp directory was left behind")

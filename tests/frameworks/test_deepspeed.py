@@ -100,8 +100,8 @@ def job_text(name: str, endpoint: str, trainer_args: Sequence[str], backoff: str
 
 
 def start_reference(case: E2ECase) -> Reference:
-    return Reference(case, [*launch(free_port()), EXAMPLE, "--checkpoint-dir", case.dir / "reference-ckpt",
-                            "--result-file", case.dir / "reference.txt", *TRAINER_ARGS], cwd=case.dir, env=ENV)
+    return Reference(case, [*launch(free_port()), EXAMPLE, "--checkpoint-dir", "ckpt", "--result-file", "result.txt",
+                            *TRAINER_ARGS], env=ENV)
 
 
 def whole(step_dir: Path) -> Optional[str]:
@@ -177,7 +177,7 @@ class DeepSpeed(E2ECase):
             launcher_status.append(run.ended["status"])
             run.saved(step, max(p.stat().st_mtime for p in [*final.iterdir(), ckpt / "latest"]))
 
-        run.finish(reference, self.dir / "reference.txt",
+        run.finish(reference,
                    f" (both ranks); the launcher after its workers: "
                    f"{', '.join(f'{n}x {st}' for st, n in sorted(collections.Counter(launcher_status).items()))}")
 

@@ -69,8 +69,7 @@ def job_text(endpoint: str, trainer_args=TRAINER_ARGS, launcher=(PYTHON,)) -> st
 
 
 def start_reference(case: E2ECase, trainer_args=TRAINER_ARGS, launcher=(PYTHON,)) -> Reference:
-    return Reference(case, [*launcher, EXAMPLE, "--output-dir", case.dir / "reference-ckpt",
-                            "--result-file", case.dir / "reference.txt", *trainer_args], cwd=case.dir)
+    return Reference(case, [*launcher, EXAMPLE, "--output-dir", "ckpt", "--result-file", "result.txt", *trainer_args])
 
 
 class HfNotices(E2ECase):
@@ -99,7 +98,7 @@ class HfNotices(E2ECase):
             self.assertEqual(json.loads(state.read_text())["global_step"], step)
             run.saved(step, state.stat().st_mtime)
 
-        run.finish(reference, self.dir / "reference.txt")
+        run.finish(reference)
         saved_after = run.saved_after
         for name, group in (("while training", [t for t, x in zip(saved_after, training) if x]),
                             ("during the imports (saved at the first step)",
@@ -213,7 +212,7 @@ class HfTwoRanks(E2ECase):
         start = sv.wait_event("trainer_started", 120, lambda e: e.get("attempt") == "2")
         self.assertEqual(start.get("resume"), str(saved))
         self.assert_exit(sv, 0, 600)
-        self.assertEqual(self.result_of(), reference.result(self.dir / "reference.txt"),
+        self.assertEqual(self.result_of(), reference.result(),
                          "two ranks, preempted once: not the uninterrupted run's weights")
 
 

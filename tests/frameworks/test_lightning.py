@@ -109,15 +109,6 @@ class LightningCase(E2ECase):
         if probe.returncode != 0:
             raise AssertionError(f"{PYTHON} has no lightning (scripts/python-env.sh): {probe.stderr[-500:]}")
 
-    def start_reference(self, argv: Sequence[str]) -> Reference:
-        """The uninterrupted run, in a directory of its own (its ckpt/ and result.txt)."""
-        work = self.dir / "reference"
-        work.mkdir()
-        return Reference(self, argv, cwd=work)
-
-    def reference_digest(self, reference: Reference) -> str:
-        return reference.result(self.dir / "reference" / "result.txt")
-
     def write_job(self, command: Sequence[str], *, endpoint: Optional[str] = None,
                   env: Optional[Dict[str, str]] = None, max_restarts: int = 5, keep: int = 0) -> Path:
         job = self.dir / "job.yaml"
@@ -129,7 +120,7 @@ class Lightning(LightningCase):
 
     def test_every_notice_ends_with_a_good_checkpoint_and_the_run_is_exact(self):
         rng = random.Random(22)
-        reference = self.start_reference([PYTHON, EXAMPLE, "--ckpt-dir", "ckpt", "--result-file", "result.txt",
+        reference = Reference(self, [PYTHON, EXAMPLE, "--ckpt-dir", "ckpt", "--result-file", "result.txt",
                                           *TRAINER_ARGS])
         mock = self.mock("aws")
         job = self.write_job([PYTHON, EXAMPLE, *trainer_args(TRAINER_ARGS)], endpoint=mock.url)
@@ -149,7 +140,7 @@ class Lightning(LightningCase):
             run.saved(step, checkpoint_of(ckpt, step).stat().st_mtime)
 
         run.started(NOTICES + 1, checkpoint_of(ckpt, run.last_step))
-        run.finish(reference, self.dir / "reference" / "result.txt")
+        run.finish(reference)
 
 
 def verdicts(binary: str, job: Path) -> Dict[str, dict]:
@@ -259,7 +250,7 @@ class LightningKilledMidSave(LightningCase):
 class LightningDdp(NeedsTorchrun, LightningCase):
 
     def test_a_notice_stops_both_ranks_at_one_step_and_the_run_resumes(self):
-        reference = self.start_reference([*TORCHRUN, EXAMPLE, "--ckpt-dir", "ckpt", "--result-file", "result.txt",
+        reference = Reference(self, [*TORCHRUN, EXAMPLE, "--ckpt-dir", "ckpt", "--result-file", "result.txt",
                                           *DDP_ARGS])
         mock = self.mock("aws")
         job = self.write_job([*TORCHRUN, EXAMPLE, *trainer_args(DDP_ARGS)], endpoint=mock.url)
@@ -283,7 +274,7 @@ class LightningDdp(NeedsTorchrun, LightningCase):
         start = sv.wait_event("trainer_started", 180, lambda e: e.get("attempt") == "2")
         self.assertEqual(start.get("resume"), str(saved))
         self.assert_exit(sv, 0, 300)
-        self.assertEqual(self.result_of(), self.reference_digest(reference),
+        self.assertEqual(self.result_of(), reference.result(),
                          "resumed DDP run: not the uninterrupted DDP run's weights")
         print(f"\n[lightning] DDP (torchrun, 2 ranks, gloo): a notice stopped both ranks at step {step}; "
               f"resumed from {saved.name}; exit 0; final weights equal the uninterrupted run's")
