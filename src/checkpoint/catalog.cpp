@@ -83,10 +83,7 @@ CatalogOptions CatalogOptionsFor(const config::JobConfig& job, bool acts) {
   CatalogOptions o;
   if (c.dir) o.dir = fs::absolute(*c.dir);
   o.pattern = c.pattern;
-  o.validator.level = c.validate;
-  o.validator.format = c.format;
-  o.validator.marker = c.marker;
-  o.validator.content = c.content;
+  o.validator = ValidatorOptionsFor(c);
   if (!job.telemetry.state_dir.empty()) {
     const bool finite = c.content == config::ContentCheck::kFinite;
     o.cache_file = job.telemetry.state_dir / std::string(finite ? kFiniteCacheFileName : kCacheFileName);

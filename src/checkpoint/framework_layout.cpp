@@ -78,6 +78,27 @@ struct Names {
   bool Any(auto pred) const { return std::any_of(all.begin(), all.end(), pred); }
 };
 
+// Every process's share <prefix><i><suffix> of a checkpoint, each i below `processes` (0:
+// unknown) and below the highest one present. More shares than processes is a save by a
+// bigger world, which loads (each process reads its own).
+Status CheckShares(const fs::path& dir, const std::set<std::uint64_t>& have, int processes, const std::string& prefix,
+                   const std::string& suffix) {
+  const auto file = [&](std::uint64_t i) { return prefix + std::to_string(i) + suffix; };
+  const std::uint64_t highest = have.empty() ? 0 : *have.rbegin() + 1;
+  const std::uint64_t want = std::max<std::uint64_t>(highest, processes > 0 ? processes : 0);
+  for (std::uint64_t r = 0; r < want; ++r) {
+    if (have.count(r)) continue;
+    if (r + 1 < highest) {
+      return Error{dir.string() + ": " + file(r) + " is missing but " + file(highest - 1) + " is there: process " +
+                   std::to_string(r) + " did not finish its save"};
+    }
+    return Error{dir.string() + ": " + file(r) + " is missing: the job runs " + std::to_string(processes) +
+                 " processes (checkpoints.processes) and each writes its own; process " + std::to_string(r) +
+                 " did not finish its save"};
+  }
+  return Ok{};
+}
+
 // --- Hugging Face Trainer ------------------------------------------------------------
 
 bool IsHfWeights(const std::string& n) {
@@ -94,11 +115,22 @@ bool LooksLikeHf(const fs::path& dir, const Names& names) {
          (names.Has("config.json") || names.Any([](const std::string& n) { return IsHfWeights(n); }));
 }
 
-Status CheckHf(const fs::path& dir, const Names& names) {
+Status CheckHf(const fs::path& dir, const Names& names, int processes) {
   if (!names.Has("trainer_state.json")) {
     return Error{dir.string() +
                  ": Hugging Face Trainer checkpoint without trainer_state.json: the save did not "
                  "finish (the Trainer writes it last, after the model, optimizer, scheduler and RNG state)"};
+  }
+  // Each process writes its rng_state_<process index>.pth (one process: rng_state.pth), and
+  // the main process trainer_state.json, with no barrier between them.
+  std::set<std::uint64_t> ranks;
+  for (const auto& n : names.all) {
+    if (n.ends_with(".pth")) {
+      if (auto r = NumberAfter(std::string_view(n).substr(0, n.size() - 4), "rng_state_")) ranks.insert(*r);
+    }
+  }
+  if (!ranks.empty()) {
+    if (auto st = CheckShares(dir, ranks, processes, "rng_state_", ".pth"); !st) return st;
   }
   auto state = ReadJson(dir / "trainer_state.json");
   if (!state || !state->is_object())
@@ -145,10 +177,10 @@ bool LooksLikeAccelerate(const fs::path& dir, const Names& names) {
 }
 
 // The main process writes random_states_0.pkl after everything else of its own, each other
-// process its own file: process 0's file, and no gap below the highest one seen. (The
-// number of processes is recorded nowhere in the directory; a save cut short on the last
-// process alone is what only a manifest can tell.)
-Status CheckAccelerate(const fs::path& dir, const Names& names) {
+// process its own file: process 0's file, and every share below `processes` (the job's
+// count, when known) or below the highest one seen. The directory records no count: a save
+// cut short on the last processes alone is what only the count (or a manifest) can tell.
+Status CheckAccelerate(const fs::path& dir, const Names& names, int processes) {
   std::set<std::uint64_t> ranks;
   for (const auto& n : names.all) {
     if (auto r = RngStateRank(n)) ranks.insert(*r);
@@ -158,13 +190,7 @@ Status CheckAccelerate(const fs::path& dir, const Names& names) {
                  ": accelerate save_state directory without random_states_0.pkl: the save did not finish "
                  "(the main process writes it last, after the models, optimizers and schedulers)"};
   }
-  for (std::uint64_t r = 0; r < *ranks.rbegin(); ++r) {
-    if (!ranks.count(r)) {
-      return Error{dir.string() + ": random_states_" + std::to_string(r) + ".pkl is missing but random_states_" +
-                   std::to_string(*ranks.rbegin()) + ".pkl is there: process " + std::to_string(r) +
-                   " did not finish its save"};
-    }
-  }
+  if (auto st = CheckShares(dir, ranks, processes, "random_states_", ".pkl"); !st) return st;
   if (!names.Any([](const std::string& n) { return IsAccelerateModel(n); }) &&
       !names.Any([](const std::string& n) { return n.ends_with(".index.json"); })) {
     return Error{dir.string() +
@@ -311,10 +337,10 @@ Result<LayoutVerdict> CheckLayout(const fs::path& dir, const std::vector<Checkpo
   if (!orbax) return orbax.error();
   if (*orbax) v = {"commit_success.txt", "orbax", std::move(v.checked)};
   if (o.format == "hf" || (detect && LooksLikeHf(dir, names))) {
-    if (auto st = CheckHf(dir, names); !st) return st.error();
+    if (auto st = CheckHf(dir, names, o.processes); !st) return st.error();
     if (v.kind.empty()) v = {"trainer_state.json", "hf", std::move(v.checked)};
   } else if (o.format == "accelerate" || (detect && LooksLikeAccelerate(dir, names))) {
-    if (auto st = CheckAccelerate(dir, names); !st) return st.error();
+    if (auto st = CheckAccelerate(dir, names, o.processes); !st) return st.error();
     if (v.kind.empty()) v = {"random_states_0.pkl", "accelerate", std::move(v.checked)};
   } else if (o.format == "deepspeed" || (detect && LooksLikeDeepSpeed(names))) {
     // What the framework writes last is the first thing a half-written save lacks.

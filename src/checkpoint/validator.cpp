@@ -182,6 +182,16 @@ Verdict ValidateFile(const fs::path& file, const ValidatorOptions& o) {
 
 }  // namespace
 
+ValidatorOptions ValidatorOptionsFor(const config::CheckpointsSection& c) {
+  ValidatorOptions v;
+  v.level = c.validate;
+  v.format = c.format;
+  v.marker = c.marker;
+  v.content = c.content;
+  v.processes = c.Processes();
+  return v;
+}
+
 std::string_view LevelName(ValidateLevel level) {
   switch (level) {
     case ValidateLevel::kStructure:

@@ -41,13 +41,10 @@ void AddValidateCommand(CLI::App& app, int& exit_code) {
   cmd->callback([o, &exit_code] {
     auto job = LoadJobOrExit(o->job, /*require_command=*/false, exit_code);
     if (!job) return;
-    checkpoint::ValidatorOptions v;
-    v.level = o->level.empty() ? job->checkpoints.validate : *checkpoint::ParseLevel(o->level);
-    v.format = job->checkpoints.format;
-    v.marker = job->checkpoints.marker;
-    v.content = o->content.empty()       ? job->checkpoints.content
-                : o->content == "finite" ? config::ContentCheck::kFinite
-                                         : config::ContentCheck::kOff;
+    checkpoint::ValidatorOptions v = checkpoint::ValidatorOptionsFor(job->checkpoints);
+    if (!o->level.empty()) v.level = *checkpoint::ParseLevel(o->level);
+    if (!o->content.empty())
+      v.content = o->content == "finite" ? config::ContentCheck::kFinite : config::ContentCheck::kOff;
     if (v.content == config::ContentCheck::kFinite && v.level == config::ValidateLevel::kStructure) {
       std::fprintf(stderr,
                    "spotvisor: --content finite reads every tensor; --level structure reads none: "

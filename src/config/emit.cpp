@@ -210,6 +210,12 @@ std::string ToYaml(const JobConfig& c) {
   y << YAML::Key << "quarantine" << YAML::Value << k.quarantine;
   y << YAML::Key << "latest_link" << YAML::Value << k.latest_link;
   y << YAML::Key << "rewrite_hints" << YAML::Value << k.rewrite_hints;
+  if (k.processes != 0) {
+    y << YAML::Key << "processes" << YAML::Value << k.processes;
+  } else {
+    y << YAML::Key << "processes" << YAML::Value << "auto";
+  }
+  if (!k.processes_why.empty()) y << YAML::Comment(k.processes_why);
   y << YAML::Key << "select_timeout" << YAML::Value << FormatDuration(k.select_timeout);
   y << YAML::Key << "mirror" << YAML::Value << YAML::BeginMap;
   Optional(y, "path", "checkpoints.mirror.path", OptPath(k.mirror.path));

@@ -60,6 +60,26 @@ void ChooseSignalTarget(const std::vector<std::string>& command, SignalsSection&
   }
 }
 
+// checkpoints.processes: auto takes the launcher's count of processes on this machine; each
+// of them writes its share of a checkpoint (framework_layout.cpp requires every share).
+void ChooseProcesses(const std::vector<std::string>& command, CheckpointsSection& c) {
+  if (c.processes != 0) {
+    c.processes_why = "every checkpoint holds the shares of " + std::to_string(c.processes) + " processes";
+    return;
+  }
+  const auto launcher = process::RecognizeLauncher(command);
+  if (launcher && launcher->processes > 0) {
+    c.auto_processes = launcher->processes;
+    c.processes_why = "auto: " + std::to_string(launcher->processes) + " processes (" + launcher->name + " " +
+                      launcher->processes_evidence + ")";
+  } else {
+    c.processes_why = "auto: unknown (" +
+                      std::string(launcher ? launcher->name + "'s options do not say how many on this machine"
+                                           : "job.command starts no launcher") +
+                      "): a share is required only below the highest one present";
+  }
+}
+
 // The exit code of a resumable stop and the signals that ask for one: what Kubernetes,
 // Kubeflow, SLURM and systemd read from them must stay unambiguous.
 Status CheckStopContract(const JobConfig& job) {
@@ -216,6 +236,7 @@ Status Finalize(JobConfig& job, bool need_command) {
   }
   if (Status s = CheckStopContract(job); !s) return s.error();
   ChooseSignalTarget(job.job.command, job.signals);
+  ChooseProcesses(job.job.command, job.checkpoints);
   ResolveProvider(job.provider);
   if (job.telemetry.state_dir.empty()) job.telemetry.state_dir = job.base_dir / ".spotvisor" / job.job.name;
   if (std::filesystem::exists(job.telemetry.state_dir, ec) &&

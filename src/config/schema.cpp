@@ -147,6 +147,9 @@ class Reader : public NodeReader {
         {"quarantine", [&](const YAML::Node& n, const std::string& k) { v.quarantine = Bool(n, k); }},
         {"latest_link", [&](const YAML::Node& n, const std::string& k) { v.latest_link = String(n, k); }},
         {"rewrite_hints", [&](const YAML::Node& n, const std::string& k) { v.rewrite_hints = Bool(n, k); }},
+        {"processes", [&](const YAML::Node& n, const std::string& k) {
+           v.processes = n.IsScalar() && n.Scalar() == "auto" ? 0 : Int(n, k, 1, 65536);
+         }},
         {"select_timeout", [&](const YAML::Node& n, const std::string& k) { v.select_timeout = Dur(n, k); }},
         {"mirror", [&](const YAML::Node& n, const std::string& k) {
            Map(n, k, {

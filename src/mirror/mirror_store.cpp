@@ -42,11 +42,7 @@ Result<RestoreResult> RestoreNewestFrom(const config::JobConfig& job, const fs::
   auto entries = catalog->Scan();
   if (!entries) return entries.error();
   const fs::path local_dir = fs::absolute(*job.checkpoints.dir);
-  checkpoint::ValidatorOptions v;
-  v.level = job.checkpoints.validate;
-  v.format = job.checkpoints.format;
-  v.marker = job.checkpoints.marker;
-  v.content = job.checkpoints.content;
+  checkpoint::ValidatorOptions v = checkpoint::ValidatorOptionsFor(job.checkpoints);
   v.root = local_dir;
   RestoreResult result;
   for (const auto& e : *entries) {  // newest first

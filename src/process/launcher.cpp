@@ -1,6 +1,7 @@
 // Launcher recognition and the /proc walk to their workers; see launcher.hpp.
 #include "spotvisor/process/launcher.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -49,6 +50,65 @@ std::optional<std::string> LauncherProgram(const std::string& base, const std::s
 // Python's options that take a value in the next argument (or glued: -Xdev).
 bool TakesValue(char option) { return option == 'X' || option == 'W' || option == 'Q'; }
 
+// The launcher's long options from argv[from] up to its script (the first argument ending
+// in .py, or the module after -m/--module): name (dashes as underscores) -> value, first
+// occurrence; a flag's value is "". Only `wanted` are read: which other options take a value
+// is the launcher's business, so a value such as `no` in `--mixed_precision no` is skipped
+// as an unknown positional.
+std::map<std::string, std::string> LongOptions(const std::vector<std::string>& argv, std::size_t from,
+                                               const std::set<std::string>& wanted,
+                                               const std::set<std::string>& flags) {
+  std::map<std::string, std::string> out;
+  for (std::size_t k = from; k < argv.size(); ++k) {
+    const std::string& a = argv[k];
+    if (a == "--" || a.ends_with(".py")) break;
+    if (a == "-m" || a == "--module") break;
+    if (!a.starts_with("--")) continue;
+    const auto eq = a.find('=');
+    std::string name = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    std::replace(name.begin(), name.end(), '-', '_');
+    if (flags.count(name)) {
+      out.emplace(name, "");
+    } else if (wanted.count(name)) {
+      if (eq != std::string::npos) {
+        out.emplace(name, a.substr(eq + 1));
+      } else if (k + 1 < argv.size()) {
+        out.emplace(name, argv[++k]);
+      }
+    }
+  }
+  return out;
+}
+
+// A whole positive count (no sign, no placeholder), else 0.
+int Count(const std::string& text) {
+  if (text.empty() || text.size() > 6 || text.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return std::stoi(text);
+}
+
+// Launcher::processes from the options after argv[from] (see launcher.hpp).
+void ReadProcesses(const std::vector<std::string>& argv, std::size_t from, Launcher& l) {
+  if (l.name == "torchrun") {
+    const auto o = LongOptions(argv, from, {"nproc_per_node", "nnodes"}, {"standalone"});
+    const auto nproc = o.find("nproc_per_node");
+    const auto nnodes = o.find("nnodes");
+    const bool one_node =
+        o.count("standalone") || nnodes == o.end() || nnodes->second == "1" || nnodes->second == "1:1";
+    if (nproc != o.end() && one_node && Count(nproc->second) > 0) {
+      l.processes = Count(nproc->second);
+      l.processes_evidence = "--nproc_per_node " + nproc->second;
+    }
+  } else if (l.name == "accelerate") {
+    const auto o = LongOptions(argv, from, {"num_processes", "num_machines"}, {});
+    const auto num = o.find("num_processes");
+    const auto machines = o.find("num_machines");
+    if (num != o.end() && (machines == o.end() || machines->second == "1") && Count(num->second) > 0) {
+      l.processes = Count(num->second);
+      l.processes_evidence = "--num_processes " + num->second;
+    }
+  }
+}
+
 }  // namespace
 
 std::optional<Launcher> RecognizeLauncher(const std::vector<std::string>& argv) {
@@ -64,14 +124,20 @@ std::optional<Launcher> RecognizeLauncher(const std::vector<std::string>& argv) 
   const std::string program = Base(argv[i]);
   auto next = [&](std::size_t k) { return k + 1 < argv.size() ? argv[k + 1] : std::string(); };
   if (auto name = LauncherProgram(program, next(i))) {
-    return Launcher{*name, "argv[" + std::to_string(i) + "] is " + program};
+    Launcher l{*name, "argv[" + std::to_string(i) + "] is " + program};
+    ReadProcesses(argv, i + 1, l);
+    return l;
   }
   if (!IsPython(program)) return std::nullopt;
   for (std::size_t k = i + 1; k < argv.size(); ++k) {
     const std::string& a = argv[k];
     if (a == "-m" || (a.starts_with("-m") && a.size() > 2)) {
       const std::string module = a == "-m" ? next(k) : a.substr(2);
-      if (auto name = LauncherModule(module)) return Launcher{*name, program + " -m " + module};
+      if (auto name = LauncherModule(module)) {
+        Launcher l{*name, program + " -m " + module};
+        ReadProcesses(argv, a == "-m" ? k + 2 : k + 1, l);
+        return l;
+      }
       return std::nullopt;
     }
     if (a == "-c" || a.starts_with("-c") || a == "-" || a == "--") return std::nullopt;
@@ -83,7 +149,9 @@ std::optional<Launcher> RecognizeLauncher(const std::vector<std::string>& argv) 
     if (a.starts_with("--")) continue;  // --version, --help: not a launcher either way
     // The script: a launcher's console entry point (/usr/bin/torchrun) run by the interpreter.
     if (auto name = LauncherProgram(Base(a), next(k))) {
-      return Launcher{*name, program + " runs " + Base(a)};
+      Launcher l{*name, program + " runs " + Base(a)};
+      ReadProcesses(argv, k + 1, l);
+      return l;
     }
     return std::nullopt;
   }

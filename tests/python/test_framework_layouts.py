@@ -41,6 +41,13 @@ class TrainingArguments:
 
 @unittest.skipIf(SPOTVISOR is None, "no built spotvisor binary (set SPOTVISOR_BINARY)")
 @unittest.skipUnless(harness.HAS_TORCH, "torch is not installed")
+def launch_job(command, processes=None):
+    """A job file whose command is `command` (a launcher's argv: the count of processes is
+    read from it), or with checkpoints.processes set."""
+    return (f"job:\n  name: t\n  command: {json.dumps(command)}\n"
+            + (f"checkpoints:\n  processes: {processes}\n" if processes else ""))
+
+
 class LayoutTest(unittest.TestCase):
     """Templates: the finished layout, written once per class under `cls.templates` with
     the same relative paths a test places under `self.root`."""
@@ -76,24 +83,27 @@ class LayoutTest(unittest.TestCase):
             else:
                 shutil.copyfile(src, dst)
 
-    def validate(self, rel, fmt=None, save_dir=None):
-        """`spotvisor validate`, with a job file setting checkpoints.format when `fmt` is given."""
+    def validate(self, rel, fmt=None, save_dir=None, job=None):
+        """`spotvisor validate`, with a job file setting checkpoints.format when `fmt` is given
+        (or `job`: a whole job file's text)."""
         args = [str(SPOTVISOR), "validate"]
         if fmt:
-            job = self.root / f"job-{fmt}.yaml"
-            job.write_text(f'job:\n  name: t\n  command: ["true"]\ncheckpoints:\n'
-                           f'  dir: {self.root / save_dir}\n  format: {fmt}\n')
-            args += ["--config", str(job)]
+            job = (f'job:\n  name: t\n  command: ["true"]\ncheckpoints:\n'
+                   f'  dir: {self.root / save_dir}\n  format: {fmt}\n')
+        if job:
+            path = self.root / "job.yaml"
+            path.write_text(job)
+            args += ["--config", str(path)]
         return subprocess.run(args + [str(self.root / rel)], capture_output=True, text=True, timeout=60)
 
-    def assertGood(self, rel, fmt=None, save_dir=None):
-        result = self.validate(rel, fmt, save_dir)
+    def assertGood(self, rel, fmt=None, save_dir=None, job=None):
+        result = self.validate(rel, fmt, save_dir, job)
         self.assertEqual(result.returncode, 0, f"{rel} should be good:\n{result.stdout}{result.stderr}")
         self.assertRegex(result.stdout, r": good \([a-z]+\): ")
         return result.stdout
 
-    def assertBad(self, rel, phrase, fmt=None, save_dir=None):
-        result = self.validate(rel, fmt, save_dir)
+    def assertBad(self, rel, phrase, fmt=None, save_dir=None, job=None):
+        result = self.validate(rel, fmt, save_dir, job)
         self.assertEqual(result.returncode, 1, f"{rel} should be BAD ({phrase}):\n{result.stdout}{result.stderr}")
         reason = re.search(r": BAD \([a-z]+\): (.*)", result.stdout, re.S)
         self.assertIsNotNone(reason, result.stdout + result.stderr)
@@ -184,6 +194,21 @@ class HuggingFaceTrainerTest(LayoutTest):
         json_save(self.root / self.CKPT / "trainer_state.json", trainer_state(100))
         self.assertBad(self.CKPT, "global_step")
 
+    def test_two_processes_each_write_their_rng_state(self):
+        # world_size > 1: rng_state_<process index>.pth from every process, trainer_state.json
+        # from the main one, with no barrier between them.
+        two = [r for r in self.ORDER if not r.endswith("rng_state.pth")]
+        self.place(*two)
+        for rank in (0, 1):
+            shutil.copyfile(self.templates / HF_CKPT / "rng_state.pth", self.root / HF_CKPT / f"rng_state_{rank}.pth")
+        torchrun = launch_job(["torchrun", "--standalone", "--nproc_per_node", "2", "train.py"])
+        self.assertGood(self.CKPT, job=torchrun)
+        (self.root / HF_CKPT / "rng_state_1.pth").unlink()
+        self.assertBad(self.CKPT, "rng_state_1.pth is missing: the job runs 2 processes", job=torchrun)
+        self.assertGood(self.CKPT)  # without the count, rank 0's alone cannot be told from a whole save
+        (self.root / HF_CKPT / "rng_state_0.pth").rename(self.root / HF_CKPT / "rng_state_2.pth")
+        self.assertBad(self.CKPT, "rng_state_0.pth is missing but rng_state_2.pth is there")
+
     def test_a_directory_without_hugging_face_files_gets_no_hugging_face_rules(self):
         self.place("mine/ckpt-5/model.pt")
         self.assertGood("mine/ckpt-5")
@@ -239,6 +264,24 @@ class AccelerateTest(LayoutTest):
     def test_a_process_missing_between_others_is_named(self):
         self.place(*self.ORDER, f"{self.CKPT}/random_states_2.pkl")
         self.assertBad(self.CKPT, "random_states_1.pkl is missing")
+
+    def test_the_job_s_process_count_requires_every_share(self):
+        # The count from `accelerate launch --num_processes 2`: a save cut short before the
+        # last process wrote its random state is bad, though nothing in it says so.
+        self.place(*self.ORDER)
+        launch = launch_job(["accelerate", "launch", "--multi_gpu", "--mixed_precision", "no",
+                             "--num_processes", "2", "train.py"])
+        self.assertBad(self.CKPT, "random_states_1.pkl is missing: the job runs 2 processes", job=launch)
+        self.assertBad(self.CKPT, "random_states_1.pkl is missing: the job runs 3 processes",
+                       job=launch_job(["python3", "train.py"], processes=3))
+        self.place(f"{self.CKPT}/random_states_1.pkl")
+        self.assertGood(self.CKPT, job=launch)
+        # Two machines: the other machine's processes write elsewhere; the count is unknown.
+        self.assertGood(self.CKPT, job=launch_job(["accelerate", "launch", "--num_processes=4", "--num_machines=2",
+                                                   "train.py"]))
+        # A save by three processes loads in two (each reads its own).
+        self.place(f"{self.CKPT}/random_states_2.pkl")
+        self.assertGood(self.CKPT, job=launch)
 
     def test_a_truncated_random_state_is_bad(self):
         self.place(*self.ORDER)

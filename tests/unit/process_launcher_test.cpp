@@ -55,6 +55,37 @@ TEST(RecognizeLauncher, EvidenceSaysWhatInTheArgvDecided) {
   EXPECT_EQ(RecognizeLauncher({"/usr/bin/python3.11", "/usr/bin/torchrun"})->evidence, "python3.11 runs torchrun");
 }
 
+// How many processes a launch on this machine starts, by the launcher's own options, and
+// when they do not say.
+TEST(RecognizeLauncher, ProcessesOfAOneMachineLaunch) {
+  const std::vector<std::pair<std::vector<std::string>, int>> cases{
+      {{"torchrun", "--standalone", "--nproc_per_node=2", "train.py"}, 2},
+      {{"torchrun", "--nproc-per-node", "4", "--nnodes", "1", "train.py", "--nproc_per_node", "9"}, 4},
+      {{"python3", "-m", "torch.distributed.run", "--nnodes=1:1", "--nproc_per_node", "8", "t.py"}, 8},
+      {{"/usr/bin/python3.11", "/usr/bin/torchrun", "--nproc_per_node", "3", "t.py"}, 3},  // nnodes defaults to 1
+      {{"accelerate", "launch", "--multi_gpu", "--mixed_precision", "no", "--num_processes", "2", "t.py"}, 2},
+      {{"accelerate", "launch", "--num_processes=2", "--num_machines=1", "t.py"}, 2},
+      // Not known: several machines, a placeholder, "auto", a config file, other launchers.
+      {{"torchrun", "--nnodes", "2", "--nproc_per_node", "8", "t.py"}, 0},
+      {{"torchrun", "--nnodes", "{nnodes}", "--nproc_per_node", "8", "t.py"}, 0},
+      {{"torchrun", "--standalone", "--nproc_per_node", "auto", "t.py"}, 0},
+      {{"torchrun", "--standalone", "t.py", "--nproc_per_node", "2"}, 0},  // the script's own option
+      {{"accelerate", "launch", "--num_processes", "8", "--num_machines", "2", "t.py"}, 0},
+      {{"accelerate", "launch", "--config_file", "c.yaml", "t.py"}, 0},
+      {{"deepspeed", "--num_gpus", "2", "t.py"}, 0},
+      {{"mpirun", "-np", "4", "python3", "t.py"}, 0},
+  };
+  for (const auto& [argv, processes] : cases) {
+    std::string line;
+    for (const auto& a : argv) line += a + " ";
+    const auto got = RecognizeLauncher(argv);
+    ASSERT_TRUE(got) << line;
+    EXPECT_EQ(got->processes, processes) << line;
+    EXPECT_EQ(got->processes_evidence.empty(), processes == 0) << line;
+  }
+  EXPECT_EQ(RecognizeLauncher({"torchrun", "--nproc_per_node=2", "t.py"})->processes_evidence, "--nproc_per_node 2");
+}
+
 // What Finalize makes of signals.target: auto, and what --print-config says of it.
 TEST(SignalTargetAuto, WorkersForALauncherGroupOtherwiseAndSaysWhy) {
   auto job = config::DefaultConfig("/tmp");
@@ -79,6 +110,30 @@ TEST(SignalTargetAuto, WorkersForALauncherGroupOtherwiseAndSaysWhy) {
   ASSERT_TRUE(config::Finalize(chosen));
   EXPECT_EQ(chosen.signals.Recipients(), config::SignalTarget::kGroup);
   EXPECT_EQ(chosen.signals.target_why, "signals.target is group");
+}
+
+// What Finalize makes of checkpoints.processes: auto, and what --print-config says of it.
+TEST(ProcessesAuto, TheLaunchersCountUnlessTheJobSaysAndSaysWhy) {
+  auto job = config::DefaultConfig("/tmp");
+  job.job.command = {"/usr/bin/env", "accelerate", "launch", "--num_processes", "2", "t.py"};
+  ASSERT_TRUE(config::Finalize(job));
+  EXPECT_EQ(job.checkpoints.Processes(), 2);
+  EXPECT_NE(config::ToYaml(job).find("processes: auto  # auto: 2 processes (accelerate --num_processes 2)"),
+            std::string::npos)
+      << config::ToYaml(job);
+
+  auto plain = config::DefaultConfig("/tmp");
+  plain.job.command = {"/bin/true"};
+  ASSERT_TRUE(config::Finalize(plain));
+  EXPECT_EQ(plain.checkpoints.Processes(), 0);
+  EXPECT_NE(plain.checkpoints.processes_why.find("auto: unknown (job.command starts no launcher)"), std::string::npos);
+
+  auto chosen = config::DefaultConfig("/tmp");
+  chosen.job.command = {"/usr/bin/env", "torchrun", "--standalone", "--nproc_per_node", "2", "t.py"};
+  chosen.checkpoints.processes = 4;  // the user's word wins
+  ASSERT_TRUE(config::Finalize(chosen));
+  EXPECT_EQ(chosen.checkpoints.Processes(), 4);
+  EXPECT_NE(config::ToYaml(chosen).find("processes: 4"), std::string::npos);
 }
 
 }  // namespace

@@ -28,10 +28,17 @@ struct ValidatorOptions {
   // Symlinks must resolve inside this directory (checkpoints.dir); empty = no check.
   std::filesystem::path root;
   HashPool* pool = nullptr;
+  // Processes that each write a share of one checkpoint (checkpoints.processes, or the
+  // launcher's count): every share 0..processes-1 must be there. 0 = unknown: a share is
+  // required only below the highest one present.
+  int processes = 0;
   // Sealing: every file is checked by its own format too, and files an older manifest does
   // not list yet are allowed (the new one will); what it lists must still match it.
   bool for_seal = false;
 };
+
+// What checkpoints.* says: level, format, marker, content, processes (not root or pool).
+ValidatorOptions ValidatorOptionsFor(const config::CheckpointsSection& c);
 
 Verdict ValidateCheckpoint(const std::filesystem::path& path, const ValidatorOptions& options);
 

@@ -98,12 +98,18 @@ struct CheckpointsSection {
   std::string pattern = "checkpoint-{step}";  // {step} = digits; whole name must match
   ValidateLevel validate = ValidateLevel::kFull;
   ContentCheck content = ContentCheck::kOff;
-  std::string format = "auto";                      // auto | torch | safetensors | dcp | hf | orbax | any
-  std::string marker;                               // commit marker file name; empty = none
-  int keep = 0;                                     // keep this many good ones; 0 = keep all
-  bool quarantine = true;                           // move bad ones into .spotvisor-quarantine/
-  std::string latest_link;                          // name of a symlink to the newest good one
-  bool rewrite_hints = false;                       // rewrite DeepSpeed/Megatron pointer files
+  std::string format = "auto";  // auto | torch | safetensors | dcp | hf | orbax | any
+  std::string marker;           // commit marker file name; empty = none
+  int keep = 0;                 // keep this many good ones; 0 = keep all
+  bool quarantine = true;       // move bad ones into .spotvisor-quarantine/
+  std::string latest_link;      // name of a symlink to the newest good one
+  bool rewrite_hints = false;   // rewrite DeepSpeed/Megatron pointer files
+  // Processes that each write a share of one checkpoint (accelerate's random_states_<i>.pkl,
+  // the Trainer's rng_state_<i>.pth): 0 = auto, the launcher's count (Finalize), if it says.
+  int processes = 0;
+  int auto_processes = 0;     // what auto came to: 0 = unknown (Finalize)
+  std::string processes_why;  // why, in words (Finalize)
+  int Processes() const { return processes != 0 ? processes : auto_processes; }
   Duration select_timeout = std::chrono::hours(2);  // one selection (restore + validation); 0 = none
   MirrorSection mirror;
 };

@@ -16,6 +16,12 @@ namespace spotvisor::process {
 struct Launcher {
   std::string name;      // "torchrun", "accelerate", "deepspeed", "mpirun"
   std::string evidence;  // what in the argv says so, for people: "argv[0] is torchrun"
+  // The processes a launch on this one machine starts, by the launcher's own options:
+  // torchrun's --nproc_per_node with --standalone, --nnodes 1 or none; accelerate launch's
+  // --num_processes with --num_machines 1 or none. 0 when they do not say (a config file,
+  // "auto", several machines, a placeholder such as {nnodes}; DeepSpeed and mpirun).
+  int processes = 0;
+  std::string processes_evidence;  // "--nproc_per_node 2"
 };
 
 // The launcher `argv` runs, if any; through `env NAME=value...` and a Python interpreter
