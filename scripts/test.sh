@@ -71,7 +71,13 @@ step "tests: unit, integration, fault, e2e (and beside them: ctest -L beside)"
 ctest --test-dir build -L beside --output-on-failure -j "$jobs" --timeout 900 >build/beside.out 2>&1 &
 beside_pid=$!
 tests_rc=0
-ctest --test-dir build -LE 'package|beside' --output-on-failure -j "$jobs" --timeout 600 || tests_rc=$?
+ctest --test-dir build -LE 'package|beside' --output-on-failure -j "$jobs" --timeout 600 \
+  --output-log build/ctest.out || tests_rc=$?
+if [[ $tests_rc -ne 0 ]]; then
+  # Again at the end, where a log cut in the middle still shows it.
+  step "the tests that failed: the end of each one's output"
+  python3 scripts/failed-tests.py build/ctest.out
+fi
 finish "$beside_pid" "the tests beside the others (ctest -L beside)" build/beside.out
 [[ $tests_rc -eq 0 ]] || exit "$tests_rc"
 
