@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "report_html_util.hpp"
 #include "spotvisor/cost/cost_model.hpp"
 #include "spotvisor/telemetry/report.hpp"
 #include "spotvisor/util/units.hpp"
@@ -11,18 +12,8 @@
 namespace spotvisor::telemetry {
 namespace {
 
+using html::Text;  // one way to print a report value, in Markdown as in HTML
 using nlohmann::json;
-
-std::string Text(const json& v, const std::string& unknown = "unknown") {
-  if (v.is_null()) return unknown;
-  if (v.is_string()) return v.get<std::string>().empty() ? unknown : v.get<std::string>();
-  if (v.is_number_float()) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.4g", v.get<double>());
-    return buf;
-  }
-  return v.dump();
-}
 
 std::string Percent(const json& v) {
   if (v.is_null()) return "unknown";

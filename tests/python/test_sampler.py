@@ -67,20 +67,66 @@ class ResumableSamplerTest(unittest.TestCase):
             self.assertFalse(set(b0) & set(b1))
             self.assertEqual(sorted(b0 + b1), sorted(full.batch(0, step)))
 
-    def test_mismatched_configuration_is_refused(self):
+    def test_another_order_is_refused(self):
         state = ResumableSampler(100, seed=1, batch_size=10).state_dict()
+        for other in (ResumableSampler(99, seed=1, batch_size=10), ResumableSampler(100, seed=2, batch_size=10),
+                      ResumableSampler(100, seed=1, batch_size=10, shuffle=False)):
+            with self.subTest(other=other), self.assertRaises(ValueError) as cm:
+                other.load_state_dict(state)
+            self.assertIn("the data order would not match", str(cm.exception))
+
+    def test_a_position_that_is_not_a_whole_number_of_global_batches_is_refused(self):
+        first = ResumableSampler(100, seed=1, batch_size=10)
+        take(first, 3)  # 30 samples
         with self.assertRaises(ValueError) as cm:
-            ResumableSampler(100, seed=1, batch_size=20).load_state_dict(state)
-        self.assertIn("batch_size=10", str(cm.exception))
-        with self.assertRaises(ValueError):
-            ResumableSampler(99, seed=1, batch_size=10).load_state_dict(state)
+            ResumableSampler(100, seed=1, batch_size=20).load_state_dict(first.state_dict())
+        self.assertIn("sample 30 of epoch 0", str(cm.exception))
+        self.assertIn("global batches of 20", str(cm.exception))
+        take(first, 1)  # 40: two batches of 20
+        other = ResumableSampler(100, seed=1, batch_size=20)
+        other.load_state_dict(first.state_dict())
+        self.assertEqual(next(iter(other)), ResumableSampler(100, 1, 20).batch(0, 2))
+
+    def test_a_state_of_the_old_format_loads(self):
+        state = {"epoch": 2, "offset": 3, "seed": 1, "dataset_len": 100, "batch_size": 5, "num_replicas": 2,
+                 "shuffle": True, "drop_last": True}  # before `samples`: offset counted 10-sample steps
+        s = ResumableSampler(100, seed=1, global_batch_size=10, num_replicas=2)
+        s.load_state_dict(state)
+        self.assertEqual((s.epoch, s.samples, s.offset), (2, 30, 3))
+
+    def test_the_same_global_order_across_world_sizes(self):
+        # Global batch 12 on 1, 2, 3 and 4 processes, the world size changing at every cut:
+        # the union of the ranks' batches of each step is the one-process batch of that step.
+        total = 20  # 2 epochs of 8 steps (100 // 12) and 4 more
+        reference = take(ResumableSampler(100, seed=9, global_batch_size=12), total)
+        worlds = [2, 1, 3, 4, 2]
+        cuts = [0, 3, 7, 9, 15, total]
+        got = []
+        state = None
+        for world, (a, b) in zip(worlds, zip(cuts, cuts[1:])):
+            ranks = [ResumableSampler(100, seed=9, global_batch_size=12, num_replicas=world, rank=r)
+                     for r in range(world)]
+            for r in ranks:
+                if state is not None:
+                    r.load_state_dict(state)
+            per_rank = [take(r, b - a) for r in ranks]
+            for step in range(b - a):
+                batches = [per_rank[r][step] for r in range(world)]
+                self.assertEqual([len(x) for x in batches], [12 // world] * world)
+                got.append(sorted(sum(batches, [])))
+            state = ranks[0].state_dict()  # rank 0's state is enough
+            self.assertEqual([r.state_dict() for r in ranks], [state] * world)
+        self.assertEqual(got, [sorted(b) for b in reference])
 
     def test_invalid_arguments(self):
         for kwargs in (dict(dataset_len=0, seed=0, batch_size=1),
                        dict(dataset_len=10, seed=0, batch_size=0),
                        dict(dataset_len=10, seed=0, batch_size=2, num_replicas=2, rank=2),
                        dict(dataset_len=10, seed=0, batch_size=2, num_replicas=2, drop_last=False),
-                       dict(dataset_len=3, seed=0, batch_size=4)):
+                       dict(dataset_len=3, seed=0, batch_size=4),
+                       dict(dataset_len=10, seed=0),
+                       dict(dataset_len=10, seed=0, batch_size=2, global_batch_size=4),
+                       dict(dataset_len=10, seed=0, global_batch_size=5, num_replicas=2)):
             with self.subTest(**kwargs), self.assertRaises(ValueError):
                 ResumableSampler(**kwargs)
 
