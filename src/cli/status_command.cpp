@@ -26,6 +26,7 @@ nlohmann::json ToJson(const coordination::GroupView& v, int nodes) {
                    {"epoch", v.epoch},
                    {"failures", v.failures},
                    {"members", nlohmann::json::array()},
+                   {"spares", nlohmann::json::array()},
                    {"joins", nlohmann::json::array()},
                    {"stops", nlohmann::json::array()},
                    {"done", nlohmann::json::array()},
@@ -36,6 +37,13 @@ nlohmann::json ToJson(const coordination::GroupView& v, int nodes) {
                             {"host", m.host},
                             {"pid", m.pid},
                             {"since_unix_ms", m.since_unix_ms}});
+  }
+  for (const auto& [lease, m] : v.spares) {
+    j["spares"].push_back({{"lease", lease},
+                           {"advertise", m.advertise},
+                           {"host", m.host},
+                           {"pid", m.pid},
+                           {"since_unix_ms", m.since_unix_ms}});
   }
   for (const auto& [epoch, joined] : v.joins) {
     for (const auto& [rank, record] : joined)
@@ -80,8 +88,9 @@ void AddStatusCommand(CLI::App& app, int& exit_code) {
       exit_code = exit_code::kDone;
       return;
     }
-    std::printf("job %s: %zu of %d ranks held; newest agreed epoch %llu\n", job->job.name.c_str(), view->members.size(),
-                nodes, static_cast<unsigned long long>(view->epoch));
+    std::printf("job %s: %zu of %d ranks held, %zu spare%s waiting; newest agreed epoch %llu\n", job->job.name.c_str(),
+                view->members.size(), nodes, view->spares.size(), view->spares.size() == 1 ? "" : "s",
+                static_cast<unsigned long long>(view->epoch));
     for (int rank = 0; rank < nodes; ++rank) {
       const auto m = view->members.find(rank);
       if (m == view->members.end()) {
@@ -90,6 +99,10 @@ void AddStatusCommand(CLI::App& app, int& exit_code) {
         std::printf("  rank %d  %s  host=%s pid=%lld\n", rank, m->second.advertise.c_str(), m->second.host.c_str(),
                     static_cast<long long>(m->second.pid));
       }
+    }
+    for (const auto& [lease, m] : view->spares) {
+      std::printf("  spare   %s  host=%s pid=%lld\n", m.advertise.c_str(), m.host.c_str(),
+                  static_cast<long long>(m.pid));
     }
     for (const auto& [epoch, joined] : view->joins) {
       if (epoch <= view->epoch) continue;  // agreed and started already

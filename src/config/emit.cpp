@@ -300,6 +300,7 @@ std::string ToYaml(const JobConfig& c) {
   } else {
     y << g.node_rank;
   }
+  y << YAML::Key << "spares" << YAML::Value << g.spares;
   y << YAML::Key << "prefix" << YAML::Value << g.prefix;
   y << YAML::Key << "lease_ttl" << YAML::Value << FormatDuration(g.lease_ttl);
   y << YAML::Key << "join_timeout" << YAML::Value << FormatDuration(g.join_timeout);

@@ -151,7 +151,15 @@ Status CheckCoordination(JobConfig& job) {
       return Error{Where(job, "coordination.nodes") +
                    "a group of several nodes needs coordination.etcd (the etcd members the nodes agree through)"};
     }
+    if (c.spares > 0) {
+      return Error{Where(job, "coordination.spares") +
+                   "spares wait in a group: they need coordination.etcd (the etcd members the nodes agree through)"};
+    }
     return Ok{};
+  }
+  if (c.spares > 0 && c.node_rank != kAutoRank) {
+    return Error{Where(job, "coordination.node_rank") +
+                 "must be auto with coordination.spares: a spare takes whichever rank is lost"};
   }
   if (Status s = CheckEtcdUrls(job); !s) return s;
   if (c.node_rank != kAutoRank && c.node_rank >= c.nodes) {

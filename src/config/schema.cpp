@@ -295,6 +295,7 @@ class Reader : public NodeReader {
            if (v.prefix.empty() || v.prefix.front() != '/') Fail(n, k, "must start with '/', e.g. /spotvisor");
            while (v.prefix.size() > 1 && v.prefix.back() == '/') v.prefix.pop_back();
          }},
+        {"spares", [&](const YAML::Node& n, const std::string& k) { v.spares = Int(n, k, 0, 64); }},
         {"lease_ttl", [&](const YAML::Node& n, const std::string& k) { v.lease_ttl = Dur(n, k); }},
         {"join_timeout", [&](const YAML::Node& n, const std::string& k) { v.join_timeout = Dur(n, k); }},
         {"advertise", [&](const YAML::Node& n, const std::string& k) { v.advertise = String(n, k); }},

@@ -21,7 +21,16 @@ void EtcdCoordinator::Propose(const ProposeResumeAction& proposal, AgreedHandler
   Log(LogLevel::kInfo, "event=group_waiting nodes=" + std::to_string(c_.nodes) +
                            " good_steps=" + std::to_string(proposal.good.size()) +
                            " detail=\"waiting until every rank has joined the next epoch\"");
-  if (rank_ >= 0 && synced_) PublishJoin();
+  if (released_) {  // drained, then the notice cleared: a rank again, or a spare's place
+    released_ = false;
+    if (synced_) ClaimRank();
+    return;
+  }
+  if (spare_) {
+    if (on_spare_) on_spare_(GroupSpareEvent{true});
+    return;
+  }
+  if (claimed_ && synced_) PublishJoin();
 }
 
 void EtcdCoordinator::PublishStop(const PublishStopAction& stop) {

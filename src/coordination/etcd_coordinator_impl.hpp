@@ -32,6 +32,7 @@ using log::LogLevel;
 using log::Quote;
 using supervisor::Coordinator;
 using supervisor::GroupAgreedEvent;
+using supervisor::GroupSpareEvent;
 using supervisor::ProposeResumeAction;
 using supervisor::PublishStopAction;
 using supervisor::StopReason;
@@ -61,17 +62,23 @@ class EtcdCoordinator final : public Coordinator {
 
   // coordinator.hpp's; Start and Leave in membership.cpp, Propose and PublishStop in
   // etcd_coordinator.cpp.
-  void Start(PeerStopHandler on_peer_stop) override;
+  void Start(PeerStopHandler on_peer_stop, SpareHandler on_spare) override;
   void Propose(const ProposeResumeAction& proposal, AgreedHandler on_agreed) override;
   void PublishStop(const PublishStopAction& stop) override;
   void PublishDone(FinishedHandler on_finished) override;
   void Leave(bool finished) override;
+  void ReleaseRank() override;
 
  private:
   // membership.cpp: a lease, then the view of the group (its snapshot claims the rank).
   void Register();
   void OnLeaseLost(const Error& e);
   void ClaimRank();
+  // No rank is free and coordination.spares allows spares: wait as one (a key under the
+  // lease for `spotvisor status`), told to the Fsm once per proposal.
+  void BecomeSpare();
+  // The claim of rank `rank` succeeded: a spare's old proposal is dropped (the Fsm selects again).
+  void OnClaimed(int rank);
   void OnSnapshot(const etcd::RangeResponse& snapshot);
   void OnEvents(const std::vector<etcd::Event>& events);
   void OnConnection(bool connected, const std::string& why);
@@ -109,6 +116,10 @@ class EtcdCoordinator final : public Coordinator {
   std::int64_t lease_ = 0;                      // 0: none yet (or lost)
   int rank_ = -1;                               // this node's rank once claimed (kept across a lost lease)
   bool claimed_ = false;                        // members/rank_ is ours under lease_
+  bool claiming_ = false;                       // a claim's txn is in flight
+  bool spare_ = false;                          // waiting as a spare (spares/<lease_> is ours)
+  bool released_ = false;                       // ReleaseRank: no claim until the next Propose
+  SpareHandler on_spare_;
   bool synced_ = false;                         // the first snapshot arrived
   GroupView view_;                              // what etcd holds under base_, kept by the watch
   std::uint64_t last_epoch_ = 0;                // the newest epoch this node ran

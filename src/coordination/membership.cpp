@@ -4,11 +4,13 @@
 
 namespace spotvisor::coordination::detail {
 
-void EtcdCoordinator::Start(PeerStopHandler on_peer_stop) {
+void EtcdCoordinator::Start(PeerStopHandler on_peer_stop, SpareHandler on_spare) {
   on_peer_stop_ = std::move(on_peer_stop);
-  Log(LogLevel::kInfo, "event=group_connecting etcd=" + Quote(Join(c_.etcd)) + " prefix=" + Quote(base_) +
-                           " nodes=" + std::to_string(c_.nodes) + " node_rank=" +
-                           (c_.node_rank == config::kAutoRank ? std::string("auto") : std::to_string(c_.node_rank)));
+  on_spare_ = std::move(on_spare);
+  Log(LogLevel::kInfo,
+      "event=group_connecting etcd=" + Quote(Join(c_.etcd)) + " prefix=" + Quote(base_) +
+          " nodes=" + std::to_string(c_.nodes) + " spares=" + std::to_string(c_.spares) +
+          " node_rank=" + (c_.node_rank == config::kAutoRank ? std::string("auto") : std::to_string(c_.node_rank)));
   Register();
 }
 
@@ -63,17 +65,22 @@ void EtcdCoordinator::OnLeaseLost(const Error& e) {
   lease_ = 0;
   keeper_.reset();
   claimed_ = false;
+  spare_ = false;  // its key went with the lease: said again under the new one
   retry_->After(std::chrono::milliseconds(0), [this] { Register(); });
 }
 
 void EtcdCoordinator::ClaimRank() {
-  if (left_ || lease_ == 0 || claimed_) return;
+  if (left_ || lease_ == 0 || claimed_ || claiming_ || released_) return;
   int want = rank_ >= 0 ? rank_ : c_.node_rank;
   if (want == config::kAutoRank) {
     auto free = LowestFreeRank(view_.members, c_.nodes);
     if (!free) {
-      Trouble("all " + std::to_string(c_.nodes) + " ranks are held; waiting for one to be free",
-              Error{"coordination.nodes = " + std::to_string(c_.nodes)});
+      if (c_.spares > 0) {
+        BecomeSpare();
+      } else {
+        Trouble("all " + std::to_string(c_.nodes) + " ranks are held; waiting for one to be free",
+                Error{"coordination.nodes = " + std::to_string(c_.nodes)});
+      }
       retry_->After(kRetry, [this] { ClaimRank(); });
       return;
     }
@@ -89,8 +96,10 @@ void EtcdCoordinator::ClaimRank() {
     txn.compare.push_back(etcd::Compare::Absent(key));
   }
   txn.success.emplace_back(etcd::PutRequest{key, Encode(me_), lease_, false});
+  claiming_ = true;
   client_->Txn(std::move(txn), [this, want](Result<etcd::TxnResponse> r) {
-    if (left_ || claimed_) return;
+    claiming_ = false;
+    if (left_ || claimed_ || released_) return;
     if (!r) {
       Trouble("cannot claim rank " + std::to_string(want), r.error());
       retry_->After(kRetry, [this] { ClaimRank(); });
@@ -102,12 +111,76 @@ void EtcdCoordinator::ClaimRank() {
       retry_->After(kRetry, [this] { ClaimRank(); });
       return;
     }
-    rank_ = want;
-    claimed_ = true;
-    trouble_.clear();
-    Log(LogLevel::kInfo, "event=group_joined rank=" + std::to_string(rank_) + " nodes=" + std::to_string(c_.nodes) +
-                             " advertise=" + Quote(me_.advertise) + " lease_ttl=" + FormatDuration(c_.lease_ttl));
-    if (pending_) PublishJoin();
+    OnClaimed(want);
+  });
+}
+
+void EtcdCoordinator::OnClaimed(int rank) {
+  rank_ = rank;
+  claimed_ = true;
+  trouble_.clear();
+  const bool was_spare = spare_;
+  if (was_spare) {
+    spare_ = false;
+    client_->DeleteRange({SpareKey(base_, lease_), "", false}, [](auto) {});
+  }
+  Log(LogLevel::kInfo, "event=group_joined rank=" + std::to_string(rank_) + " nodes=" + std::to_string(c_.nodes) +
+                           " advertise=" + Quote(me_.advertise) + " lease_ttl=" + FormatDuration(c_.lease_ttl) +
+                           (was_spare ? " from=spare" : ""));
+  if (was_spare && pending_) {
+    // Proposed while waiting: the checkpoints may have changed since (the lost rank's last
+    // save). The Fsm selects again and proposes anew.
+    pending_.reset();
+    on_agreed_ = nullptr;
+    if (on_spare_) on_spare_(GroupSpareEvent{false});
+    return;
+  }
+  if (pending_) PublishJoin();
+}
+
+void EtcdCoordinator::BecomeSpare() {
+  if (spare_) return;
+  spare_ = true;
+  client_->Put({SpareKey(base_, lease_), Encode(me_), lease_, false}, [this](Result<etcd::PutResponse> r) {
+    if (!r) Trouble("cannot tell the group that this node waits as a spare", r.error());
+  });
+  Log(LogLevel::kInfo, "event=spare_waiting nodes=" + std::to_string(c_.nodes) +
+                           " spares=" + std::to_string(view_.spares.size() + 1) + " of=" + std::to_string(c_.spares) +
+                           " detail=\"every rank is held; taking the first one lost\"");
+  if (view_.spares.size() + 1 > static_cast<std::size_t>(c_.spares)) {
+    Log(LogLevel::kWarning, "event=spares_beyond_config spares=" + std::to_string(view_.spares.size() + 1) +
+                                " coordination_spares=" + std::to_string(c_.spares) +
+                                " detail=\"more nodes wait than coordination.spares says; this one waits too\"");
+  }
+  if (pending_ && on_spare_) on_spare_(GroupSpareEvent{true});
+}
+
+void EtcdCoordinator::ReleaseRank() {
+  if (left_) return;
+  released_ = true;
+  retry_->Cancel();
+  if (pending_ && join_epoch_ != 0 && claimed_)
+    client_->DeleteRange({JoinKey(base_, join_epoch_, rank_), "", false}, [](auto) {});
+  pending_.reset();
+  on_agreed_ = nullptr;
+  join_epoch_ = 0;
+  running_epoch_ = 0;  // what happens to the group now is no longer this node's to stop
+  if (spare_) {
+    spare_ = false;
+    client_->DeleteRange({SpareKey(base_, lease_), "", false}, [](auto) {});
+    Log(LogLevel::kInfo, "event=spare_left detail=\"drained: no longer waiting for a rank\"");
+  }
+  if (!claimed_) return;
+  claimed_ = false;
+  etcd::TxnRequest txn;
+  const std::string key = MemberKey(base_, rank_);
+  txn.compare.push_back(etcd::Compare::Value(key, etcd::Compare::Result::kEqual, Encode(me_)));
+  txn.success.emplace_back(etcd::DeleteRangeRequest{key, "", false});
+  Log(LogLevel::kInfo, "event=group_rank_released rank=" + std::to_string(rank_) +
+                           " detail=\"drained for a notice: a spare can take the rank now\"");
+  rank_ = -1;
+  client_->Txn(std::move(txn), [this](Result<etcd::TxnResponse> r) {
+    if (!r) Trouble("cannot give up this node's rank (its lease lapses when the machine goes)", r.error());
   });
 }
 
@@ -139,6 +212,7 @@ void EtcdCoordinator::Apply(const etcd::KeyValue& kv, bool deleted) {
   const ParsedKey key = ParseKey(base_, kv.key);
   if (!Fold(view_, key, kv.value, deleted)) return;
   if (key.kind == ParsedKey::Kind::kMember && deleted) {
+    if (spare_) ClaimRank();  // a rank is lost: a spare takes it at once, not at the next retry
     if (key.rank == rank_) {
       // Our own key is gone though our lease is not known lost: claim it again.
       if (claimed_ && lease_ != 0) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -68,6 +69,9 @@ std::string GroupPrefix(const std::string& prefix, const std::string& job) {
   return base + job + "/";
 }
 std::string MemberKey(const std::string& base, int rank) { return base + "members/" + Pad(rank, 4); }
+std::string SpareKey(const std::string& base, std::int64_t lease) {
+  return base + "spares/" + Pad(static_cast<std::uint64_t>(lease), 20);
+}
 std::string JoinPrefix(const std::string& base, std::uint64_t epoch) { return base + "join/" + Pad(epoch, 12) + "/"; }
 std::string JoinKey(const std::string& base, std::uint64_t epoch, int rank) {
   return JoinPrefix(base, epoch) + Pad(rank, 4);
@@ -94,6 +98,11 @@ ParsedKey ParseKey(const std::string& base, std::string_view key) {
     p.kind = ParsedKey::Kind::kFailures;
   } else if (take("members/")) {
     if (auto r = Number(key); r && *r < 100000) p = {ParsedKey::Kind::kMember, static_cast<int>(*r), 0};
+  } else if (take("spares/")) {
+    if (auto l = Number(key); l && *l > 0 && *l <= static_cast<std::uint64_t>(INT64_MAX)) {
+      p.kind = ParsedKey::Kind::kSpare;
+      p.lease = static_cast<std::int64_t>(*l);
+    }
   } else if (take("stop/")) {
     if (auto e = Number(key)) p = {ParsedKey::Kind::kStop, -1, *e};
   } else if (const bool join = take("join/"); join || take("done/")) {
@@ -141,6 +150,15 @@ bool Fold(GroupView& view, const ParsedKey& key, std::string_view value, bool de
         view.members.erase(key.rank);
       } else if (auto m = DecodeMember(value)) {
         view.members[key.rank] = *m;
+      } else {
+        return false;
+      }
+      return true;
+    case ParsedKey::Kind::kSpare:
+      if (deleted) {
+        view.spares.erase(key.lease);
+      } else if (auto m = DecodeMember(value)) {
+        view.spares[key.lease] = *m;
       } else {
         return false;
       }

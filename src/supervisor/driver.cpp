@@ -83,7 +83,8 @@ int Driver::Impl::Run() {
   }
   for (auto& o : observers_) o->OnStart(*this);
   coordinator_->Start(
-      [this](StopRequestedEvent stop) { asio::post(io_, [this, stop = std::move(stop)] { Dispatch(stop); }); });
+      [this](StopRequestedEvent stop) { asio::post(io_, [this, stop = std::move(stop)] { Dispatch(stop); }); },
+      [this](GroupSpareEvent spare) { asio::post(io_, [this, spare] { Dispatch(spare); }); });
   Dispatch(StartEvent{});
   host_->clock().Run(io_);
   // A selection still running now is stuck (a hung mount: checkpoints.select_timeout

@@ -80,6 +80,7 @@ class Driver::Impl final : public RunControl {
   void Perform(const PublishDoneAction& a);
   void Perform(const ValidateDrainedAction&);
   void Perform(const AcknowledgeNoticeAction&);
+  void Perform(const ReleaseRankAction&);
   void OnNotice(const preemption::Notice& n);
   void OnNoticeCleared();
   void WriteNoticeFile(const preemption::Notice& n);

@@ -87,6 +87,8 @@ void Driver::Impl::Perform(const AcknowledgeNoticeAction&) {
   if (watcher_ && notice_) watcher_->Acknowledge(*notice_);
 }
 
+void Driver::Impl::Perform(const ReleaseRankAction&) { coordinator_->ReleaseRank(); }
+
 // Drained: find (and fully validate) the checkpoint a resume would use, and record it;
 // the Fsm then has the provider told (DrainedValidatedEvent).
 void Driver::Impl::Perform(const ValidateDrainedAction&) {

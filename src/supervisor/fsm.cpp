@@ -36,6 +36,8 @@ const char* PhaseName(Phase p) {
       return "drained";
     case Phase::kFinishing:
       return "finishing";
+    case Phase::kSpare:
+      return "spare";
     case Phase::kFinished:
       return "finished";
   }
@@ -66,6 +68,7 @@ std::vector<Action> Fsm::Handle(const Event& event, TimePoint now) {
         if constexpr (std::is_same_v<E, SelectionFailedEvent>) return OnSelectionFailed(e);
         if constexpr (std::is_same_v<E, GroupSurvivedKillEvent>) return OnGroupSurvivedKill(e);
         if constexpr (std::is_same_v<E, DrainedValidatedEvent>) return OnDrainedValidated();
+        if constexpr (std::is_same_v<E, GroupSpareEvent>) return OnGroupSpare(e, now);
       },
       event);
 }
@@ -94,7 +97,21 @@ std::vector<Action> Fsm::Drain(TimePoint now, LogAction note, std::vector<Action
 
 std::vector<Action> Fsm::OnDrainedValidated() {
   if (phase_ != Phase::kDrained) return {};
+  // The checkpoint is known good and this machine is going: a spare can take the rank now.
+  if (job_.coordination.spares > 0) return {AcknowledgeNoticeAction{}, ReleaseRankAction{}};
   return {AcknowledgeNoticeAction{}};
+}
+
+std::vector<Action> Fsm::OnGroupSpare(const GroupSpareEvent& e, TimePoint now) {
+  if (e.waiting) {
+    if (phase_ != Phase::kJoining) return {};
+    // A spare waits as long as it takes: the group is whole without it.
+    phase_ = Phase::kSpare;
+    return {CancelTimerAction{TimerKind::kJoin}};
+  }
+  if (phase_ != Phase::kSpare) return {};
+  // A rank was lost and is this node's now: the checkpoints it chose from may be old.
+  return Select(now);
 }
 
 std::vector<Action> Fsm::OnSelectionFailed(const SelectionFailedEvent& e) {

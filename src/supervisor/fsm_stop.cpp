@@ -51,6 +51,16 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
       return {};  // a notice, a hang or the budget: no trainer runs here, the group's decides
     case Phase::kJoining:
       return StopWhileJoining(e, now);
+    case Phase::kSpare:
+      // No trainer and no rank: nothing to save or tell the group.
+      if (by_signal) return Finish(ExitCode::kStopped, "stopped on request while waiting as a spare");
+      if (e.reason == StopReason::kBudget) return Finish(ExitCode::kBudget, "the cost budget is exhausted (a spare)");
+      if (e.reason == StopReason::kNotice) {
+        return Drain(now,
+                     Note(LogLevel::kWarning, "event=drained reason=notice detail=\"notice while waiting as a spare\""),
+                     {ReleaseRankAction{}});
+      }
+      return {};
     case Phase::kStopping:
       return StopWhileStopping(e, now);
     case Phase::kRunning:

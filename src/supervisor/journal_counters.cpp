@@ -7,7 +7,9 @@ namespace spotvisor::supervisor {
 namespace {
 
 // Phases worth a write of their own: a restarted supervisor (or a drill) reads them.
-bool Persistent(const std::string& phase) { return phase == "running" || phase == "drained" || phase == "finished"; }
+bool Persistent(const std::string& phase) {
+  return phase == "running" || phase == "drained" || phase == "spare" || phase == "finished";
+}
 
 std::string ChildKey(const state::PersistedState& s) {
   return s.child ? std::to_string(s.child->pid) + ":" + std::to_string(s.child->start_ticks) : std::string();

@@ -11,6 +11,10 @@ DDP over gloo: the real example trainer of the other e2e tests.
                job file (`node_rank: auto`) takes rank 0; the group resumes in epoch 2 from
                the agreed checkpoint; the final weights equal an uninterrupted torchrun
                run's (the same world of 2 ranks), bit for bit; both spotvisors exit 0.
+  Spares       (a') `coordination.spares: 1`, three spotvisors for two ranks: the third waits
+               as a spare; a notice on rank 0's node: once drained it gives the rank up, the
+               spare takes it at once, selects again and the group trains again within 5 s,
+               with no replacement; exact as above.
   GroupExitZero (b) the same with workers that exit 0 after a stop (tests/e2e/dist_worker.py):
                the preempted node drains, the other records peer-stopped; neither is done.
   LeaseLapse   (d) a SIGKILLed spotvisor: the other stops within lease_ttl + ~1 s, waits,
@@ -139,9 +143,9 @@ class GroupCase(NeedsTorchrun, E2ECase):
             "  prefix: /spotvisor-e2e", "  lease_ttl: 3s", "  join_timeout: 5m", "  advertise: 127.0.0.1",
             *(f"  {k}: {v}" for k, v in more.items())]) + "\n"
 
-    def node_job(self, node: str, *, name: str, node_rank: str, script: List[str], **kw) -> Path:
+    def node_job(self, node: str, *, name: str, node_rank: str, script: List[str], spares: int = 0, **kw) -> Path:
         """Node `node`'s job: plain two-node torchrun, one worker running `script`, the
-        checkpoints in the shared dir."""
+        checkpoints in the shared dir; `spares`: coordination.spares."""
         workdir = self.dir / node
         workdir.mkdir(exist_ok=True)
         ckpt = workdir / "ckpt"
@@ -151,7 +155,8 @@ class GroupCase(NeedsTorchrun, E2ECase):
                    "--master_addr={master_addr}", "--master_port={master_port}", "--redirects", "1", "--tee", "1",
                    "--monitor_interval", "0.5", *script]
         return write_job(workdir / "job.yaml", name=name, command=command, pattern="ckpt_step{step}",
-                         extra=self.coordination(node_rank, master_port=str(self.master_port)), **kw)
+                         extra=self.coordination(node_rank, master_port=str(self.master_port),
+                                                 **({"spares": str(spares)} if spares else {})), **kw)
 
 
 class GroupNotice(GroupCase):
@@ -215,6 +220,71 @@ class GroupNotice(GroupCase):
         self.assertEqual(outcomes, ["peer-stopped", "done"], outcomes)
         state1 = json.loads((self.dir / "n1" / "state" / "state.json").read_text())
         self.assertEqual((state1.get("failures"), state1.get("consecutive_failures")), (0, 0), state1)
+
+
+class Spares(GroupCase):
+    """coordination.spares: three spotvisors for a group of two; a notice on rank 0's node."""
+
+    def test_a_spare_takes_the_preempted_rank_and_the_group_trains_again_within_5_s(self):
+        digest = reference_digest("torchrun")
+        mock = self.mock("aws")
+        trainer = [str(TORCH_TRAINER), "--ckpt-dir", "{checkpoint_dir}", "--result-file", "{result_file}",
+                   *EXAMPLE_ARGS, "--step-sleep", "0.15"]
+        resume = ["--resume_from={checkpoint}"]
+        common = dict(name="spares", node_rank="auto", script=trainer, resume_args=resume, grace="60s", spares=1)
+        job0 = self.node_job("n0", provider="aws", endpoint=mock.url, **common)
+        job1 = self.node_job("n1", **common)
+        job2 = self.node_job("n2", **common)
+        sv0 = self.supervise(job0, "n0")
+        self.assertEqual(sv0.wait_event("group_joined", 60)["rank"], "0")
+        sv1 = self.supervise(job1, "n1")
+        self.assertEqual(sv1.wait_event("group_joined", 60)["rank"], "1")
+        for sv in (sv0, sv1):
+            self.assertEqual(sv.wait_event("group_agreed", 60)["epoch"], "1")
+        # The third: every rank is held, it validates the checkpoints and waits, no trainer.
+        sv2 = self.supervise(job2, "n2")
+        waiting = sv2.wait_event("spare_waiting", 60)
+        self.assertEqual((waiting["nodes"], waiting["spares"]), ("2", "1"), waiting)
+        status = json.loads(subprocess.run([self.binary, "status", "--config", str(job2), "--json"],
+                                           capture_output=True, text=True, timeout=60).stdout)
+        self.assertEqual([(m["rank"]) for m in status["members"]], [0, 1], status)
+        self.assertEqual(len(status["spares"]), 1, status)
+        state = self.dir / "n2" / "state" / "state.json"
+        end = deadline(30)
+        while not (state.exists() and json.loads(state.read_text()).get("phase") == "spare"):
+            self.assertLess(time.monotonic(), end, f"state.json never said spare: {sv2.tail()}")
+            time.sleep(0.1)
+
+        sv0.wait_for(r"\[trainer\] saved step=10 reason=periodic", 240)
+        sv0.wait_for(r"(?:^|:)step=1[3-9] ", 60)
+        mock.preempt()
+        saved = sv0.wait_for(r"\[trainer\] saved step=(\d+) reason=stop path=(\S+)", 120)
+        step = int(saved.group(1))
+        released = sv0.wait_event("group_rank_released", 120)
+        self.assertEqual(released["rank"], "0")
+        took = sv2.wait_event("group_joined", 60)
+        self.assertEqual((took["rank"], took.get("from")), ("0", "spare"), took)
+        for sv in (sv1, sv2):
+            agreed = sv.wait_event("group_agreed", 120, lambda e: e["epoch"] == "2")
+            self.assertEqual(agreed["step"], str(step), agreed)
+        starts = [timed_events(sv.text(), "trainer_started")[-1] for sv in (sv1, sv2)]
+        self.assertEqual([s["attempt"] for s in starts], ["2", "1"], starts)
+        t_released = stamp(timed_events(sv0.text(), "group_rank_released")[0])
+        t_notice = stamp(timed_events(sv0.text(), "stopping")[0])
+        again = max(stamp(s) for s in starts) - t_released
+        print(f"\n[spares] notice -> rank 0 given up {t_released - t_notice:.2f}s (the save and the drain); "
+              f"given up -> both trainers started again {again:.2f}s", flush=True)
+        self.assertLessEqual(again, 5.0, "the group waited for more than the spare")
+
+        sv0.signal(signal.SIGTERM)  # the preempted machine goes away; no replacement comes
+        self.assert_exit(sv0, 75, 90)
+        self.assert_exit(sv2, 0, 400)
+        self.assert_exit(sv1, 0, 120)
+        self.assertEqual(self.result_of(self.dir / "n2"), digest,
+                         "the group resumed with the spare differs from an uninterrupted torchrun run")
+        self.assertRegex(sv2.text(), rf"\[trainer\] resumed from=\S*ckpt_step{step} step={step}")
+        self.assertEqual([a.get("outcome") for a in read_attempts(self.dir / "n1" / "state")],
+                         ["peer-stopped", "done"])
 
 
 class GroupExitZero(GroupCase):

@@ -323,6 +323,10 @@ TEST(ConfigLoader, CoordinationMistakesNameTheKey) {
       {"  etcd: [\"http://e:2379\"]\n  lease_ttl: 1500ms\n", "coordination.lease_ttl: must be whole seconds"},
       {"  etcd: [\"http://e:2379\"]\n  prefix: spotvisor\n", "coordination.prefix: must start with '/'"},
       {"  etcd: [\"http://e:2379\"]\n  node_rank: first\n", "coordination.node_rank"},
+      {"  spares: 1\n", "coordination.spares: spares wait in a group: they need coordination.etcd"},
+      {"  etcd: [\"http://e:2379\"]\n  nodes: 2\n  node_rank: 1\n  spares: 1\n",
+       "coordination.node_rank: must be auto with coordination.spares"},
+      {"  etcd: [\"http://e:2379\"]\n  spares: 65\n", "coordination.spares"},
   };
   for (const auto& [yaml, expected] : cases) {
     auto job = Load(dir, head + yaml);

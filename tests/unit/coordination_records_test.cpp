@@ -57,6 +57,17 @@ TEST(CoordinationRecords, KeysSortAsNumbersAndParseBack) {
   EXPECT_EQ(k.kind, ParsedKey::Kind::kDone);
   EXPECT_EQ(k.epoch, 4u);
   EXPECT_EQ(k.rank, 1);
+  k = ParseKey(base, SpareKey(base, 7587890123456789012));
+  EXPECT_EQ(k.kind, ParsedKey::Kind::kSpare);
+  EXPECT_EQ(k.lease, 7587890123456789012);
+  EXPECT_LT(SpareKey(base, 9), SpareKey(base, 10));
+  GroupView view;
+  EXPECT_TRUE(Fold(view, k, Encode(MemberRecord{"10.0.0.3", "spare-host", 7, 1}), false));
+  EXPECT_EQ(view.spares.at(7587890123456789012).host, "spare-host");
+  EXPECT_FALSE(Fold(view, k, "not json", false));
+  EXPECT_TRUE(Fold(view, k, "", true));
+  EXPECT_TRUE(view.spares.empty());
+  EXPECT_EQ(ParseKey(base, base + "spares/0").kind, ParsedKey::Kind::kOther);
   // Another job under the same prefix, or junk, is none of ours (issue 14 (g)).
   EXPECT_EQ(ParseKey(base, MemberKey(GroupPrefix("/spotvisor", "llama2"), 0)).kind, ParsedKey::Kind::kOther);
   EXPECT_EQ(ParseKey(base, base + "members/x").kind, ParsedKey::Kind::kOther);

@@ -310,7 +310,7 @@ class FakeCoordinator final : public Coordinator {
  public:
   FakeCoordinator(asio::io_context& io, Clock& clock, milliseconds peer_stop_after)
       : timer_(clock.MakeTimer(io)), after_(peer_stop_after) {}
-  void Start(PeerStopHandler on_peer_stop) override { on_peer_stop_ = std::move(on_peer_stop); }
+  void Start(PeerStopHandler on_peer_stop, SpareHandler) override { on_peer_stop_ = std::move(on_peer_stop); }
   void Propose(const ProposeResumeAction& proposal, AgreedHandler on_agreed) override {
     GroupAgreedEvent agreed;
     if (!proposal.good.empty()) agreed.point = proposal.good.front();

@@ -43,6 +43,7 @@ std::string Kind(const Action& a) {
         if constexpr (std::is_same_v<T, ExitAction>) return "exit:" + std::to_string(Code(x.code));
         if constexpr (std::is_same_v<T, ValidateDrainedAction>) return "validate";
         if constexpr (std::is_same_v<T, AcknowledgeNoticeAction>) return "ack";
+        if constexpr (std::is_same_v<T, ReleaseRankAction>) return "release_rank";
       },
       a);
 }
@@ -829,6 +830,64 @@ TEST_F(FsmTest, AStopWhileJoiningActsAtOnce) {
   }
 }
 
+// coordination.spares: a node that finds every rank held waits as a spare with no deadline
+// (the join timeout is off); when it takes a lost rank it selects again (the lost node's
+// last save may be newer than what it proposed) and joins as any node does.
+TEST_F(FsmTest, ASpareWaitsWithoutADeadlineAndSelectsAgainWhenItTakesARank) {
+  job_.coordination.spares = 1;
+  const GroupAgreedEvent two{checkpoint::ResumePoint{"/ck/ckpt_step7", 7}, GroupPlace{0, 2, 2, "10.0.0.3", 29500}};
+  const std::vector<Row> rows = {{StartEvent{}, 0, {"select", "arm:3"}},
+                                 {At(5), 1, {"propose", "arm:5"}},
+                                 {GroupSpareEvent{true}, 2, {}},
+                                 {TimerFiredEvent{TimerKind::kJoin}, 3'600'000, {}},  // no deadline for a spare
+                                 {GroupSpareEvent{true}, 3'600'001, {}},              // said again: nothing new
+                                 {GroupSpareEvent{false}, 3'600'500, {"select", "arm:3"}},
+                                 {At(7), 3'600'600, {"propose", "arm:5"}},
+                                 {two, 3'600'700, {"spawn"}}};
+  Fsm fsm(job_, Counters{}, 1);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    last_ = fsm.Handle(rows[i].event, t0_ + milliseconds(rows[i].at_ms));
+    EXPECT_EQ(Kinds(last_), rows[i].expect) << "row " << i;
+    if (i == 2) {
+      EXPECT_EQ(fsm.phase(), Phase::kSpare);
+    }
+  }
+  EXPECT_EQ(fsm.phase(), Phase::kRunning);
+  EXPECT_STREQ(PhaseName(Phase::kSpare), "spare");
+}
+
+// A spare stopped on request exits 75; a notice drains it and it stops waiting for a rank.
+// A node drained for a notice gives its rank up once its checkpoint is validated, when the
+// group has spares (without, it keeps the rank until the machine goes).
+TEST_F(FsmTest, ASpareStopsAtOnceAndADrainedNodeGivesItsRankToTheSpares) {
+  job_.coordination.spares = 1;
+  const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws spot-itn"};
+  for (const auto& [stop, expect, after] : std::vector<std::tuple<StopRequestedEvent, std::vector<std::string>, Phase>>{
+           {kSigterm, {"exit:75"}, Phase::kFinished},
+           {notice, {"release_rank", "validate", "arm:4"}, Phase::kDrained},
+           {StopRequestedEvent{StopReason::kPeer, std::nullopt, "node 1: notice"}, {}, Phase::kSpare}}) {
+    Fsm fsm(job_, {}, 1);
+    fsm.Handle(StartEvent{}, t0_);
+    fsm.Handle(At(5), t0_);
+    fsm.Handle(GroupSpareEvent{true}, t0_);
+    EXPECT_EQ(Kinds(fsm.Handle(stop, t0_ + milliseconds(1))), expect) << stop.detail;
+    EXPECT_EQ(fsm.phase(), after) << stop.detail;
+  }
+  for (const int spares : {1, 0}) {
+    job_.coordination.spares = spares;
+    Fsm fsm(job_, {}, 1);
+    fsm.Handle(StartEvent{}, t0_);
+    fsm.Handle(At(5), t0_);
+    fsm.Handle(GroupAgreedEvent{std::nullopt, GroupPlace{0, 2, 1, "10.0.0.5", 29500}}, t0_);
+    fsm.Handle(notice, t0_ + milliseconds(10));
+    fsm.Handle(kExit0, t0_ + milliseconds(500));
+    EXPECT_EQ(fsm.phase(), Phase::kDrained);
+    const std::vector<std::string> expect =
+        spares ? std::vector<std::string>{"ack", "release_rank"} : std::vector<std::string>{"ack"};
+    EXPECT_EQ(Kinds(fsm.Handle(DrainedValidatedEvent{}, t0_ + milliseconds(600))), expect) << "spares=" << spares;
+  }
+}
+
 TEST_F(FsmTest, AGroupThatNeverAgreesEndsWithExit75) {
   job_.coordination.join_timeout = std::chrono::minutes(10);
   Fsm fsm(job_, {}, 1);
@@ -886,6 +945,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       SelectionFailedEvent{"permission denied"},
       GroupSurvivedKillEvent{4242},
       DrainedValidatedEvent{},
+      GroupSpareEvent{true},
   };
   // Every alternative of Event has a column, in order; TimerFiredEvent one per TimerKind.
   std::set<std::size_t> kinds_seen;
@@ -914,6 +974,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       {Phase::kBackoff, {StartEvent{}, ResumeSelectedEvent{}, agreed, exit1}},
       {Phase::kDrained, {StartEvent{}, ResumeSelectedEvent{}, agreed, notice, exit1}},
       {Phase::kFinishing, {StartEvent{}, ResumeSelectedEvent{}, agreed_by_two, exit0}},
+      {Phase::kSpare, {StartEvent{}, ResumeSelectedEvent{}, GroupSpareEvent{true}}},
       {Phase::kFinished, {StartEvent{}, ResumeSelectedEvent{}, agreed, exit0}},
   };
   struct Cell {
@@ -926,10 +987,11 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   // peer's stop (only a running trainer stops), checkpoint requested, notice cleared, timers grace / kill / backoff /
   // select / drained / join / launcher (none released in these paths: nothing) / resume, workers gone, workers
   // stalled (nothing is held in these paths: nothing), group agreed, group finished, selection failed, group survived
-  // SIGKILL, drained validated.
+  // SIGKILL, drained validated, group spare (every rank held: wait as a spare).
   const std::map<Phase, std::vector<Cell>> table = {
       {P::kIdle,
        {{P::kSelecting, V{"select", "arm:3"}},
+        {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
@@ -963,7 +1025,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
                        {P::kSelecting, V{}},        {P::kSelecting, V{}},
                        {P::kSelecting, V{}},        {P::kSelecting, V{}},
                        {P::kFinished, V{"exit:1"}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}}}},
       {P::kJoining, {{P::kJoining, V{}}, {P::kJoining, V{}},           {P::kJoining, V{}},
                      {P::kJoining, V{}}, {P::kFinished, V{"exit:75"}}, {P::kJoining, V{}},
                      {P::kJoining, V{}}, {P::kJoining, V{}},           {P::kJoining, V{}},
@@ -971,7 +1033,8 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
                      {P::kJoining, V{}}, {P::kFinished, V{"exit:75"}},  // the group never agreed
                      {P::kJoining, V{}}, {P::kJoining, V{}},           {P::kJoining, V{}},
                      {P::kJoining, V{}}, {P::kRunning, V{"spawn"}},    {P::kJoining, V{}},
-                     {P::kJoining, V{}}, {P::kJoining, V{}},           {P::kJoining, V{}}}},
+                     {P::kJoining, V{}}, {P::kJoining, V{}},           {P::kJoining, V{}},
+                     {P::kSpare, V{}}}},
       {P::kRunning,
        {{P::kRunning, V{}},
         {P::kRunning, V{}},
@@ -995,6 +1058,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kFinished, V{"exit:1"}},
+        {P::kRunning, V{}},
         {P::kRunning, V{}}}},
       {P::kStopping,
        {{P::kStopping, V{}},
@@ -1019,6 +1083,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kFinished, V{"exit:1"}},
+        {P::kStopping, V{}},
         {P::kStopping, V{}}}},
       {P::kBackoff,
        {{P::kBackoff, V{}},
@@ -1032,6 +1097,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kSelecting, V{"select", "arm:3"}},
+        {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
@@ -1067,7 +1133,8 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDrained, V{}},
         {P::kDrained, V{}},
         {P::kDrained, V{}},
-        {P::kDrained, V{"ack"}}}},
+        {P::kDrained, V{"ack"}},
+        {P::kDrained, V{}}}},
       {P::kFinishing, {{P::kFinishing, V{}},
                        {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
@@ -1090,13 +1157,19 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
                        {P::kFinished, V{"exit:0"}},
                        {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
+                       {P::kFinishing, V{}},
                        {P::kFinishing, V{}}}},
+      {P::kSpare, {{P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kFinished, V{"exit:75"}},
+                   {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}},
+                   {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}},
+                   {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}},
+                   {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}}},
       {P::kFinished,
        {{P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
-        {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}}},
+        {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}}},
   };
   ASSERT_EQ(table.size(), paths.size()) << "a phase without a row";
   for (const auto& [phase, path] : paths) {

@@ -193,6 +193,7 @@ struct CoordinationSection {
   std::vector<std::string> etcd;                     // member URLs (v3 JSON gateway); empty = one node alone
   int nodes = 1;                                     // the group starts only when all are there
   int node_rank = kAutoRank;                         // 0..nodes-1, or auto: the lowest free rank
+  int spares = 0;                                    // nodes beyond `nodes` that wait to take a lost rank
   std::string prefix = "/spotvisor";                 // keys under <prefix>/<job.name>/
   Duration lease_ttl = std::chrono::seconds(10);     // a node whose lease lapses is gone
   Duration join_timeout = std::chrono::minutes(30);  // waiting for the whole group, then exit 75

@@ -1,6 +1,7 @@
 // What the nodes of a multi-node job write to etcd, and the group's decision from it. Keys
 // live under <coordination.prefix>/<job.name>/:
 //   members/RRRR       this node holds rank R (under its lease): MemberRecord
+//   spares/LLLLLLLLLLLLLLLLLLLL  a spare waits for a rank, under its lease L: MemberRecord
 //   join/EEEEEEEEEEEE/RRRR  rank R waits to start epoch E with these good steps (its lease): JoinRecord
 //   epoch              the newest epoch the group agreed on (decimal)
 //   failures           the job's failures, all nodes together (decimal; raised by txn)
@@ -48,6 +49,7 @@ Result<StopRecord> DecodeStop(std::string_view json);
 // "<prefix>/<job>/" and the keys under it.
 std::string GroupPrefix(const std::string& prefix, const std::string& job);
 std::string MemberKey(const std::string& base, int rank);
+std::string SpareKey(const std::string& base, std::int64_t lease);
 std::string JoinPrefix(const std::string& base, std::uint64_t epoch);
 std::string JoinKey(const std::string& base, std::uint64_t epoch, int rank);
 std::string EpochKey(const std::string& base);
@@ -57,10 +59,11 @@ std::string DoneKey(const std::string& base, std::uint64_t epoch, int rank);
 
 // A key under `base` taken apart: which record it is and its numbers.
 struct ParsedKey {
-  enum class Kind { kMember, kJoin, kEpoch, kFailures, kStop, kDone, kOther };
+  enum class Kind { kMember, kSpare, kJoin, kEpoch, kFailures, kStop, kDone, kOther };
   Kind kind = Kind::kOther;
   int rank = -1;
   std::uint64_t epoch = 0;
+  std::int64_t lease = 0;  // kSpare: the spare's lease
 };
 ParsedKey ParseKey(const std::string& base, std::string_view key);
 
@@ -76,6 +79,7 @@ std::optional<int> LowestFreeRank(const std::map<int, MemberRecord>& members, in
 // coordinator keeps it current from its watch.
 struct GroupView {
   std::map<int, MemberRecord> members;                       // rank -> holder
+  std::map<std::int64_t, MemberRecord> spares;               // lease -> a spare waiting for a rank
   std::map<std::uint64_t, std::map<int, JoinRecord>> joins;  // epoch -> rank -> good steps
   std::map<std::uint64_t, StopRecord> stops;                 // epoch -> its first stop
   std::map<std::uint64_t, std::set<int>> done;               // epoch -> ranks whose trainer succeeded

@@ -18,9 +18,11 @@ class Coordinator {
   using AgreedHandler = std::function<void(GroupAgreedEvent)>;
   using PeerStopHandler = std::function<void(StopRequestedEvent)>;
   using FinishedHandler = std::function<void()>;
+  using SpareHandler = std::function<void(GroupSpareEvent)>;
   virtual ~Coordinator() = default;
-  // Once, before the first Propose: where the group's stops go (a single node has no peers).
-  virtual void Start(PeerStopHandler on_peer_stop) { (void)on_peer_stop; }
+  // Once, before the first Propose: where the group's stops go, and where this node hears
+  // that it waits as a spare or took a lost rank (a single node has neither).
+  virtual void Start(PeerStopHandler on_peer_stop, SpareHandler on_spare) { (void)on_peer_stop, (void)on_spare; }
   // Offers `proposal` for the next start; `on_agreed` is called once with the group's
   // choice, possibly before Propose returns (the caller must not re-enter the Fsm from it).
   virtual void Propose(const ProposeResumeAction& proposal, AgreedHandler on_agreed) = 0;
@@ -30,6 +32,9 @@ class Coordinator {
   // node's has (possibly before PublishDone returns; the same rule as Propose's). A peer's
   // stop meanwhile comes as usual, through the PeerStopHandler. A group of one: at once.
   virtual void PublishDone(FinishedHandler on_finished) { on_finished(); }
+  // Drained with spares: give up this node's rank (and stop waiting as a spare) until the
+  // next Propose, which claims a rank again or waits as a spare.
+  virtual void ReleaseRank() {}
   // The supervisor exits: give up this node's place now rather than when its lease lapses;
   // `finished`: its trainer succeeded (the job is done here), which the peers must not take
   // for a node lost. Whatever it starts finishes on the io_context, within request timeouts.

@@ -40,6 +40,8 @@ enum class Phase {
                // the notice cleared: kResume (provider.resume_after), then resume
   kFinishing,  // multi-node: this node's trainer succeeded, waiting until every node's has
                // (a peer's stop instead: rejoin); deadline kJoin (join_timeout): exit 75
+  kSpare,      // multi-node: every rank is held, this node waits to take a lost one
+               // (coordination.spares): no deadline; then it selects again and joins
   kFinished,   // an Exit action was issued; terminal
 };
 
@@ -121,6 +123,12 @@ struct GroupAgreedEvent {
 };
 // Every node's trainer of the running epoch succeeded (the coordinator's answer to PublishDoneAction).
 struct GroupFinishedEvent {};
+// After ProposeResumeAction, multi-node with coordination.spares: every rank is held and this
+// node waits as a spare (`waiting`), or it has taken a lost rank (not `waiting`; the
+// proposal was dropped: the checkpoints may have changed meanwhile, so select again).
+struct GroupSpareEvent {
+  bool waiting = true;
+};
 // After SelectResumeAction: the selection could not look at the checkpoints (not stuck: failed).
 struct SelectionFailedEvent {
   std::string message;
@@ -136,7 +144,7 @@ struct DrainedValidatedEvent {};
 using Event = std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent, StopRequestedEvent,
                            CheckpointRequestedEvent, NoticeClearedEvent, TimerFiredEvent, WorkersGoneEvent,
                            WorkersStalledEvent, GroupAgreedEvent, GroupFinishedEvent, SelectionFailedEvent,
-                           GroupSurvivedKillEvent, DrainedValidatedEvent>;
+                           GroupSurvivedKillEvent, DrainedValidatedEvent, GroupSpareEvent>;
 
 // ---- actions ----
 struct SelectResumeAction {};
@@ -203,6 +211,9 @@ struct LogAction {
 struct ValidateDrainedAction {};
 // Tell the provider this node is ready to go (Azure's StartRequests; a no-op elsewhere).
 struct AcknowledgeNoticeAction {};
+// Drained with spares in the group: give this node's rank up now, so that a spare takes it
+// at once instead of when the machine is gone; a later start claims a rank again.
+struct ReleaseRankAction {};
 struct ExitAction {
   ExitCode code = ExitCode::kDone;
   std::string message;  // one line for people
@@ -210,7 +221,7 @@ struct ExitAction {
 using Action = std::variant<SelectResumeAction, ProposeResumeAction, SpawnAction, SignalAction, HoldLaunchersAction,
                             ReleaseLaunchersAction, WatchWorkersAction, KillGroupAction, PublishStopAction,
                             PublishDoneAction, ArmTimerAction, CancelTimerAction, AttemptEndedAction, LogAction,
-                            ExitAction, ValidateDrainedAction, AcknowledgeNoticeAction>;
+                            ExitAction, ValidateDrainedAction, AcknowledgeNoticeAction, ReleaseRankAction>;
 
 // What survives a supervisor restart (the journal stores it).
 struct Counters {
@@ -253,6 +264,7 @@ class Fsm {
   std::vector<Action> OnWorkersStalled(const WorkersStalledEvent& e);
   std::vector<Action> OnGroupAgreed(const GroupAgreedEvent& e, TimePoint now);
   std::vector<Action> OnGroupFinished();
+  std::vector<Action> OnGroupSpare(const GroupSpareEvent& e, TimePoint now);
   std::vector<Action> OnNotice(const StopRequestedEvent& e, TimePoint now);
   std::vector<Action> OnSelectionFailed(const SelectionFailedEvent& e);
   std::vector<Action> OnGroupSurvivedKill(const GroupSurvivedKillEvent& e);

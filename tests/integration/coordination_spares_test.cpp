@@ -1,0 +1,146 @@
+// Hot spares (coordination.spares), three etcd coordinators in-process against a real etcd
+// member: a node that finds every rank held waits as a spare (its key in etcd, the Fsm
+// told), takes a rank the moment its holder gives it up (not at the next retry), and is
+// told to select again, since the checkpoints it proposed from may be old; the group then
+// agrees with it in the lost node's place. The node that gave its rank up, proposing again
+// (its notice cleared), waits as a spare in turn.
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "integration/etcd_cluster.hpp"
+#include "integration/etcd_test_util.hpp"
+#include "spotvisor/coordination/etcd_coordinator.hpp"
+#include "spotvisor/coordination/records.hpp"
+#include "support/log_capture.hpp"
+#include "support/virtual_clock.hpp"
+
+namespace spotvisor::coordination {
+namespace {
+
+using namespace std::chrono_literals;
+using etcd::etcd_test::RunUntil;
+using testing::EtcdCluster;
+using testing::VirtualClock;
+
+config::JobConfig Job(const EtcdCluster& cluster, const std::string& advertise) {
+  config::JobConfig job;
+  job.job.name = "spares";
+  job.coordination.etcd = cluster.ClientUrls();
+  job.coordination.prefix = "/spotvisor-test";
+  job.coordination.nodes = 2;
+  job.coordination.spares = 1;
+  job.coordination.node_rank = config::kAutoRank;
+  job.coordination.advertise = advertise;
+  return job;
+}
+
+// One node: its coordinator and what it was told.
+struct Node {
+  config::JobConfig job;
+  std::unique_ptr<supervisor::Coordinator> coordinator;
+  std::vector<bool> spare_events;  // GroupSpareEvent::waiting, in order
+  std::optional<supervisor::GroupAgreedEvent> agreed;
+
+  void Start(boost::asio::io_context& io, VirtualClock& clock) {
+    auto made = MakeEtcdCoordinator(io, clock, job);
+    ASSERT_TRUE(made) << made.error().message;
+    coordinator = std::move(*made);
+    coordinator->Start([](const supervisor::StopRequestedEvent&) {},
+                       [this](supervisor::GroupSpareEvent e) { spare_events.push_back(e.waiting); });
+  }
+  void Propose(std::uint64_t step) {
+    agreed.reset();
+    coordinator->Propose({{checkpoint::ResumePoint{"/ckpt/step" + std::to_string(step), step}}, 1},
+                         [this](supervisor::GroupAgreedEvent e) { agreed = std::move(e); });
+  }
+};
+
+std::size_t Count(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+TEST(CoordinationSpares, ASpareTakesALostRankAtOnceSelectsAgainAndTheGroupAgreesWithIt) {
+  EtcdCluster cluster(1);
+  testing::LogCapture log;
+  VirtualClock clock(WallTime{std::chrono::seconds(1'800'000'000)});
+  boost::asio::io_context io;
+  boost::asio::io_context side_io;
+  auto side = etcd::etcd_test::Connect(side_io, cluster.ClientUrls());
+  const std::string base = GroupPrefix("/spotvisor-test", "spares");
+  const auto view = [&] {
+    auto got = etcd::etcd_test::Get(side_io, *side, base, /*prefix=*/true);
+    std::vector<KeyValueText> pairs;
+    if (got) {
+      for (const auto& kv : got->kvs) pairs.push_back({kv.key, kv.value});
+    }
+    return ReadView(base, pairs);
+  };
+
+  Node a{Job(cluster, "10.0.0.1")}, b{Job(cluster, "10.0.0.2")}, s{Job(cluster, "10.0.0.3")};
+  a.Start(io, clock);
+  ASSERT_TRUE(RunUntil(io, [&] { return log.Joined().find("event=group_joined rank=0") != std::string::npos; }))
+      << log.Joined();
+  b.Start(io, clock);
+  ASSERT_TRUE(RunUntil(io, [&] { return log.Joined().find("event=group_joined rank=1") != std::string::npos; }))
+      << log.Joined();
+  a.Propose(20);
+  b.Propose(20);
+  ASSERT_TRUE(RunUntil(io, [&] { return a.agreed && b.agreed; })) << log.Joined();
+  EXPECT_EQ(a.agreed->place.epoch, 1u);
+
+  // The third node: every rank is held, it waits as a spare, said once (not a trouble).
+  s.Start(io, clock);
+  s.Propose(20);
+  ASSERT_TRUE(RunUntil(io, [&] { return !s.spare_events.empty() && view().spares.size() == 1u; })) << log.Joined();
+  EXPECT_EQ(s.spare_events, std::vector<bool>{true});
+  EXPECT_EQ(view().spares.begin()->second.advertise, "10.0.0.3");
+  clock.RunFor(io, 5s);  // its retries find nothing free and say nothing more
+  EXPECT_EQ(Count(log.Joined(), "event=spare_waiting"), 1u) << log.Joined();
+  EXPECT_EQ(Count(log.Joined(), "event=group_trouble"), 0u) << log.Joined();
+  EXPECT_EQ(Count(log.Joined(), "event=spares_beyond_config"), 0u) << log.Joined();
+  EXPECT_FALSE(s.agreed);
+
+  // Node 0 is drained (a notice): it gives its rank up; the spare takes it at once, with no
+  // virtual time passing (the watch's delete, not a retry), and is told to select again.
+  a.coordinator->ReleaseRank();
+  ASSERT_TRUE(RunUntil(io, [&] { return s.spare_events.size() == 2u; })) << log.Joined();
+  EXPECT_EQ(s.spare_events, (std::vector<bool>{true, false}));
+  EXPECT_NE(log.Joined().find("event=group_rank_released rank=0"), std::string::npos) << log.Joined();
+  EXPECT_NE(log.Joined().find("event=group_joined rank=0 nodes=2 advertise=10.0.0.3"), std::string::npos)
+      << log.Joined();
+  EXPECT_NE(log.Joined().find("from=spare"), std::string::npos) << log.Joined();
+  EXPECT_TRUE(RunUntil(io, [&] { return view().spares.empty(); }));
+  EXPECT_EQ(view().members.at(0).advertise, "10.0.0.3");
+  EXPECT_FALSE(s.agreed) << "the old proposal was dropped";
+
+  // The spare's new selection found the lost node's last save; the survivor proposes too.
+  s.Propose(30);
+  b.Propose(30);
+  ASSERT_TRUE(RunUntil(io, [&] { return s.agreed && b.agreed; })) << log.Joined();
+  EXPECT_EQ(s.agreed->place.epoch, 2u);
+  EXPECT_EQ(s.agreed->place.rank, 0);
+  EXPECT_EQ(b.agreed->place.master_addr, "10.0.0.3") << "rank 0's address is the spare's now";
+  ASSERT_TRUE(s.agreed->point);
+  EXPECT_EQ(s.agreed->point->step, 30u);
+  EXPECT_FALSE(a.agreed && a.agreed->place.epoch == 2u);
+
+  // Node 0's notice cleared: it proposes again and, every rank held, waits as a spare.
+  a.Propose(30);
+  ASSERT_TRUE(RunUntil(io, [&] { return !a.spare_events.empty() && view().spares.size() == 1u; })) << log.Joined();
+  EXPECT_EQ(a.spare_events, std::vector<bool>{true});
+  EXPECT_EQ(view().spares.begin()->second.advertise, "10.0.0.1");
+
+  for (Node* n : {&a, &b, &s}) n->coordinator->Leave(false);
+  RunUntil(
+      io, [] { return false; }, 300ms);
+}
+
+}  // namespace
+}  // namespace spotvisor::coordination
