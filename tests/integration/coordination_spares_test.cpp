@@ -3,7 +3,8 @@
 // told), takes a rank the moment its holder gives it up (not at the next retry), and is
 // told to select again, since the checkpoints it proposed from may be old; the group then
 // agrees with it in the lost node's place. The node that gave its rank up, proposing again
-// (its notice cleared), waits as a spare in turn.
+// (its notice cleared), waits as a spare in turn, and takes the rank of a node whose lease
+// ends.
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
@@ -137,7 +138,17 @@ TEST(CoordinationSpares, ASpareTakesALostRankAtOnceSelectsAgainAndTheGroupAgrees
   EXPECT_EQ(a.spare_events, std::vector<bool>{true});
   EXPECT_EQ(view().spares.begin()->second.advertise, "10.0.0.1");
 
-  for (Node* n : {&a, &b, &s}) n->coordinator->Leave(false);
+  // Node 1 vanishes (its lease ends: here revoked, as etcd does when it lapses): the spare
+  // takes rank 1 on the delete.
+  b.coordinator->Leave(false);
+  ASSERT_TRUE(RunUntil(io, [&] { return a.spare_events.size() == 2u; })) << log.Joined();
+  EXPECT_EQ(a.spare_events, (std::vector<bool>{true, false}));
+  EXPECT_TRUE(RunUntil(io, [&] {
+    const auto v = view();
+    return v.spares.empty() && v.members.count(1) && v.members.at(1).advertise == "10.0.0.1";
+  }));
+
+  for (Node* n : {&a, &s}) n->coordinator->Leave(false);
   RunUntil(
       io, [] { return false; }, 300ms);
 }
