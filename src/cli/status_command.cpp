@@ -31,20 +31,12 @@ nlohmann::json ToJson(const coordination::GroupView& v, int nodes) {
                    {"stops", nlohmann::json::array()},
                    {"done", nlohmann::json::array()},
                    {"unreadable", v.unreadable}};
-  for (const auto& [rank, m] : v.members) {
-    j["members"].push_back({{"rank", rank},
-                            {"advertise", m.advertise},
-                            {"host", m.host},
-                            {"pid", m.pid},
-                            {"since_unix_ms", m.since_unix_ms}});
-  }
-  for (const auto& [lease, m] : v.spares) {
-    j["spares"].push_back({{"lease", lease},
-                           {"advertise", m.advertise},
-                           {"host", m.host},
-                           {"pid", m.pid},
-                           {"since_unix_ms", m.since_unix_ms}});
-  }
+  const auto member = [](const char* key, auto id, const coordination::MemberRecord& m) {
+    return nlohmann::json{
+        {key, id}, {"advertise", m.advertise}, {"host", m.host}, {"pid", m.pid}, {"since_unix_ms", m.since_unix_ms}};
+  };
+  for (const auto& [rank, m] : v.members) j["members"].push_back(member("rank", rank, m));
+  for (const auto& [lease, m] : v.spares) j["spares"].push_back(member("lease", lease, m));
   for (const auto& [epoch, joined] : v.joins) {
     for (const auto& [rank, record] : joined)
       j["joins"].push_back({{"epoch", epoch}, {"rank", rank}, {"steps", record.steps}});
