@@ -9,7 +9,9 @@ Usage: scripts/failed-tests.py LOG [LINES]   (LINES per failed test, default 60)
 import re
 import sys
 
-RESULT = re.compile(r"^\s*\d+/\d+ Test\s+#\d+: (\S+) \.*\**(.*?)\s+[\d.]+ sec$")
+# "12/600 Test #34: NAME ....   Passed    0.01 sec", "... ***Failed  ..." ("***Timeout",
+# "***Exception: ..."); a parameterized gtest's NAME goes on with ": # GetParam() = ...".
+RESULT = re.compile(r"^\s*\d+/\d+ Test\s+#\d+: (.*?)\s+[\d.]+ sec$")
 START = re.compile(r"^\s+Start\s+\d+: ")
 FAILURE = re.compile(r"(: Failure$|^AssertionError|^FAIL: |^ERROR: |Error: )")
 END = re.compile(r"^(\d+% tests passed|Total Test time|Label Time Summary|The following tests|\[[A-Z_]+\] ?$)")
@@ -32,8 +34,11 @@ def main() -> int:
         match = RESULT.match(line)
         if match:
             current = None
-            if match.group(2).strip() != "Passed":
-                current = (match.group(1), match.group(2).strip(), [])
+            body = match.group(1)
+            if not re.search(r"\s(Passed|Not Run \(Disabled\))$", body):
+                name = re.split(r"( \.| \*\*\*)", body, maxsplit=1)[0].strip()
+                status = body[body.index("***") + 3:].strip() if "***" in body else body.rsplit(None, 1)[-1]
+                current = (name, status, [])
                 failed.append(current)
         elif START.match(line) or END.match(line):
             current = None

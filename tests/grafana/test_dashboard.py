@@ -319,7 +319,11 @@ class Dashboard(unittest.TestCase):
         try:
             return json.loads(http_get(url, timeout=10))
         except urllib.error.HTTPError as e:  # 400/422: the error is in the body
-            return json.loads(e.read().decode())
+            body = e.read().decode(errors="replace")
+            try:
+                return json.loads(body)
+            except json.JSONDecodeError:  # 503 "Service Unavailable" while Prometheus starts
+                return {"status": "error", "errorType": f"HTTP {e.code}", "error": body.strip()[:300]}
 
     @classmethod
     def tearDownClass(cls):
