@@ -200,9 +200,14 @@ class ResumableDataLoader(torch.utils.data.DataLoader):
 
     def state_dict(self) -> Dict[str, Any]:
         state = self.order.state_dict()
-        state.update(epoch=self.epoch, offset=self.offset)
+        state.update(epoch=self.epoch, offset=self.offset, samples=self.offset * self.order.global_batch_size)
         return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
-        self.order.load_state_dict(state)  # refuses another seed, length, batch size, world size
+        # The position here counts batches: another batch size or world size would move it.
+        for key in ("batch_size", "num_replicas"):
+            if key in state and state[key] != getattr(self.order, key):
+                raise ValueError(f"loader state was saved with {key}={state[key]!r} but this loader has "
+                                 f"{key}={getattr(self.order, key)!r}; the batches would not line up")
+        self.order.load_state_dict(state)  # refuses another seed, length or order
         self.epoch, self.offset = int(state["epoch"]), int(state["offset"])
