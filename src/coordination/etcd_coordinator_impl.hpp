@@ -62,7 +62,7 @@ class EtcdCoordinator final : public Coordinator {
 
   // coordinator.hpp's; Start and Leave in membership.cpp, Propose and PublishStop in
   // etcd_coordinator.cpp.
-  void Start(PeerStopHandler on_peer_stop, SpareHandler on_spare) override;
+  void Start(Handlers handlers) override;
   void Propose(const ProposeResumeAction& proposal, AgreedHandler on_agreed) override;
   void PublishStop(const PublishStopAction& stop) override;
   void PublishDone(FinishedHandler on_finished) override;
@@ -79,6 +79,9 @@ class EtcdCoordinator final : public Coordinator {
   void BecomeSpare();
   // The claim of rank `rank` succeeded: a spare's old proposal is dropped (the Fsm selects again).
   void OnClaimed(int rank);
+  // Back from a lapsed lease, this node's rank is held by `holder`: its trainer of that rank
+  // stops at once, and the next claim takes a free rank or waits as a spare.
+  void OnRankTaken(int rank, const MemberRecord& holder);
   void OnSnapshot(const etcd::RangeResponse& snapshot);
   void OnEvents(const std::vector<etcd::Event>& events);
   void OnConnection(bool connected, const std::string& why);
@@ -120,6 +123,7 @@ class EtcdCoordinator final : public Coordinator {
   bool spare_ = false;                          // waiting as a spare (spares/<lease_> is ours)
   bool released_ = false;                       // ReleaseRank: no claim until the next Propose
   SpareHandler on_spare_;
+  CutOffHandler on_cut_off_;
   bool synced_ = false;                         // the first snapshot arrived
   GroupView view_;                              // what etcd holds under base_, kept by the watch
   std::uint64_t last_epoch_ = 0;                // the newest epoch this node ran

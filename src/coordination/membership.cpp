@@ -4,9 +4,10 @@
 
 namespace spotvisor::coordination::detail {
 
-void EtcdCoordinator::Start(PeerStopHandler on_peer_stop, SpareHandler on_spare) {
-  on_peer_stop_ = std::move(on_peer_stop);
-  on_spare_ = std::move(on_spare);
+void EtcdCoordinator::Start(Handlers handlers) {
+  on_peer_stop_ = std::move(handlers.on_peer_stop);
+  on_spare_ = std::move(handlers.on_spare);
+  on_cut_off_ = std::move(handlers.on_cut_off);
   Log(LogLevel::kInfo,
       "event=group_connecting etcd=" + Quote(Join(c_.etcd)) + " prefix=" + Quote(base_) +
           " nodes=" + std::to_string(c_.nodes) + " spares=" + std::to_string(c_.spares) +
@@ -60,8 +61,12 @@ void EtcdCoordinator::Register() {
 }
 
 void EtcdCoordinator::OnLeaseLost(const Error& e) {
+  const bool trainer = running_epoch_ != 0 && claimed_;
   Log(LogLevel::kError, "event=group_lease_lost rank=" + std::to_string(rank_) + " error=" + Quote(e.message) +
-                            " detail=\"training goes on; taking the rank again under a new lease\"");
+                            " detail=\"" +
+                            (trainer ? "the rank can be taken now: the trainer goes on only if it progresses; " : "") +
+                            "taking the rank again under a new lease\"");
+  if (trainer && on_cut_off_) on_cut_off_();
   lease_ = 0;
   keeper_.reset();
   claimed_ = false;
@@ -106,6 +111,13 @@ void EtcdCoordinator::ClaimRank() {
       return;
     }
     if (!r->succeeded) {
+      const auto holder = view_.members.find(want);
+      if (want == rank_ && (c_.node_rank == config::kAutoRank || running_epoch_ != 0) &&
+          holder != view_.members.end() &&
+          !(holder->second.pid == me_.pid && holder->second.since_unix_ms == me_.since_unix_ms)) {
+        OnRankTaken(want, holder->second);
+        return;
+      }
       Trouble("rank " + std::to_string(want) + " is held by another node; waiting for it to be free",
               Error{"key " + MemberKey(base_, want)});
       retry_->After(kRetry, [this] { ClaimRank(); });
@@ -136,6 +148,23 @@ void EtcdCoordinator::OnClaimed(int rank) {
     return;
   }
   if (pending_) PublishJoin();
+}
+
+void EtcdCoordinator::OnRankTaken(int rank, const MemberRecord& holder) {
+  const bool running = running_epoch_ != 0;
+  Log(LogLevel::kError, "event=group_rank_taken rank=" + std::to_string(rank) + " holder=" + Quote(holder.host) +
+                            " holder_advertise=" + Quote(holder.advertise) + " detail=\"" +
+                            (running ? "this node's trainer of that rank stops now; " : "") +
+                            "the rank went to another node while this node was cut off\"");
+  if (running && !stop_delivered_ && on_peer_stop_) {
+    stop_delivered_ = true;
+    on_peer_stop_(StopRequestedEvent{StopReason::kPeer, std::nullopt,
+                                     "rank " + std::to_string(rank) + " was taken by " + holder.host + " (" +
+                                         holder.advertise + ") while this node was cut off"});
+  }
+  running_epoch_ = 0;
+  if (c_.node_rank == config::kAutoRank) rank_ = -1;  // a free rank, or a spare's wait
+  retry_->After(kRetry, [this] { ClaimRank(); });
 }
 
 void EtcdCoordinator::BecomeSpare() {

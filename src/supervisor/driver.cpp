@@ -37,6 +37,7 @@ Driver::Impl::Impl(const config::JobConfig& job, std::unique_ptr<checkpoint::Res
       selector_(selector ? std::move(selector) : checkpoint::MakeResumeSelector(job)),
       host_(host ? std::move(host) : MakePosixHost()),
       workers_poll_(host_->clock().MakeTimer(io_)),
+      cut_off_sample_(host_->clock().MakeTimer(io_)),
       coordinator_(std::make_unique<LocalCoordinator>(job.coordination.master_port)) {
   for (auto kind : kTimerKinds) timers_.emplace(kind, host_->clock().MakeTimer(io_));
 }
@@ -83,8 +84,9 @@ int Driver::Impl::Run() {
   }
   for (auto& o : observers_) o->OnStart(*this);
   coordinator_->Start(
-      [this](StopRequestedEvent stop) { asio::post(io_, [this, stop = std::move(stop)] { Dispatch(stop); }); },
-      [this](GroupSpareEvent spare) { asio::post(io_, [this, spare] { Dispatch(spare); }); });
+      {[this](StopRequestedEvent stop) { asio::post(io_, [this, stop = std::move(stop)] { Dispatch(stop); }); },
+       [this](GroupSpareEvent spare) { asio::post(io_, [this, spare] { Dispatch(spare); }); },
+       [this] { asio::post(io_, [this] { SampleCutOffTrainer(); }); }});
   Dispatch(StartEvent{});
   host_->clock().Run(io_);
   // A selection still running now is stuck (a hung mount: checkpoints.select_timeout
@@ -200,6 +202,7 @@ void Driver::Impl::Shutdown(int code, const std::string& message) {
   Log(level, "event=exit code=" + std::to_string(code) + " message=" + Quote(message));
   for (auto& [kind, timer] : timers_) timer->Cancel();
   workers_poll_->Cancel();
+  cut_off_sample_->Cancel();
   if (watcher_) watcher_->Stop();
   coordinator_->Leave(code == Code(ExitCode::kDone));
   host_->Detach();

@@ -67,7 +67,10 @@ class Driver::Impl final : public RunControl {
   void Perform(const HoldLaunchersAction&);
   void Perform(const ReleaseLaunchersAction& a);
   void Perform(const WatchWorkersAction&);
-  void PollWorkers();  // WatchWorkersAction's poll, every kWorkersPoll while the trainer stops
+  void PollWorkers();
+  // The coordinator says this node is cut off: the trainer's CPU for kCutOffSample, then
+  // GroupCutOffEvent (the Fsm decides).
+  void SampleCutOffTrainer();  // WatchWorkersAction's poll, every kWorkersPoll while the trainer stops
   void Perform(const KillGroupAction&);
   void OnTrainerExited(ExitStatus status);
   void TrainerGone();
@@ -91,6 +94,7 @@ class Driver::Impl final : public RunControl {
   std::unique_ptr<Host> host_;                                 // every effect on the world
   std::map<TimerKind, std::unique_ptr<Timer>> timers_;         // armed by the Fsm
   std::unique_ptr<Timer> workers_poll_;                        // waiting for a launcher's workers to stop
+  std::unique_ptr<Timer> cut_off_sample_;                      // the trainer's CPU, sampled once cut off
   std::uint64_t workers_cpu_ = 0;                              // their CPU ticks at the last poll
   TimePoint workers_busy_at_{};                                // when those last changed
   bool workers_stall_told_ = false;                            // WorkersStalledEvent sent for this stop

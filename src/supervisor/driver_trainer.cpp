@@ -1,6 +1,8 @@
 // The driver's side of the trainer (see driver_impl.hpp): starting it, the Fsm's signals,
 // its launcher's workers while they stop, and its end — the main process first, then the
 // whole group (leftovers get SIGKILL up to signals.kill_timeout).
+#include <unistd.h>
+
 #include <boost/asio/post.hpp>
 #include <filesystem>
 
@@ -21,6 +23,8 @@ constexpr auto kWorkersPoll = std::chrono::milliseconds(100);  // a launcher's w
 // Workers that use no CPU at all for this long, each in a socket wait, are stalled
 // (WorkersStalledEvent): a rank that computes or saves shows ticks well within it.
 constexpr auto kWorkersStallWindow = std::chrono::seconds(5);
+// How long a cut-off node's trainer is watched before the Fsm judges it (GroupCutOffEvent).
+constexpr auto kCutOffSample = std::chrono::seconds(2);
 
 }  // namespace
 
@@ -129,6 +133,25 @@ void Driver::Impl::PollWorkers() {
       Dispatch(WorkersStalledEvent{std::chrono::duration_cast<std::chrono::milliseconds>(now - workers_busy_at_)});
     }
     PollWorkers();
+  });
+}
+
+void Driver::Impl::SampleCutOffTrainer() {
+  if (!trainer_) {
+    Dispatch(GroupCutOffEvent{std::nullopt, std::chrono::milliseconds(0)});
+    return;
+  }
+  const pid_t pid = trainer_->pid();
+  const std::uint64_t before = trainer_->GroupCpuTicks();
+  cut_off_sample_->After(kCutOffSample, [this, pid, before] {
+    std::optional<std::chrono::milliseconds> used;
+    if (trainer_ && trainer_->pid() == pid) {
+      const std::uint64_t after = trainer_->GroupCpuTicks();
+      // A process that exited takes its ticks along: less than before counts as none.
+      const std::uint64_t ticks = after > before ? after - before : 0;
+      used = std::chrono::milliseconds(ticks * 1000 / static_cast<std::uint64_t>(sysconf(_SC_CLK_TCK)));
+    }
+    Dispatch(GroupCutOffEvent{used, std::chrono::duration_cast<std::chrono::milliseconds>(kCutOffSample)});
   });
 }
 

@@ -69,6 +69,7 @@ std::vector<Action> Fsm::Handle(const Event& event, TimePoint now) {
         if constexpr (std::is_same_v<E, GroupSurvivedKillEvent>) return OnGroupSurvivedKill(e);
         if constexpr (std::is_same_v<E, DrainedValidatedEvent>) return OnDrainedValidated();
         if constexpr (std::is_same_v<E, GroupSpareEvent>) return OnGroupSpare(e, now);
+        if constexpr (std::is_same_v<E, GroupCutOffEvent>) return OnGroupCutOff(e, now);
       },
       event);
 }
@@ -112,6 +113,32 @@ std::vector<Action> Fsm::OnGroupSpare(const GroupSpareEvent& e, TimePoint now) {
   if (phase_ != Phase::kSpare) return {};
   // A rank was lost and is this node's now: the checkpoints it chose from may be old.
   return Select(now);
+}
+
+// Fencing: a node whose lease lapsed may see its rank taken by a spare or a replacement, and
+// two trainers of one rank must never write at once. A trainer that computes shows the
+// group is still there (etcd alone is away: training goes on, as the peers' do); one that
+// used under kCutOffBusyShare of a CPU while sampled is blocked, the usual fate of a rank
+// whose peers are gone, and stops. The heartbeat file is not asked: a cut-off node may not
+// reach the filesystem it lives on, and a stat there could hang.
+std::vector<Action> Fsm::OnGroupCutOff(const GroupCutOffEvent& e, TimePoint now) {
+  if (phase_ != Phase::kRunning) return {};
+  const auto sampled = e.sampled_for.count();
+  const std::string used =
+      e.trainer_cpu ? std::to_string(e.trainer_cpu->count()) + " ms of CPU in " + std::to_string(sampled) + " ms"
+                    : std::string("no trainer to sample");
+  const bool progressing =
+      e.trainer_cpu && sampled > 0 && static_cast<double>(e.trainer_cpu->count()) >= kCutOffBusyShare * sampled;
+  if (progressing) {
+    return {Note(LogLevel::kWarning, "event=group_cut_off trainer=progressing cpu=\"" + used +
+                                         "\" detail=\"no etcd member renewed this node's lease for "
+                                         "coordination.lease_ttl, but the trainer computes: training goes on\"")};
+  }
+  return OnStopRequested(
+      StopRequestedEvent{StopReason::kPeer, std::nullopt,
+                         "this node is cut off from the group (its lease lapsed) and its trainer shows no progress (" +
+                             used + "): its rank can be taken, so its trainer stops"},
+      now);
 }
 
 std::vector<Action> Fsm::OnSelectionFailed(const SelectionFailedEvent& e) {

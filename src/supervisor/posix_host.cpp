@@ -45,6 +45,13 @@ class PosixTrainer final : public Trainer {
   std::size_t ReleaseLaunchers(int signo) override { return signals_.ReleaseLaunchers(signo); }
   bool WorkersGone() const override { return signals_.WorkersGone(); }
   WorkersActivity Workers() const override { return signals_.Workers(); }
+  std::uint64_t GroupCpuTicks() const override {
+    std::uint64_t ticks = 0;
+    for (pid_t member : process::GroupMembers(identity_.pid)) {
+      if (auto stat = process::ReadProcStat(member)) ticks += stat->cpu_ticks;
+    }
+    return ticks;
+  }
   bool GroupGone() override;
   void AwaitGroupGone(std::chrono::milliseconds within, std::function<void(bool gone)> done) override;
   std::string LastPids() const override { return signals_.LastPids(); }

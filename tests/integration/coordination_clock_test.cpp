@@ -74,7 +74,7 @@ std::unique_ptr<supervisor::Coordinator> Started(boost::asio::io_context& io, Vi
   auto made = MakeEtcdCoordinator(io, clock, job);
   EXPECT_TRUE(made) << made.error().message;
   if (!made) return nullptr;
-  (*made)->Start([](const supervisor::StopRequestedEvent&) {}, [](supervisor::GroupSpareEvent) {});
+  (*made)->Start({[](const supervisor::StopRequestedEvent&) {}, [](supervisor::GroupSpareEvent) {}, [] {}});
   return std::move(*made);
 }
 

@@ -46,13 +46,16 @@ struct Node {
   std::unique_ptr<supervisor::Coordinator> coordinator;
   std::vector<bool> spare_events;  // GroupSpareEvent::waiting, in order
   std::optional<supervisor::GroupAgreedEvent> agreed;
+  std::vector<std::string> stops;  // StopRequestedEvent::detail, in order
+  int cut_offs = 0;                // the cut-off handler's calls
 
-  void Start(boost::asio::io_context& io, VirtualClock& clock) {
+  void Start(boost::asio::io_context& io, Clock& clock) {
     auto made = MakeEtcdCoordinator(io, clock, job);
     ASSERT_TRUE(made) << made.error().message;
     coordinator = std::move(*made);
-    coordinator->Start([](const supervisor::StopRequestedEvent&) {},
-                       [this](supervisor::GroupSpareEvent e) { spare_events.push_back(e.waiting); });
+    coordinator->Start({[this](const supervisor::StopRequestedEvent& e) { stops.push_back(e.detail); },
+                        [this](supervisor::GroupSpareEvent e) { spare_events.push_back(e.waiting); },
+                        [this] { ++cut_offs; }});
   }
   void Propose(std::uint64_t step) {
     agreed.reset();
@@ -149,6 +152,70 @@ TEST(CoordinationSpares, ASpareTakesALostRankAtOnceSelectsAgainAndTheGroupAgrees
   }));
 
   for (Node* n : {&a, &s}) n->coordinator->Leave(false);
+  RunUntil(
+      io, [] { return false; }, 300ms);
+}
+
+// Fencing: node 0 reaches etcd only through member 0, the others through members 1 and 2.
+// Member 0 dies: node 0's lease lapses while its trainer runs (the cut-off handler is told,
+// so the driver judges the trainer), etcd ends the lease, the spare takes rank 0 and the
+// survivor stops for the lost rank. Member 0 comes back: node 0 finds its rank held by the
+// spare, stops its trainer at once (never a second trainer of rank 0) and, proposing again,
+// waits as a spare. Real time: etcd's lease lapses on its own clock.
+TEST(CoordinationFencing, ARankTakenWhileCutOffStopsItsTrainerAndTheNodeWaitsAsASpare) {
+  EtcdCluster cluster(3);
+  testing::LogCapture log;
+  boost::asio::io_context io;
+  Node a{Job(cluster, "10.0.0.1")}, b{Job(cluster, "10.0.0.2")}, s{Job(cluster, "10.0.0.3")};
+  a.job.coordination.etcd = {cluster.ClientUrl(0)};
+  for (Node* n : {&b, &s}) n->job.coordination.etcd = {cluster.ClientUrl(1), cluster.ClientUrl(2)};
+  for (Node* n : {&a, &b, &s}) n->job.coordination.lease_ttl = 3s;
+
+  a.Start(io, SystemClock());
+  ASSERT_TRUE(RunUntil(io, [&] { return log.Joined().find("event=group_joined rank=0") != std::string::npos; }))
+      << log.Joined();
+  b.Start(io, SystemClock());
+  ASSERT_TRUE(RunUntil(io, [&] { return log.Joined().find("event=group_joined rank=1") != std::string::npos; }))
+      << log.Joined();
+  a.Propose(20);
+  b.Propose(20);
+  ASSERT_TRUE(RunUntil(io, [&] { return a.agreed && b.agreed; })) << log.Joined();
+  s.Start(io, SystemClock());
+  s.Propose(20);
+  ASSERT_TRUE(RunUntil(io, [&] { return !s.spare_events.empty(); })) << log.Joined();
+
+  cluster.Kill(0);
+  ASSERT_TRUE(RunUntil(
+      io, [&] { return a.cut_offs == 1; }, 15s))
+      << log.Joined();
+  EXPECT_NE(log.Joined().find("event=group_lease_lost rank=0"), std::string::npos) << log.Joined();
+  ASSERT_TRUE(RunUntil(
+      io, [&] { return s.spare_events.size() == 2u; }, 15s))
+      << log.Joined();
+  EXPECT_NE(log.Joined().find("event=group_joined rank=0 nodes=2 advertise=10.0.0.3"), std::string::npos)
+      << log.Joined();
+  ASSERT_TRUE(RunUntil(io, [&] { return !b.stops.empty(); })) << log.Joined();
+  EXPECT_TRUE(a.stops.empty()) << "cut off, node 0 hears nothing; its own trainer is judged by the driver";
+
+  cluster.Restart(0);
+  ASSERT_TRUE(RunUntil(
+      io, [&] { return !a.stops.empty(); }, 20s))
+      << log.Joined();
+  ASSERT_EQ(a.stops.size(), 1u);
+  EXPECT_EQ(a.stops[0].rfind("rank 0 was taken by ", 0), 0u) << a.stops[0];
+  EXPECT_NE(a.stops[0].find("(10.0.0.3) while this node was cut off"), std::string::npos) << a.stops[0];
+  EXPECT_NE(log.Joined().find("event=group_rank_taken rank=0"), std::string::npos) << log.Joined();
+  EXPECT_EQ(a.cut_offs, 1);
+
+  // Its next proposal finds every rank held: it waits as a spare, with no second claim on 0.
+  a.Propose(30);
+  ASSERT_TRUE(RunUntil(
+      io, [&] { return !a.spare_events.empty(); }, 15s))
+      << log.Joined();
+  EXPECT_EQ(a.spare_events, std::vector<bool>{true});
+  EXPECT_EQ(Count(log.Joined(), "event=group_joined rank=0 nodes=2 advertise=10.0.0.1"), 1u) << log.Joined();
+
+  for (Node* n : {&a, &b, &s}) n->coordinator->Leave(false);
   RunUntil(
       io, [] { return false; }, 300ms);
 }

@@ -50,6 +50,7 @@ class FakeTrainer final : public Trainer {
   std::size_t ReleaseLaunchers(int signo) override;
   bool WorkersGone() const override { return main_exited_; }
   WorkersActivity Workers() const override;
+  std::uint64_t GroupCpuTicks() const override { return cpu_ticks_; }
   bool GroupGone() override;
   void AwaitGroupGone(milliseconds within, std::function<void(bool gone)> done) override;
   std::string LastPids() const override { return std::to_string(pid_); }
@@ -66,6 +67,7 @@ class FakeTrainer final : public Trainer {
   bool killed_ = false;
   bool held_ = false;
   SteadyTime exited_at_{};
+  std::uint64_t cpu_ticks_ = 0;  // GroupCpuTicks: a test moves it
 };
 
 class FakeWatcher final : public preemption::Watcher {
@@ -308,9 +310,13 @@ class SteppingSelector final : public checkpoint::ResumeSelector {
 // `peer_stop_after` after the first agreement; records what this node publishes.
 class FakeCoordinator final : public Coordinator {
  public:
-  FakeCoordinator(asio::io_context& io, Clock& clock, milliseconds peer_stop_after)
-      : timer_(clock.MakeTimer(io)), after_(peer_stop_after) {}
-  void Start(PeerStopHandler on_peer_stop, SpareHandler) override { on_peer_stop_ = std::move(on_peer_stop); }
+  // `cut_off`: instead of a peer's stop, this node's lease lapses then (the driver is told).
+  FakeCoordinator(asio::io_context& io, Clock& clock, milliseconds peer_stop_after, bool cut_off = false)
+      : timer_(clock.MakeTimer(io)), after_(peer_stop_after), cut_off_(cut_off) {}
+  void Start(Handlers handlers) override {
+    on_peer_stop_ = std::move(handlers.on_peer_stop);
+    on_cut_off_ = std::move(handlers.on_cut_off);
+  }
   void Propose(const ProposeResumeAction& proposal, AgreedHandler on_agreed) override {
     GroupAgreedEvent agreed;
     if (!proposal.good.empty()) agreed.point = proposal.good.front();
@@ -318,6 +324,10 @@ class FakeCoordinator final : public Coordinator {
     on_agreed(std::move(agreed));
     if (epoch_ == 1) {
       timer_->After(after_, [this] {
+        if (cut_off_) {
+          on_cut_off_();
+          return;
+        }
         on_peer_stop_(StopRequestedEvent{StopReason::kPeer, std::nullopt, "node 0: notice: test"});
       });
     }
@@ -330,8 +340,10 @@ class FakeCoordinator final : public Coordinator {
 
   std::unique_ptr<Timer> timer_;  // the peer's stop
   milliseconds after_;
+  bool cut_off_ = false;
   std::uint64_t epoch_ = 0;
   PeerStopHandler on_peer_stop_;
+  CutOffHandler on_cut_off_;
   std::vector<std::string> published_;
   int left_ = 0;
   bool finished_ = false;

@@ -261,6 +261,36 @@ TEST_F(DriverTest, APeersStopRestartsTheTrainerInTheNextEpochWithoutCounting) {
   EXPECT_TRUE(group->finished_);
 }
 
+// Fencing through the driver: the coordinator says this node's lease lapsed; the driver
+// samples the trainer's CPU for 2 s, the trainer (a fake that uses none) is judged blocked and
+// stopped as for a peer's stop, uncounted, and the node starts again with the group.
+TEST_F(DriverTest, ACutOffNodesIdleTrainerIsStoppedAfterTwoSecondsOfSampling) {
+  const auto job = Job();
+  auto host = std::make_unique<FakeHost>(std::vector<Script>{
+      {std::nullopt, {}, SIGTERM, ExitStatus{0, 0}},
+      {milliseconds(5), ExitStatus{0, 0}},
+  });
+  FakeHost& fake = *host;
+  testing::LogCapture log;
+  Driver driver(job, std::make_unique<SteppingSelector>(dir_ / "ckpt"), std::move(host));
+  ASSERT_TRUE(driver.UseCoordinator([](asio::io_context& io, Clock& clock) -> Result<std::unique_ptr<Coordinator>> {
+    return std::unique_ptr<Coordinator>(std::make_unique<FakeCoordinator>(io, clock, milliseconds(20), true));
+  }));
+  EXPECT_EQ(driver.Run(), Code(ExitCode::kDone)) << log.Joined();
+
+  ASSERT_EQ(fake.spawns_.size(), 2u) << log.Joined();
+  ASSERT_EQ(fake.signalled_at_.size(), 1u) << log.Joined();
+  EXPECT_EQ(fake.signals_.at(0).first, SIGTERM);
+  EXPECT_EQ(fake.signalled_at_[0] - fake.spawned_at_[0], milliseconds(20) + std::chrono::seconds(2));
+  EXPECT_NE(log.Joined().find("this node is cut off from the group (its lease lapsed) and its trainer shows no "
+                              "progress (0 ms of CPU in 2000 ms)"),
+            std::string::npos)
+      << log.Joined();
+  const auto attempts = Attempts(job);
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_NE(attempts[0].find("\"outcome\":\"peer-stopped\""), std::string::npos) << attempts[0];
+}
+
 // Virtual time: 90 s of grace, then SIGKILL, to the millisecond, in a test that takes
 // microseconds of real time.
 TEST_F(DriverTest, NinetySecondsOfGraceThenSigkillExactly) {

@@ -146,6 +146,39 @@ TEST_F(FsmTest, APeersStopIsNeverDoneNorCountedAndTheNodeRejoins) {
   EXPECT_EQ(fsm->phase(), Phase::kSelecting);
 }
 
+// Fencing: cut off from etcd for lease_ttl, the trainer is judged by the CPU it used while
+// sampled. One that computes goes on (etcd alone is away); one that sits blocked stops as
+// for a peer's stop, uncounted, and the node rejoins. Outside a run nothing happens.
+TEST_F(FsmTest, ACutOffNodeStopsATrainerThatShowsNoProgressAndKeepsOneThatComputes) {
+  const GroupCutOffEvent busy{milliseconds(1900), milliseconds(2000)};
+  const GroupCutOffEvent idle{milliseconds(40), milliseconds(2000)};  // 2 %: blocked in a collective
+  const GroupCutOffEvent gone{std::nullopt, milliseconds(2000)};
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
+                   {idle, 1, {}},  // nothing runs yet
+                   {At(20), 2, {"propose", "arm:5", "spawn"}},
+                   {busy, 100, {}},
+                   {idle, 200, {"signal:SIGTERM/group", "arm:0"}},
+                   {idle, 300, {}},  // stopping already
+                   {kExit1, 400, {"ended:peer-stopped", "select", "arm:3"}},
+                   {At(20), 500, {"propose", "arm:5", "spawn"}},
+                   {gone, 600, {"signal:SIGTERM/group", "arm:0"}}});
+  EXPECT_EQ(fsm->counters().failures, 0);
+  bool said = false;
+  for (const auto& a : last_) {
+    if (const auto* note = std::get_if<LogAction>(&a)) said = said || note->text.find("cut off") != std::string::npos;
+  }
+  EXPECT_TRUE(said);
+  auto kept = Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(20), 2, {"propose", "arm:5", "spawn"}}});
+  const auto actions = kept->Handle(busy, t0_ + milliseconds(100));
+  ASSERT_EQ(actions.size(), 1u);
+  const auto* note = std::get_if<LogAction>(&actions[0]);
+  ASSERT_NE(note, nullptr);
+  EXPECT_NE(note->text.find("event=group_cut_off trainer=progressing cpu=\"1900 ms of CPU in 2000 ms\""),
+            std::string::npos)
+      << note->text;
+  EXPECT_EQ(kept->phase(), Phase::kRunning);
+}
+
 // Multi-node: "done" is every node's trainer succeeding. This node's success waits for the
 // group's; a peer that fails meanwhile brings this node back into the group's next start,
 // uncounted; the group's answer ends it with 0.
@@ -946,6 +979,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       GroupSurvivedKillEvent{4242},
       DrainedValidatedEvent{},
       GroupSpareEvent{true},
+      GroupCutOffEvent{milliseconds(0), milliseconds(2000)},
   };
   // Every alternative of Event has a column, in order; TimerFiredEvent one per TimerKind.
   std::set<std::size_t> kinds_seen;
@@ -987,10 +1021,12 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   // peer's stop (only a running trainer stops), checkpoint requested, notice cleared, timers grace / kill / backoff /
   // select / drained / join / launcher (none released in these paths: nothing) / resume, workers gone, workers
   // stalled (nothing is held in these paths: nothing), group agreed, group finished, selection failed, group survived
-  // SIGKILL, drained validated, group spare (every rank held: wait as a spare).
+  // SIGKILL, drained validated, group spare (every rank held: wait as a spare), cut off with a
+  // trainer that used no CPU (only a running trainer stops).
   const std::map<Phase, std::vector<Cell>> table = {
       {P::kIdle,
        {{P::kSelecting, V{"select", "arm:3"}},
+        {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
@@ -1025,16 +1061,33 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
                        {P::kSelecting, V{}},        {P::kSelecting, V{}},
                        {P::kSelecting, V{}},        {P::kSelecting, V{}},
                        {P::kFinished, V{"exit:1"}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}},        {P::kSelecting, V{}}}},
-      {P::kJoining, {{P::kJoining, V{}}, {P::kJoining, V{}},           {P::kJoining, V{}},
-                     {P::kJoining, V{}}, {P::kFinished, V{"exit:75"}}, {P::kJoining, V{}},
-                     {P::kJoining, V{}}, {P::kJoining, V{}},           {P::kJoining, V{}},
-                     {P::kJoining, V{}}, {P::kJoining, V{}},           {P::kJoining, V{}},
-                     {P::kJoining, V{}}, {P::kFinished, V{"exit:75"}},  // the group never agreed
-                     {P::kJoining, V{}}, {P::kJoining, V{}},           {P::kJoining, V{}},
-                     {P::kJoining, V{}}, {P::kRunning, V{"spawn"}},    {P::kJoining, V{}},
-                     {P::kJoining, V{}}, {P::kJoining, V{}},           {P::kJoining, V{}},
-                     {P::kSpare, V{}}}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}}},
+      {P::kJoining, {{P::kJoining, V{}},
+                     {P::kJoining, V{}},
+                     {P::kJoining, V{}},
+                     {P::kJoining, V{}},
+                     {P::kFinished, V{"exit:75"}},
+                     {P::kJoining, V{}},
+                     {P::kJoining, V{}},
+                     {P::kJoining, V{}},
+                     {P::kJoining, V{}},
+                     {P::kJoining, V{}},
+                     {P::kJoining, V{}},
+                     {P::kJoining, V{}},
+                     {P::kJoining, V{}},
+                     {P::kFinished, V{"exit:75"}},  // the group never agreed
+                     {P::kJoining, V{}},
+                     {P::kJoining, V{}},
+                     {P::kJoining, V{}},
+                     {P::kJoining, V{}},
+                     {P::kRunning, V{"spawn"}},
+                     {P::kJoining, V{}},
+                     {P::kJoining, V{}},
+                     {P::kJoining, V{}},
+                     {P::kJoining, V{}},
+                     {P::kSpare, V{}},
+                     {P::kJoining, V{}}}},
       {P::kRunning,
        {{P::kRunning, V{}},
         {P::kRunning, V{}},
@@ -1059,7 +1112,8 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kRunning, V{}},
         {P::kFinished, V{"exit:1"}},
         {P::kRunning, V{}},
-        {P::kRunning, V{}}}},
+        {P::kRunning, V{}},
+        {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}}}},
       {P::kStopping,
        {{P::kStopping, V{}},
         {P::kStopping, V{}},
@@ -1084,6 +1138,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kStopping, V{}},
         {P::kFinished, V{"exit:1"}},
         {P::kStopping, V{}},
+        {P::kStopping, V{}},
         {P::kStopping, V{}}}},
       {P::kBackoff,
        {{P::kBackoff, V{}},
@@ -1097,6 +1152,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kSelecting, V{"select", "arm:3"}},
+        {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
@@ -1134,6 +1190,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDrained, V{}},
         {P::kDrained, V{}},
         {P::kDrained, V{"ack"}},
+        {P::kDrained, V{}},
         {P::kDrained, V{}}}},
       {P::kFinishing, {{P::kFinishing, V{}},
                        {P::kFinishing, V{}},
@@ -1158,18 +1215,19 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
                        {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
+                       {P::kFinishing, V{}},
                        {P::kFinishing, V{}}}},
       {P::kSpare, {{P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kFinished, V{"exit:75"}},
                    {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}},
                    {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}},
                    {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}},
-                   {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}}},
+                   {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}, {P::kSpare, V{}}}},
       {P::kFinished,
        {{P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
-        {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}}},
+        {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}}},
   };
   ASSERT_EQ(table.size(), paths.size()) << "a phase without a row";
   for (const auto& [phase, path] : paths) {

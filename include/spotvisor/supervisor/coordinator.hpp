@@ -19,10 +19,16 @@ class Coordinator {
   using PeerStopHandler = std::function<void(StopRequestedEvent)>;
   using FinishedHandler = std::function<void()>;
   using SpareHandler = std::function<void(GroupSpareEvent)>;
+  using CutOffHandler = std::function<void()>;
+  // Where the group's news goes (a single node has none of it).
+  struct Handlers {
+    PeerStopHandler on_peer_stop;  // a peer stopped, or this node's rank was taken: stop the trainer
+    SpareHandler on_spare;         // this node waits as a spare, or took a lost rank
+    CutOffHandler on_cut_off;      // this node's lease lapsed while its trainer ran (GroupCutOffEvent)
+  };
   virtual ~Coordinator() = default;
-  // Once, before the first Propose: where the group's stops go, and where this node hears
-  // that it waits as a spare or took a lost rank (a single node has neither).
-  virtual void Start(PeerStopHandler on_peer_stop, SpareHandler on_spare) { (void)on_peer_stop, (void)on_spare; }
+  // Once, before the first Propose.
+  virtual void Start(Handlers handlers) { (void)handlers; }
   // Offers `proposal` for the next start; `on_agreed` is called once with the group's
   // choice, possibly before Propose returns (the caller must not re-enter the Fsm from it).
   virtual void Propose(const ProposeResumeAction& proposal, AgreedHandler on_agreed) = 0;

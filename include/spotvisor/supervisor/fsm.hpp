@@ -129,6 +129,15 @@ struct GroupFinishedEvent {};
 struct GroupSpareEvent {
   bool waiting = true;
 };
+// Multi-node: no etcd member renewed this node's lease for coordination.lease_ttl while its
+// trainer ran, so its rank can be taken by another node. The driver sampled the trainer's
+// process group for `sampled_for`: `trainer_cpu` is the CPU time it used meanwhile (none:
+// no trainer was left to sample). The Fsm decides whether the trainer still progresses.
+inline constexpr double kCutOffBusyShare = 0.05;  // of one CPU: a trainer below it shows no progress
+struct GroupCutOffEvent {
+  std::optional<std::chrono::milliseconds> trainer_cpu;
+  std::chrono::milliseconds sampled_for{0};
+};
 // After SelectResumeAction: the selection could not look at the checkpoints (not stuck: failed).
 struct SelectionFailedEvent {
   std::string message;
@@ -144,7 +153,7 @@ struct DrainedValidatedEvent {};
 using Event = std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent, StopRequestedEvent,
                            CheckpointRequestedEvent, NoticeClearedEvent, TimerFiredEvent, WorkersGoneEvent,
                            WorkersStalledEvent, GroupAgreedEvent, GroupFinishedEvent, SelectionFailedEvent,
-                           GroupSurvivedKillEvent, DrainedValidatedEvent, GroupSpareEvent>;
+                           GroupSurvivedKillEvent, DrainedValidatedEvent, GroupSpareEvent, GroupCutOffEvent>;
 
 // ---- actions ----
 struct SelectResumeAction {};
@@ -265,6 +274,7 @@ class Fsm {
   std::vector<Action> OnGroupAgreed(const GroupAgreedEvent& e, TimePoint now);
   std::vector<Action> OnGroupFinished();
   std::vector<Action> OnGroupSpare(const GroupSpareEvent& e, TimePoint now);
+  std::vector<Action> OnGroupCutOff(const GroupCutOffEvent& e, TimePoint now);
   std::vector<Action> OnNotice(const StopRequestedEvent& e, TimePoint now);
   std::vector<Action> OnSelectionFailed(const SelectionFailedEvent& e);
   std::vector<Action> OnGroupSurvivedKill(const GroupSurvivedKillEvent& e);

@@ -62,6 +62,8 @@ class Trainer {
   virtual bool WorkersGone() const = 0;
   // What its live workers are doing now (WorkersStalledEvent).
   virtual WorkersActivity Workers() const = 0;
+  // CPU time the live processes of the whole group have used, in clock ticks.
+  virtual std::uint64_t GroupCpuTicks() const = 0;
   // True when no process of the group is left (zombies reaped first).
   virtual bool GroupGone() = 0;
   // Until no process of the group is left, SIGKILL to whatever remains every few ms; then
