@@ -82,6 +82,8 @@ class EtcdCoordinator final : public Coordinator {
   // Back from a lapsed lease, this node's rank is held by `holder`: its trainer of that rank
   // stops at once, and the next claim takes a free rank or waits as a spare.
   void OnRankTaken(int rank, const MemberRecord& holder);
+  // A spare: every rank of the newest epoch is done, so the job is, and the spare too.
+  void CheckSpareFinished();
   void OnSnapshot(const etcd::RangeResponse& snapshot);
   void OnEvents(const std::vector<etcd::Event>& events);
   void OnConnection(bool connected, const std::string& why);
@@ -124,6 +126,7 @@ class EtcdCoordinator final : public Coordinator {
   bool released_ = false;                       // ReleaseRank: no claim until the next Propose
   SpareHandler on_spare_;
   CutOffHandler on_cut_off_;
+  FinishedHandler on_spare_finished_;           // Handlers::on_finished: said once
   bool synced_ = false;                         // the first snapshot arrived
   GroupView view_;                              // what etcd holds under base_, kept by the watch
   std::uint64_t last_epoch_ = 0;                // the newest epoch this node ran

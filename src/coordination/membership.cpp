@@ -8,6 +8,7 @@ void EtcdCoordinator::Start(Handlers handlers) {
   on_peer_stop_ = std::move(handlers.on_peer_stop);
   on_spare_ = std::move(handlers.on_spare);
   on_cut_off_ = std::move(handlers.on_cut_off);
+  on_spare_finished_ = std::move(handlers.on_finished);
   Log(LogLevel::kInfo,
       "event=group_connecting etcd=" + Quote(Join(c_.etcd)) + " prefix=" + Quote(base_) +
           " nodes=" + std::to_string(c_.nodes) + " spares=" + std::to_string(c_.spares) +
@@ -78,7 +79,13 @@ void EtcdCoordinator::ClaimRank() {
   if (left_ || lease_ == 0 || claimed_ || claiming_ || released_) return;
   int want = rank_ >= 0 ? rank_ : c_.node_rank;
   if (want == config::kAutoRank) {
-    auto free = LowestFreeRank(view_.members, c_.nodes);
+    // A rank whose trainer finished in the newest epoch is not free: its node left at the
+    // job's end, and a newcomer (a spare) must not start the job again.
+    auto held = view_.members;
+    if (const auto finished = view_.done.find(view_.epoch); finished != view_.done.end()) {
+      for (int rank : finished->second) held.emplace(rank, MemberRecord{});
+    }
+    auto free = LowestFreeRank(held, c_.nodes);
     if (!free) {
       if (c_.spares > 0) {
         BecomeSpare();
@@ -182,6 +189,7 @@ void EtcdCoordinator::BecomeSpare() {
                                 " detail=\"more nodes wait than coordination.spares says; this one waits too\"");
   }
   if (pending_ && on_spare_) on_spare_(GroupSpareEvent{true});
+  CheckSpareFinished();
 }
 
 void EtcdCoordinator::ReleaseRank() {
@@ -240,8 +248,13 @@ void EtcdCoordinator::OnConnection(bool connected, const std::string& why) {
 void EtcdCoordinator::Apply(const etcd::KeyValue& kv, bool deleted) {
   const ParsedKey key = ParseKey(base_, kv.key);
   if (!Fold(view_, key, kv.value, deleted)) return;
+  if (spare_ && (key.kind == ParsedKey::Kind::kDone || key.kind == ParsedKey::Kind::kMember)) CheckSpareFinished();
   if (key.kind == ParsedKey::Kind::kMember && deleted) {
-    if (spare_) ClaimRank();  // a rank is lost: a spare takes it at once, not at the next retry
+    const auto finished = view_.done.find(view_.epoch);
+    const bool rank_done = finished != view_.done.end() && finished->second.count(key.rank) != 0;
+    // A rank is lost: a spare takes it at once, not at the next retry. One whose trainer
+    // finished is not lost: the job is ending.
+    if (spare_ && !rank_done) ClaimRank();
     if (key.rank == rank_) {
       // Our own key is gone though our lease is not known lost: claim it again.
       if (claimed_ && lease_ != 0) {
@@ -261,6 +274,17 @@ void EtcdCoordinator::Apply(const etcd::KeyValue& kv, bool deleted) {
     const StopRecord& s = view_.stops.at(key.epoch);
     if (s.rank != rank_) PeerStop(s.rank, s.why, s.deadline_unix_ms);
   }
+}
+
+void EtcdCoordinator::CheckSpareFinished() {
+  if (!on_spare_finished_ || view_.epoch == 0) return;
+  const auto finished = view_.done.find(view_.epoch);
+  if (finished == view_.done.end() || finished->second.size() < static_cast<std::size_t>(c_.nodes)) return;
+  Log(LogLevel::kInfo, "event=spare_done epoch=" + std::to_string(view_.epoch) +
+                           " detail=\"every rank's trainer succeeded: the job is done, and this spare with it\"");
+  auto told = std::move(on_spare_finished_);
+  on_spare_finished_ = nullptr;
+  told();
 }
 
 // Said once, then again only after kTroubleEvery: etcd away must not flood the log.

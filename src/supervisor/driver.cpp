@@ -86,7 +86,8 @@ int Driver::Impl::Run() {
   coordinator_->Start(
       {[this](StopRequestedEvent stop) { asio::post(io_, [this, stop = std::move(stop)] { Dispatch(stop); }); },
        [this](GroupSpareEvent spare) { asio::post(io_, [this, spare] { Dispatch(spare); }); },
-       [this] { asio::post(io_, [this] { SampleCutOffTrainer(); }); }});
+       [this] { asio::post(io_, [this] { SampleCutOffTrainer(); }); },
+       [this] { asio::post(io_, [this] { Dispatch(GroupFinishedEvent{}); }); }});
   Dispatch(StartEvent{});
   host_->clock().Run(io_);
   // A selection still running now is stuck (a hung mount: checkpoints.select_timeout

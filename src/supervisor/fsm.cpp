@@ -213,6 +213,11 @@ std::vector<Action> Fsm::OnGroupAgreed(const GroupAgreedEvent& e, TimePoint now)
 
 // Every node's trainer succeeded in this epoch: the job is done.
 std::vector<Action> Fsm::OnGroupFinished() {
+  // A spare is not needed any more: the job is done, here too (a Job's pods all end).
+  if (phase_ == Phase::kSpare)
+    return Finish(ExitCode::kDone,
+                  "the job finished: every rank's trainer exited with success while this node "
+                  "waited as a spare");
   if (phase_ != Phase::kFinishing) return {};
   return Finish(ExitCode::kDone,
                 "the job finished: every node's trainer (" + std::to_string(world_) + " nodes) exited with success",

@@ -48,6 +48,7 @@ struct Node {
   std::optional<supervisor::GroupAgreedEvent> agreed;
   std::vector<std::string> stops;  // StopRequestedEvent::detail, in order
   int cut_offs = 0;                // the cut-off handler's calls
+  int finished = 0;                // a spare told that the group is done
 
   void Start(boost::asio::io_context& io, Clock& clock) {
     auto made = MakeEtcdCoordinator(io, clock, job);
@@ -55,7 +56,7 @@ struct Node {
     coordinator = std::move(*made);
     coordinator->Start({[this](const supervisor::StopRequestedEvent& e) { stops.push_back(e.detail); },
                         [this](supervisor::GroupSpareEvent e) { spare_events.push_back(e.waiting); },
-                        [this] { ++cut_offs; }});
+                        [this] { ++cut_offs; }, [this] { ++finished; }});
   }
   void Propose(std::uint64_t step) {
     agreed.reset();
@@ -154,6 +155,43 @@ TEST(CoordinationSpares, ASpareTakesALostRankAtOnceSelectsAgainAndTheGroupAgrees
   for (Node* n : {&a, &s}) n->coordinator->Leave(false);
   RunUntil(
       io, [] { return false; }, 300ms);
+}
+
+// The job ends while a spare waits: the nodes that finished leave (done first, then their
+// member key), which is no lost rank, so the spare never takes one; once every rank is done
+// it is told, once, and ends with the job (a Job's pods all end: none waits forever).
+TEST(CoordinationSpares, ASpareEndsWithTheJobAndTakesNoRankOfANodeThatFinished) {
+  EtcdCluster cluster(1);
+  testing::LogCapture log;
+  boost::asio::io_context io;
+  Node a{Job(cluster, "10.0.0.1")}, b{Job(cluster, "10.0.0.2")}, s{Job(cluster, "10.0.0.3")};
+  a.Start(io, SystemClock());
+  ASSERT_TRUE(RunUntil(io, [&] { return log.Joined().find("event=group_joined rank=0") != std::string::npos; }));
+  b.Start(io, SystemClock());
+  ASSERT_TRUE(RunUntil(io, [&] { return log.Joined().find("event=group_joined rank=1") != std::string::npos; }));
+  a.Propose(20);
+  b.Propose(20);
+  ASSERT_TRUE(RunUntil(io, [&] { return a.agreed && b.agreed; })) << log.Joined();
+  s.Start(io, SystemClock());
+  s.Propose(20);
+  ASSERT_TRUE(RunUntil(io, [&] { return !s.spare_events.empty(); })) << log.Joined();
+
+  bool a_done = false;
+  a.coordinator->PublishDone([&] { a_done = true; });
+  a.coordinator->Leave(true);
+  RunUntil(
+      io, [] { return false; }, 1500ms);  // the spare's retries see rank 0 free: it must not take it
+  EXPECT_EQ(s.finished, 0) << "rank 1 has not finished";
+  EXPECT_EQ(log.Joined().find("advertise=10.0.0.3"), std::string::npos) << log.Joined();
+  b.coordinator->PublishDone([] {});
+  b.coordinator->Leave(true);
+  ASSERT_TRUE(RunUntil(io, [&] { return s.finished == 1; })) << log.Joined();
+  EXPECT_NE(log.Joined().find("event=spare_done epoch=1"), std::string::npos) << log.Joined();
+  EXPECT_EQ(log.Joined().find("advertise=10.0.0.3"), std::string::npos) << log.Joined();
+  s.coordinator->Leave(false);
+  RunUntil(
+      io, [] { return false; }, 300ms);
+  EXPECT_EQ(s.finished, 1);
 }
 
 // Fencing: node 0 reaches etcd only through member 0, the others through members 1 and 2.

@@ -25,6 +25,7 @@ class Coordinator {
     PeerStopHandler on_peer_stop;  // a peer stopped, or this node's rank was taken: stop the trainer
     SpareHandler on_spare;         // this node waits as a spare, or took a lost rank
     CutOffHandler on_cut_off;      // this node's lease lapsed while its trainer ran (GroupCutOffEvent)
+    FinishedHandler on_finished;   // every rank's trainer succeeded while this node waited as a spare
   };
   virtual ~Coordinator() = default;
   // Once, before the first Propose.

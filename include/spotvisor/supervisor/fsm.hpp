@@ -121,7 +121,8 @@ struct GroupAgreedEvent {
   GroupPlace place;
   int group_failures = 0;  // failures the whole group has counted (multi-node: etcd's; 0 alone)
 };
-// Every node's trainer of the running epoch succeeded (the coordinator's answer to PublishDoneAction).
+// Every node's trainer of the running epoch succeeded (the coordinator's answer to
+// PublishDoneAction; to a spare, the coordinator's news that the group it waited for is done).
 struct GroupFinishedEvent {};
 // After ProposeResumeAction, multi-node with coordination.spares: every rank is held and this
 // node waits as a spare (`waiting`), or it has taken a lost rank (not `waiting`; the
