@@ -2,7 +2,8 @@
 // PyTorchJob, JobSet and etcd against the Kubernetes OpenAPI schemas (kubernetes-models) and
 // the CRDs' JSON schemas (ajv), and spotvisor's contract: terminationGracePeriodSeconds above
 // the job file's grace, the stop exit code ignored or retried, and for the multi-node JobSet
-// coordination.nodes = its pods, a state dir per pod, shared checkpoints, DNS host names.
+// coordination.nodes + coordination.spares = its pods, a state dir per pod, shared checkpoints,
+// DNS host names, and with spares a lost pod replaced alone and a Job that completes without them.
 // Each broken copy must fail, naming the manifest and the field.
 // Skipped, saying why, when Node.js or tests/npm/node_modules is missing.
 #include <gtest/gtest.h>
@@ -121,10 +122,12 @@ TEST_F(DeployManifestsTest, SchemaErrorsFail) {
   EXPECT_NE(BrokenJob("pytorchjob.yaml", "cleanPodPolicy: None", "cleanPodPolice: None")
                 .find("must NOT have additional properties"),
             std::string::npos);
-  EXPECT_NE(BrokenJob("jobset.yaml", "action: RestartJobSetAndIgnoreMaxRestarts", "action: Retry")
-                .find("must be equal to one of the allowed values"),
+  EXPECT_NE(BrokenJob("jobset.yaml", "maxRestarts: 3 ", "maxRestarts: three ").find("maxRestarts must be integer"),
             std::string::npos);
-  EXPECT_NE(BrokenJob("jobset.yaml", "parallelism: 4\n", "parallelism: four\n").find("parallelism must be integer"),
+  EXPECT_NE(BrokenJob("jobset.yaml", "parallelism: 5 ", "parallelism: five ").find("parallelism must be integer"),
+            std::string::npos);
+  EXPECT_NE(BrokenJob("jobset.yaml", "- succeededCount: 4 ", "- succeededCount: four ")
+                .find("succeededCount must be integer"),
             std::string::npos);
   EXPECT_NE(BrokenJob("etcd.yaml", "replicas: 3\n", "replicas: three\n").find("replicas must be integer"),
             std::string::npos);
@@ -149,19 +152,22 @@ TEST_F(DeployManifestsTest, AMultiNodeJobSetThatCannotHoldTogetherFails) {
     const std::string out = BrokenJob("jobset.yaml", from, to);
     EXPECT_NE(out.find(where + message), std::string::npos) << "replacing " << from << "\n" << out;
   };
-  // coordination.nodes is the pod count, both ways.
-  expect("parallelism: 4\n          completions: 4\n", "parallelism: 5\n          completions: 5\n",
-         "coordination.nodes 4 in ConfigMap llama-70b-spotvisor key job.yaml is not the 5 pods that run it "
-         "(replicas 1 x parallelism 5)");
+  // coordination.nodes + coordination.spares is the pod count, both ways.
+  const std::string pods = "parallelism: 5                # coordination.nodes 4 + coordination.spares 1\n";
+  expect(pods + "          completions: 5\n", "parallelism: 6\n          completions: 6\n",
+         "coordination.nodes 4 + coordination.spares 1 in ConfigMap llama-70b-spotvisor key job.yaml is not the 6 "
+         "pods that run it (replicas 1 x parallelism 6): 2 pods would wait as spares, more than the job file says");
   expect("nodes: 4 ", "nodes: 8 ",
-         "coordination.nodes 8 in ConfigMap llama-70b-spotvisor key job.yaml is not the 4 pods that run it");
-  // Two replicated Jobs of 4: 8 pods, and the completion index alone repeats in each Job.
+         "coordination.nodes 8 + coordination.spares 1 in ConfigMap llama-70b-spotvisor key job.yaml is not the 5 pods "
+         "that run it (replicas 1 x parallelism 5): every start would wait for nodes that never come");
+  // Two replicated Jobs of 5: 10 pods, and the completion index alone repeats in each Job.
   const std::string replicas = BrokenJob("jobset.yaml", "replicas: 1\n", "replicas: 2\n");
-  EXPECT_NE(
-      replicas.find(where + "coordination.nodes 4 in ConfigMap llama-70b-spotvisor key job.yaml is not the 8 pods"),
-      std::string::npos)
+  EXPECT_NE(replicas.find(
+                where + "coordination.nodes 4 + coordination.spares 1 in ConfigMap llama-70b-spotvisor key job.yaml is "
+                        "not the 10 pods"),
+            std::string::npos)
       << replicas;
-  EXPECT_NE(replicas.find("does not tell the 8 pods apart: it names no env var (in container trainer's env, expanded "
+  EXPECT_NE(replicas.find("does not tell the 10 pods apart: it names no env var (in container trainer's env, expanded "
                           "as $(NAME)) from the downward API's metadata.labels['jobset.sigs.k8s.io/job-index']"),
             std::string::npos)
       << replicas;
@@ -177,17 +183,17 @@ TEST_F(DeployManifestsTest, AMultiNodeJobSetThatCannotHoldTogetherFails) {
   const std::string shared =
       BrokenJob("jobset.yaml", "args: [\"--state-dir\", \"/data/spotvisor-state/pod-$(POD_INDEX)\"]", "args: []");
   EXPECT_NE(shared.find(where + "the state dir /etc/spotvisor/.spotvisor/llama-70b (telemetry.state_dir in ConfigMap "
-                                "llama-70b-spotvisor key job.yaml) does not tell the 4 pods apart"),
+                                "llama-70b-spotvisor key job.yaml) does not tell the 5 pods apart"),
             std::string::npos)
       << shared;
   EXPECT_NE(shared.find("is on volume job-file, which is not a persistentVolumeClaim"), std::string::npos) << shared;
   // A per-pod value that changes on every restart (the pod name) loses the attempt ledger.
   expect("fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']", "fieldPath: metadata.name",
-         "the state dir /data/spotvisor-state/pod-$(POD_INDEX) (--state-dir of container trainer) does not tell the 4 "
+         "the state dir /data/spotvisor-state/pod-$(POD_INDEX) (--state-dir of container trainer) does not tell the 5 "
          "pods apart");
   // An env var Kubernetes does not know stays "$(POD_INDEX)" in every pod.
   expect("- name: POD_INDEX", "- name: NODE_INDEX",
-         "the state dir /data/spotvisor-state/pod-$(POD_INDEX) (--state-dir of container trainer) does not tell the 4 "
+         "the state dir /data/spotvisor-state/pod-$(POD_INDEX) (--state-dir of container trainer) does not tell the 5 "
          "pods apart");
   expect("completionMode: Indexed", "completionMode: NonIndexed",
          "completionMode NonIndexed: the pods have no batch.kubernetes.io/job-completion-index annotation");
@@ -200,11 +206,60 @@ TEST_F(DeployManifestsTest, AMultiNodeJobSetThatCannotHoldTogetherFails) {
          "llama-70b-shared (");
   expect("dir: /data/checkpoints", "dir: /scratch/checkpoints",
          "checkpoints.dir /scratch/checkpoints (ConfigMap llama-70b-spotvisor key job.yaml) is on no volume");
-  expect("completions: 4", "completions: 8", "completions 8 is not parallelism 4");
+  expect("completions: 5", "completions: 8", "completions 8 is not parallelism 5");
   expect("enableDNSHostnames: true", "enableDNSHostnames: false", "spec.network.enableDNSHostnames is not true");
   // Two ConfigMaps of one name in one namespace: one would replace the other.
   const std::string twice = BrokenJob("jobset.yaml", "name: llama-70b-spotvisor", "name: llama-ft-spotvisor");
   EXPECT_NE(twice.find("ConfigMap llama-ft-spotvisor is also in"), std::string::npos) << twice;
+}
+
+// Hot spares (coordination.spares: 1): a preempted pod must be replaced alone (the spare takes
+// its rank, the survivors keep their pods) and the Job must complete although the spare never
+// exits 0. Each way of losing that is refused, naming the case and the field.
+TEST_F(DeployManifestsTest, ASpareTheJobSetCannotUseFails) {
+  const std::string where =
+      "jobset.yaml document 3 (JobSet llama-70b) replicatedJob trainer: with coordination.spares 1 (ConfigMap "
+      "llama-70b-spotvisor key job.yaml) ";
+  const auto expect = [&](const std::string& from, const std::string& to, const std::string& message) {
+    const std::string out = BrokenJob("jobset.yaml", from, to);
+    EXPECT_NE(out.find(where + message), std::string::npos) << "replacing " << from << "\n" << out;
+  };
+  // The JobSet "host maintenance" pattern of the spare-less example: every pod restarted.
+  expect("- action: Ignore          # replace", "- action: FailJob         # replace",
+         "a preempted pod (condition DisruptionTarget, spotvisor exits 143) must be replaced alone while the spare "
+         "takes its rank, but the first podFailurePolicy rule that matches it is FailJob: the Job fails and the "
+         "JobSet restarts every pod");
+  expect("- action: Ignore          # replace", "- action: FailJob         # replace",
+         "a pod lost with its node (condition DisruptionTarget, container killed: 137) must be replaced alone");
+  // spotvisor's own stop (a notice, SIGTERM without a condition) counted: backoffLimit 0 fails the Job.
+  expect("- action: Ignore\n                onExitCodes", "- action: Count\n                onExitCodes",
+         "spotvisor's resumable stop without a disruption condition (exit 143, job.stop_exit_code) must be replaced "
+         "alone while the spare takes its rank, but the first podFailurePolicy rule that matches it is Count: it "
+         "counts against backoffLimit 0, and past that the Job fails and the JobSet restarts every pod");
+  // Rule order: a NotIn rule before the Ignore catches the killed container first.
+  expect("            rules:\n              - action: Ignore          # replace",
+         "            rules:\n              - action: FailJob\n                onExitCodes:\n"
+         "                  operator: NotIn\n                  values: [143]\n"
+         "              - action: Ignore          # replace",
+         "a pod lost with its node (condition DisruptionTarget, container killed: 137) must be replaced alone while "
+         "the spare takes its rank, but the first podFailurePolicy rule that matches it is FailJob");
+  // The replacement must wait for the lost pod: its state dir is the same.
+  expect("          podReplacementPolicy: Failed", "          podReplacementPolicy: TerminatingOrFailed",
+         "podReplacementPolicy TerminatingOrFailed: a replacement pod would start while the lost one still drains");
+  // Completion: without succeededCount = nodes the Job waits for the spare forever.
+  const std::string success = "          successPolicy:\n            rules:\n              - succeededCount: 4 ";
+  expect(success, "          successPolicy:\n            rules:\n              - succeededCount: 5 ",
+         "successPolicy has no rule succeededCount 4 (coordination.nodes): a spare never exits 0 when the group "
+         "finishes, so the Job would never reach completions 5");
+  expect(success, "          suspend: false", "successPolicy has no rule succeededCount 4");
+  expect("- succeededCount: 4 ", "- succeededIndexes: \"0-3\"\n                succeededCount: 4 ",
+         "successPolicy rule succeededIndexes 0-3: which pods are the nodes at the end is not fixed");
+  // The spares are pods too.
+  const std::string more = BrokenJob("jobset.yaml", "spares: 1 ", "spares: 2 ");
+  EXPECT_NE(more.find("coordination.nodes 4 + coordination.spares 2 in ConfigMap llama-70b-spotvisor key job.yaml is "
+                      "not the 5 pods that run it (replicas 1 x parallelism 5): only 1 of the 2 spares would wait"),
+            std::string::npos)
+      << more;
 }
 
 }  // namespace

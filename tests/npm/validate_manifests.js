@@ -5,10 +5,12 @@
 // contract: the pod's terminationGracePeriodSeconds covers the job file's signals.grace +
 // signals.kill_timeout + a margin (read by `spotvisor run --print-config` from the
 // ConfigMap the pod mounts), the stop exit code is one the controller retries, and a
-// multi-node group holds together: coordination.nodes is the number of pods that run the job
-// file, each pod has its own state dir (a shared one: the second spotvisor exits 73) from a
-// per-pod index that survives restarts, the checkpoint dir is on a ReadWriteMany volume, and
-// a JobSet's pods resolve each other's host names.
+// multi-node group holds together: coordination.nodes + coordination.spares is the number of
+// pods that run the job file, with spares a lost pod is replaced alone (the podFailurePolicy
+// Ignores preemptions) and the Job completes without the spares (successPolicy), each pod has
+// its own state dir (a shared one: the second spotvisor exits 73) from a per-pod index that
+// survives restarts, the checkpoint dir is on a ReadWriteMany volume, and a JobSet's pods
+// resolve each other's host names.
 // Usage: node validate_manifests.js --spotvisor BIN FILE.yaml...   Exit 0 = all valid.
 'use strict';
 
@@ -237,6 +239,73 @@ function stateDirErrors(t, container, job, jobFile) {
           top: String(dir).replace(/\$\(.*$/, '').replace(/\/[^/]*$/, '') || '/'};
 }
 
+// What goes wrong when `pods` pods run a job file of `nodes` ranks and `spares` spares.
+function podCountHarm(nodes, spares, pods) {
+  if (pods < nodes) return 'every start would wait for nodes that never come';
+  if (pods < nodes + spares) return `only ${pods - nodes} of the ${spares} spares would wait`;
+  return spares ? `${pods - nodes} pods would wait as spares, more than the job file says`
+                : 'the pods beyond it would find no free rank';
+}
+
+// The podFailurePolicy rule the Job controller applies to a failed pod: the first that matches
+// (undefined: none, the failure counts against backoffLimit). A pod of one container.
+function podFailureRule(rules, {conditions, container, exitCode}) {
+  return rules.find(r => {
+    if (r.onExitCodes) {
+      const e = r.onExitCodes;
+      if (e.containerName && e.containerName !== container) return false;
+      const listed = (e.values || []).includes(exitCode);
+      return e.operator === 'In' ? listed : !listed && exitCode !== 0;
+    }
+    return (r.onPodConditions || []).some(p => conditions.includes(p.type) && (p.status ?? 'True') === 'True');
+  });
+}
+
+// Hot spares (coordination.spares): a lost pod is replaced alone, its replacement becomes the
+// next spare, and the Job completes when the nodes are done although a spare never exits 0
+// (it takes a finished node's freed rank and waits for a start that never comes).
+function spareErrors(t, container, job, jobFile) {
+  const {nodes, spares} = job.coordination;
+  const code = job.job.stop_exit_code;
+  const errors = [];
+  const what = `with coordination.spares ${spares} (${jobFile})`;
+  const rules = (t.job.podFailurePolicy && t.job.podFailurePolicy.rules) || [];
+  const backoff = t.job.backoffLimit ?? 6;  // the Kubernetes default
+  const restarts = t.controller === 'JobSet' ? 'the JobSet restarts every pod' : 'every pod ends';
+  const cases = [
+    [`a preempted pod (condition DisruptionTarget, spotvisor exits ${code})`, ['DisruptionTarget'], code],
+    [`spotvisor's resumable stop without a disruption condition (exit ${code}, job.stop_exit_code)`, [], code],
+    ['a pod lost with its node (condition DisruptionTarget, container killed: 137)', ['DisruptionTarget'], 137],
+  ];
+  for (const [failure, conditions, exitCode] of cases) {
+    const rule = podFailureRule(rules, {conditions, container: container.name, exitCode});
+    if (rule && rule.action === 'Ignore') continue;
+    const harm = !rule || rule.action === 'Count'
+                     ? `${rule ? 'the first podFailurePolicy rule that matches it is Count' : 'no podFailurePolicy rule matches it'}: ` +
+                           `it counts against backoffLimit ${backoff}, and past that the Job fails and ${restarts}`
+                 : rule.action === 'FailJob' ? `the first podFailurePolicy rule that matches it is FailJob: the Job fails and ${restarts}`
+                                             : `the first podFailurePolicy rule that matches it is ${rule.action}: the index is not replaced`;
+    errors.push(`${t.where}: ${what} ${failure} must be replaced alone while the spare takes its rank, but ${harm}; ` +
+                `make the first rule that matches it action Ignore`);
+  }
+  if ((t.job.podReplacementPolicy ?? (t.job.podFailurePolicy ? 'Failed' : 'TerminatingOrFailed')) !== 'Failed') {
+    errors.push(`${t.where}: ${what} podReplacementPolicy ${t.job.podReplacementPolicy}: a replacement pod would ` +
+                `start while the lost one still drains, on the same state dir (the second spotvisor exits 73); use Failed`);
+  }
+  const success = (t.job.successPolicy && t.job.successPolicy.rules) || [];
+  for (const r of success.filter(r => r.succeededIndexes !== undefined)) {
+    errors.push(`${t.where}: ${what} successPolicy rule succeededIndexes ${r.succeededIndexes}: which pods are the ` +
+                `nodes at the end is not fixed (any pod may be a spare by then); use succeededCount ${nodes} alone`);
+  }
+  if (!success.some(r => r.succeededCount === nodes && r.succeededIndexes === undefined)) {
+    errors.push(`${t.where}: ${what} successPolicy has no rule succeededCount ${nodes} (coordination.nodes): a spare ` +
+                `never exits 0 when the group finishes, so the Job would never reach completions ` +
+                `${t.job.completions ?? t.parallelism}; succeededCount ${nodes} ends it when the nodes are done and ` +
+                `terminates the spares (Kubernetes >= 1.31, JobSet >= v0.6.0)`);
+  }
+  return errors;
+}
+
 function contractErrors(t, resolved, groupPods, pvcs) {
   const {container, job, jobFile} = resolved;
   const errors = [];
@@ -263,13 +332,13 @@ function contractErrors(t, resolved, groupPods, pvcs) {
     }
     if (t.pod.restartPolicy !== 'Never') errors.push(`${t.where}: podFailurePolicy needs restartPolicy: Never`);
   }
-  const nodes = job.coordination.nodes;
-  if (nodes !== groupPods) {
-    errors.push(`${t.where}: coordination.nodes ${nodes} in ${jobFile} is not the ${groupPods} pods that run it ` +
-                `(replicas ${t.replicas} x parallelism ${t.parallelism}): ` +
-                (nodes > groupPods ? 'every start would wait for nodes that never come'
-                                   : 'the pods beyond it would find no free rank'));
+  const {nodes, spares = 0} = job.coordination;
+  if (nodes + spares !== groupPods) {
+    errors.push(`${t.where}: coordination.nodes ${nodes}${spares ? ` + coordination.spares ${spares}` : ''} in ` +
+                `${jobFile} is not the ${groupPods} pods that run it (replicas ${t.replicas} x parallelism ` +
+                `${t.parallelism}): ` + podCountHarm(nodes, spares, groupPods));
   }
+  if (spares > 0 && t.job) errors.push(...spareErrors(t, container, job, jobFile));
   errors.push(...volumeErrors(t, container, pvcs, job.checkpoints.dir,
                               `checkpoints.dir ${job.checkpoints.dir} (${jobFile})`, groupPods));
   if (groupPods > 1) {
