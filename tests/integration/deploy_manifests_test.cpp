@@ -246,12 +246,11 @@ TEST_F(DeployManifestsTest, ASpareTheJobSetCannotUseFails) {
   // The replacement must wait for the lost pod: its state dir is the same.
   expect("          podReplacementPolicy: Failed", "          podReplacementPolicy: TerminatingOrFailed",
          "podReplacementPolicy TerminatingOrFailed: a replacement pod would start while the lost one still drains");
-  // Completion: without succeededCount = nodes the Job waits for the spare forever.
+  // Completion: a succeededCount below the nodes would end the Job while a node trains.
   const std::string success = "          successPolicy:\n            rules:\n              - succeededCount: 4 ";
-  expect(success, "          successPolicy:\n            rules:\n              - succeededCount: 5 ",
-         "successPolicy has no rule succeededCount 4 (coordination.nodes): a spare never exits 0 when the group "
-         "finishes, so the Job would never reach completions 5");
-  expect(success, "          suspend: false", "successPolicy has no rule succeededCount 4");
+  expect(success, "          successPolicy:\n            rules:\n              - succeededCount: 3 ",
+         "successPolicy rule succeededCount 3 is below coordination.nodes 4: the Job would end, terminating every "
+         "pod, while a node still trains");
   expect("- succeededCount: 4 ", "- succeededIndexes: \"0-3\"\n                succeededCount: 4 ",
          "successPolicy rule succeededIndexes 0-3: which pods are the nodes at the end is not fixed");
   // The spares are pods too.

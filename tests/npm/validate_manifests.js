@@ -7,7 +7,7 @@
 // ConfigMap the pod mounts), the stop exit code is one the controller retries, and a
 // multi-node group holds together: coordination.nodes + coordination.spares is the number of
 // pods that run the job file, with spares a lost pod is replaced alone (the podFailurePolicy
-// Ignores preemptions) and the Job completes without the spares (successPolicy), each pod has
+// Ignores preemptions) and a successPolicy never ends the Job before the nodes, each pod has
 // its own state dir (a shared one: the second spotvisor exits 73) from a per-pod index that
 // survives restarts, the checkpoint dir is on a ReadWriteMany volume, and a JobSet's pods
 // resolve each other's host names.
@@ -262,8 +262,7 @@ function podFailureRule(rules, {conditions, container, exitCode}) {
 }
 
 // Hot spares (coordination.spares): a lost pod is replaced alone, its replacement becomes the
-// next spare, and the Job completes when the nodes are done although a spare never exits 0
-// (it takes a finished node's freed rank and waits for a start that never comes).
+// next spare; the spares exit 0 once the group is done, so a successPolicy is optional.
 function spareErrors(t, container, job, jobFile) {
   const {nodes, spares} = job.coordination;
   const code = job.job.stop_exit_code;
@@ -297,11 +296,11 @@ function spareErrors(t, container, job, jobFile) {
     errors.push(`${t.where}: ${what} successPolicy rule succeededIndexes ${r.succeededIndexes}: which pods are the ` +
                 `nodes at the end is not fixed (any pod may be a spare by then); use succeededCount ${nodes} alone`);
   }
-  if (!success.some(r => r.succeededCount === nodes && r.succeededIndexes === undefined)) {
-    errors.push(`${t.where}: ${what} successPolicy has no rule succeededCount ${nodes} (coordination.nodes): a spare ` +
-                `never exits 0 when the group finishes, so the Job would never reach completions ` +
-                `${t.job.completions ?? t.parallelism}; succeededCount ${nodes} ends it when the nodes are done and ` +
-                `terminates the spares (Kubernetes >= 1.31, JobSet >= v0.6.0)`);
+  // Optional (a spare exits 0 once the group is done), but never below the nodes: the Job
+  // would be declared done, and its pods terminated, while a node still trains.
+  for (const r of success.filter(r => r.succeededCount !== undefined && r.succeededCount < nodes)) {
+    errors.push(`${t.where}: ${what} successPolicy rule succeededCount ${r.succeededCount} is below ` +
+                `coordination.nodes ${nodes}: the Job would end, terminating every pod, while a node still trains`);
   }
   return errors;
 }
