@@ -23,8 +23,11 @@ DDP over gloo: the real example trainer of the other e2e tests.
                agrees on the previous one.
   OneCrash     (c) one rank's trainer crashes: one group restart; the failure counts once for
                the job (`failures` in etcd; state.json on every node says 1).
-  EtcdFaults   (f) three etcd members: one killed mid-run stops nothing; all gone, training
-               goes on, `group_trouble` logged.
+  EtcdFaults   (f) three etcd members: one killed mid-run stops nothing; all gone, trainers
+               that compute go on (`group_cut_off trainer=progressing`), `group_trouble` logged.
+  Fencing      (h) node 0 reaches etcd only through a member that dies: cut off, its trainer
+               (blocked: no CPU) stops within lease_ttl + the 2 s sample; node 1 stops when
+               node 0's lease lapses; the member back, both start epoch 2.
   TwoJobs      (g) two jobs on one etcd: a stop in one never reaches the other; `spotvisor
                status` shows ranks, epoch and the stop.
 (c) to (g) run a shell that sleeps as the trainer: the group's mechanics without torch.
@@ -62,9 +65,11 @@ class Etcd:
     """One etcd member on loopback, its data in `workdir`; killed by pid at the end."""
 
     def __init__(self, workdir: Path, name: str = "m0", peer: int = 0, cluster: str = "",
-                 scheme: str = "http", extra: Sequence[str] = ()) -> None:
-        """`scheme` https wants the TLS flags in `extra` (--cert-file, --key-file, ...)."""
-        self.client_port, peer = free_port(), peer or free_port()
+                 scheme: str = "http", extra: Sequence[str] = (), client_port: int = 0) -> None:
+        """`scheme` https wants the TLS flags in `extra` (--cert-file, --key-file, ...);
+        `client_port` and `peer` again, with the same `workdir` and `name`: a member restarted."""
+        self.client_port, peer = client_port or free_port(), peer or free_port()
+        self.peer_port, self.workdir, self.name, self.cluster_spec = peer, workdir, name, cluster
         self.url = f"{scheme}://127.0.0.1:{self.client_port}"
         peer_url = f"http://127.0.0.1:{peer}"
         self.log = workdir / f"etcd-{name}.log"
@@ -88,6 +93,10 @@ class Etcd:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+    def restarted(self) -> "Etcd":
+        """The same member (data dir, ports) started again after stop()."""
+        return Etcd(self.workdir, self.name, self.peer_port, self.cluster_spec, client_port=self.client_port)
 
     @staticmethod
     def cluster(workdir: Path, count: int) -> List["Etcd"]:
@@ -387,7 +396,16 @@ class EtcdFaults(SleeperCase):
         return [m.url for m in self.members]
 
     def test_f_a_lost_member_stops_nothing_and_no_etcd_at_all_stops_no_training(self):
-        jobs = [self.sleeper_job(f"n{r}", "job", r) for r in (0, 1)]
+        # Trainers that compute (about a fifth of a CPU): cut off from etcd, each node's
+        # sample shows progress, so neither is fenced off.
+        computing = ["/usr/bin/python3", "-c",
+                     "import signal, sys, time\n"
+                     "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
+                     "while True:\n"
+                     "    t = time.monotonic()\n"
+                     "    while time.monotonic() - t < 0.1: pass\n"
+                     "    time.sleep(0.3)\n"]
+        jobs = [self.sleeper_job(f"n{r}", "job", r, trainer=computing) for r in (0, 1)]
         sv = [self.supervise(job, f"n{r}") for r, job in enumerate(jobs)]
         for s in sv:
             self.assertEqual(s.wait_event("group_agreed", 60)["epoch"], "1")
@@ -401,10 +419,70 @@ class EtcdFaults(SleeperCase):
             self.assertEqual(events(s.text(), "stopping"), [], s.text())
             self.assertEqual(events(s.text(), "exit"), [], s.text())
             self.assertGreater(len(events(s.text(), "group_trouble")), 0, s.text())
+            self.assertEqual([e["trainer"] for e in events(s.text(), "group_cut_off")], ["progressing"], s.text())
             self.assertIsNone(s.proc.poll())
         for s in sv:
             s.signal(signal.SIGTERM)
             self.assert_exit(s, 75, 30)
+
+
+class Fencing(SleeperCase):
+    """(h) one node cut off from etcd while the others are not: its blocked trainer stops,
+    since its rank can be taken; the group starts again when it is back."""
+
+    def setUp(self) -> None:
+        E2ECase.setUp(self)
+        reason = etcd_missing_reason()
+        if reason:
+            self.skipTest(reason)
+        self.members = Etcd.cluster(self.dir, 3)
+        for m in self.members:
+            self.addCleanup(lambda m=m: m.stop())
+        self.etcd = self.members[0]
+
+    def etcd_urls(self) -> List[str]:
+        return [m.url for m in self.members]
+
+    def only(self, job: Path, urls: List[str]) -> Path:
+        text = job.read_text()
+        line = f"  etcd: {json.dumps(self.etcd_urls())}"
+        self.assertIn(line, text)
+        job.write_text(text.replace(line, f"  etcd: {json.dumps(urls)}"))
+        return job
+
+    def test_h_a_cut_off_node_stops_its_blocked_trainer_and_the_group_starts_again_when_it_is_back(self):
+        sv0 = self.supervise(self.only(self.sleeper_job("n0", "job", 0), [self.members[0].url]), "n0")
+        sv1 = self.supervise(self.only(self.sleeper_job("n1", "job", 1), [m.url for m in self.members[1:]]), "n1")
+        for sv in (sv0, sv1):
+            self.assertEqual(sv.wait_event("group_agreed", 60)["epoch"], "1")
+            sv.wait_event("trainer_started", 30)
+        cut_at = time.time()
+        self.members[0].stop()  # node 0's only way to etcd; the cluster keeps its quorum
+        lost = sv0.wait_event("group_lease_lost", 20)
+        self.assertEqual(lost["rank"], "0", lost)
+        stop0 = sv0.wait_event("stopping", 15)
+        self.assertEqual(stop0["reason"], "peer", stop0)
+        self.assertIn("this node is cut off from the group (its lease lapsed) and its trainer shows no progress",
+                      stop0["detail"])
+        took = stamp(timed_events(sv0.text(), "stopping")[0]) - cut_at
+        self.assertLess(took, 3 + 2 + 2.5, "lease_ttl, the 2 s sample, and room for a loaded machine")
+        self.assertEqual(sv0.wait_event("attempt_ended", 15)["outcome"], "peer-stopped")
+        stop1 = sv1.wait_event("stopping", 15)
+        self.assertIn("node 0: left the group", stop1["detail"])
+        self.assertEqual(sv1.wait_event("attempt_ended", 15)["outcome"], "peer-stopped")
+
+        back = self.members[0].restarted()
+        self.addCleanup(back.stop)
+        for sv, rank in ((sv0, "0"), (sv1, "1")):
+            agreed = sv.wait_event("group_agreed", 60, lambda e: e["epoch"] == "2")
+            self.assertEqual(agreed["rank"], rank, agreed)
+            sv.wait_event("trainer_started", 30, lambda e: e["attempt"] == "2")
+        for sv in (sv0, sv1):
+            sv.signal(signal.SIGTERM)
+            self.assert_exit(sv, 75, 30)
+        for n in ("n0", "n1"):
+            state = json.loads((self.dir / "job" / n / "state" / "state.json").read_text())
+            self.assertEqual(state.get("failures"), 0, state)
 
 
 class GroupDone(SleeperCase):
