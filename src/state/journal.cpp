@@ -78,6 +78,7 @@ json ToJson(const AttemptRecord& r) {
   PutOptional(j, "signal", r.signal);
   PutOptional(j, "slurm_restart_count", r.slurm_restart_count);
   PutOptional(j, "stopped_by", r.stopped_by);
+  PutOptional(j, "epoch", r.epoch);
   return j;
 }
 
@@ -93,6 +94,7 @@ AttemptRecord AttemptFromJson(const json& j) {
   r.signal = GetOptional<int>(j, "signal");
   r.slurm_restart_count = GetOptional<int>(j, "slurm_restart_count");
   r.stopped_by = GetOptional<std::string>(j, "stopped_by");
+  r.epoch = GetOptional<std::uint64_t>(j, "epoch");
   r.outcome = j.value("outcome", "");
   r.next = j.value("next", "");
   return r;
@@ -135,9 +137,11 @@ Status Journal::FlushAttempts() {
   return Ok{};
 }
 
-std::vector<AttemptRecord> Journal::ReadAttempts() const {
+std::vector<AttemptRecord> Journal::ReadAttempts() const { return ReadAttemptRecords(dir_); }
+
+std::vector<AttemptRecord> ReadAttemptRecords(const std::filesystem::path& state_dir) {
   std::vector<AttemptRecord> out;
-  std::ifstream in(dir_ / "attempts.jsonl");
+  std::ifstream in(state_dir / "attempts.jsonl");
   for (std::string line; std::getline(in, line);) {
     try {
       out.push_back(AttemptFromJson(json::parse(line)));

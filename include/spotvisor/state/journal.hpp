@@ -47,7 +47,12 @@ struct AttemptRecord {
   std::string next;     // what the supervisor did about it
   std::optional<int> slurm_restart_count;  // SLURM_RESTART_COUNT under SLURM (0 before a requeue)
   std::optional<std::string> stopped_by;   // peer-stopped: the node that stopped the group, and why
+  std::optional<std::uint64_t> epoch;      // the group start it belonged to (a single node: the attempt)
 };
+
+// Every attempt recorded in `state_dir`'s attempts.jsonl (none: no file); a torn last line
+// (power cut mid-append) is skipped. Reads only: for tools beside a running supervisor.
+std::vector<AttemptRecord> ReadAttemptRecords(const std::filesystem::path& state_dir);
 
 class Journal {
  public:
