@@ -170,6 +170,18 @@ std::optional<std::string> Catalog::FencedBecause(const CatalogEntry& e) const {
   return options_.fence.Reason(ManifestEpoch(e.path, e.is_directory), e.step);
 }
 
+bool Catalog::PassOverFenced(const CatalogEntry& e, bool act, Selection& selection) const {
+  auto why = FencedBecause(e);
+  if (!why) return false;
+  // Passed over unvalidated and left where it is: it need not be bad, and people may want it.
+  if (act) {
+    Log(LogLevel::kWarning, "event=checkpoint_fenced path=" + Quote(e.path.string()) +
+                                " step=" + std::to_string(e.step) + " reason=" + Quote(*why));
+  }
+  selection.rejected.push_back(Rejection{e.path, *why, std::nullopt, /*fenced=*/true});
+  return true;
+}
+
 Result<fs::path> Catalog::Quarantine(const CatalogEntry& e) const {
   const fs::path qdir = options_.dir / std::string(kQuarantineDir);
   std::error_code ec;
@@ -197,16 +209,7 @@ Result<Selection> Catalog::Select(bool act, const VerdictCache* validated_now) {
   const CatalogEntry* chosen = nullptr;
   const auto level = options_.validator.level;
   for (auto& e : *entries) {
-    // Fenced: passed over unvalidated, and left where it is (it need not be bad; people may
-    // want it), never quarantined.
-    if (auto why = FencedBecause(e)) {
-      if (act) {
-        Log(LogLevel::kWarning, "event=checkpoint_fenced path=" + Quote(e.path.string()) +
-                                    " step=" + std::to_string(e.step) + " reason=" + Quote(*why));
-      }
-      selection.rejected.push_back(Rejection{e.path, *why, std::nullopt, /*fenced=*/true});
-      continue;
-    }
+    if (PassOverFenced(e, act, selection)) continue;
     // A cached bad verdict with an unchanged key is final; anything else is validated now
     // (or was, moments ago in this same selection).
     auto cached = e.scan_error.empty() ? cache_.Find(e.name, e.key, level) : std::nullopt;

@@ -106,6 +106,8 @@ class Catalog {
   Catalog(CatalogOptions options, config::NamePattern pattern);
   Verdict Validate(const CatalogEntry& entry) const;
   Result<std::filesystem::path> Quarantine(const CatalogEntry& entry) const;
+  // A fenced entry becomes a Rejection (logged when `act`), never moved: true. Else false.
+  bool PassOverFenced(const CatalogEntry& entry, bool act, Selection& selection) const;
   Status AfterChoice(const CatalogEntry& chosen, bool fell_back);
 
   CatalogOptions options_;       // as given; dir absolute
