@@ -47,7 +47,16 @@ std::optional<std::string> Fence::Reason(std::optional<std::uint64_t> epoch, std
 
 Fence ReadFence(const fs::path& state_dir) {
   if (state_dir.empty()) return Fence();
-  return Fence::FromAttempts(state::ReadAttemptRecords(state_dir));
+  auto records = state::ReadAttemptRecords(state_dir);
+  // The newest start, whose record comes only when its attempt ends. A corrupt state.json
+  // is the supervisor's to report; the records alone still fence.
+  if (auto journal = state::Journal::Open(state_dir); journal && journal->state().last_epoch) {
+    state::AttemptRecord running;
+    running.epoch = journal->state().last_epoch;
+    running.resume_step = journal->state().last_epoch_step;
+    records.push_back(running);
+  }
+  return Fence::FromAttempts(records);
 }
 
 std::optional<std::uint64_t> ManifestEpoch(const fs::path& checkpoint, bool is_directory) {

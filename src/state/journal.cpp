@@ -40,6 +40,8 @@ json ToJson(const PersistedState& s) {
          {"phase", s.phase},
          {"last_exit_message", s.last_exit_message}};
   PutOptional(j, "last_resume_step", s.last_resume_step);
+  PutOptional(j, "last_epoch", s.last_epoch);
+  j["last_epoch_step"] = s.last_epoch_step;
   if (s.child) {
     j["child"] = {{"pid", s.child->pid}, {"start_ticks", s.child->start_ticks}, {"boot_id", s.child->boot_id}};
   } else {
@@ -58,6 +60,8 @@ PersistedState FromJson(const json& j) {
   s.consecutive_failures = j.value("consecutive_failures", 0);
   s.no_progress_streak = j.value("no_progress_streak", 0);
   s.last_resume_step = GetOptional<std::uint64_t>(j, "last_resume_step");
+  s.last_epoch = GetOptional<std::uint64_t>(j, "last_epoch");
+  s.last_epoch_step = j.value("last_epoch_step", std::uint64_t{0});
   s.recent_failures_ms = j.value("recent_failures_ms", std::vector<std::int64_t>{});
   s.phase = j.value("phase", "");
   s.last_exit_message = j.value("last_exit_message", "");

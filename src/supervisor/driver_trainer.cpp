@@ -57,6 +57,8 @@ void Driver::Impl::Perform(const SpawnAction& a) {
   }
   trainer_started_ = host_->clock().Now();
   persisted_.child = trainer_->Identity();
+  persisted_.last_epoch = a.place.epoch;
+  persisted_.last_epoch_step = a.resume ? a.resume->step : 0;
   current_.pid = pid;
   // The start and the child's identity are on disk before anyone hears of it: a supervisor
   // SIGKILLed now still counts this attempt and finds its trainer when it comes back.

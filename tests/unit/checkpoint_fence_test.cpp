@@ -143,5 +143,24 @@ TEST(Fence, ReadFromTheStateDirsAttemptsWhereOldRecordsStillLoad) {
   EXPECT_FALSE(fence.Reason(1, 10));
 }
 
+// The running epoch has no attempt record until it ends (nor ever, if its supervisor was
+// SIGKILLed): state.json's newest start fences too.
+TEST(Fence, TheNewestStartInStateJsonFencesBeforeItsAttemptIsRecorded) {
+  TempDir dir;
+  auto journal = state::Journal::Open(dir.path());
+  ASSERT_TRUE(journal);
+  state::PersistedState s;
+  s.last_epoch = 4;
+  s.last_epoch_step = 1000;
+  ASSERT_TRUE(journal->Save(s));
+  const Fence fence = ReadFence(dir.path());
+  EXPECT_EQ(fence.Reason(3, 1200),
+            "written by epoch 3 at step 1200 after epoch 4 had started from step 1000 "
+            "(a writer the group had left behind: fenced)");
+  EXPECT_FALSE(fence.Reason(4, 1200));
+  WriteFile(dir / "state.json", "{corrupt");
+  EXPECT_TRUE(ReadFence(dir.path()).empty()) << "no start known: nothing fenced (the supervisor reports the file)";
+}
+
 }  // namespace
 }  // namespace spotvisor::checkpoint

@@ -42,8 +42,9 @@ class Fence {
   std::vector<EpochStart> starts_;  // one per epoch, ascending by epoch
 };
 
-// The fence of the job whose state dir is `state_dir` (its attempts.jsonl); empty when the
-// path is empty or holds no record with an epoch.
+// The fence of the job whose state dir is `state_dir`: its attempts.jsonl, and the newest
+// start in state.json (its attempt may still run); empty when the path is empty or holds
+// no epoch.
 Fence ReadFence(const std::filesystem::path& state_dir);
 
 // The epoch in the manifest of `checkpoint`; none when it has no manifest, one that cannot
