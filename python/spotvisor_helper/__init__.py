@@ -32,7 +32,7 @@ from .digest import state_digest
 from .errors import CheckpointError, ManifestError, NoticeError, SpotvisorHelperError
 from .fsio import atomic_write, atomic_write_bytes, atomic_write_text, fsync_dir, fsync_file
 from .heartbeat import Heartbeat
-from .manifest import MANIFEST_NAME, build_manifest, read_manifest, verify_manifest
+from .manifest import EPOCH_ENV, MANIFEST_NAME, build_manifest, epoch_from_env, read_manifest, verify_manifest
 from .names import NamePattern, is_temp_name
 from .rng import capture_rng_state, restore_rng_state
 from .sampler import ResumableSampler
@@ -41,11 +41,11 @@ from .signals import NOTICE_FILE_ENV, Notice, SignalFlags, parse_signal, read_no
 __version__ = "0.1.0"
 
 __all__ = [
-    "CHECKPOINT_DIR_ENV", "MANIFEST_NAME", "NOTICE_FILE_ENV", "RESUME_ENV",
+    "CHECKPOINT_DIR_ENV", "EPOCH_ENV", "MANIFEST_NAME", "NOTICE_FILE_ENV", "RESUME_ENV",
     "CheckpointError", "Checkpointer", "Heartbeat", "LoadedCheckpoint", "ManifestError",
     "NamePattern", "Notice", "NoticeError", "ResumableSampler", "SignalFlags",
     "SpotvisorHelperError", "atomic_checkpoint_dir", "atomic_write", "atomic_write_bytes",
-    "atomic_write_text", "build_manifest", "capture_rng_state", "commit_dir", "fsync_dir",
+    "atomic_write_text", "build_manifest", "capture_rng_state", "commit_dir", "epoch_from_env", "fsync_dir",
     "fsync_file", "is_temp_name", "parse_signal", "read_manifest", "read_notice",
     "resolve_resume_path", "restore_rng_state", "state_digest", "verify_manifest",
 ]

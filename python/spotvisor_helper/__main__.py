@@ -14,7 +14,7 @@ from typing import List, Optional
 
 from .errors import SpotvisorHelperError
 from .fsio import atomic_write_bytes
-from .manifest import MANIFEST_NAME, build_manifest, manifest_bytes, verify_manifest
+from .manifest import MANIFEST_NAME, build_manifest, manifest_bytes, read_manifest, verify_manifest
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -58,7 +58,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not root.is_dir():
             print(f"error: {root} is not a directory", file=sys.stderr)
             return 64
-        atomic_write_bytes(root / MANIFEST_NAME, manifest_bytes(build_manifest(root)))
+        # Sealing again keeps the epoch of the manifest it replaces: who wrote it is unchanged.
+        try:
+            epoch = read_manifest(root).epoch
+        except SpotvisorHelperError:
+            epoch = None
+        atomic_write_bytes(root / MANIFEST_NAME, manifest_bytes(build_manifest(root, epoch)))
         print(f"sealed {root}")
         return 0
     return 64

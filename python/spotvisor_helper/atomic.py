@@ -16,9 +16,9 @@ import shutil
 from pathlib import Path
 from typing import Iterator, Optional
 
-from .errors import CheckpointError
+from .errors import CheckpointError, ManifestError
 from .fsio import fsync_dir, fsync_file
-from .manifest import MANIFEST_NAME, build_manifest, manifest_bytes
+from .manifest import MANIFEST_NAME, build_manifest, epoch_from_env, manifest_bytes
 
 TEMP_PREFIX = ".tmp-"
 
@@ -66,9 +66,11 @@ def commit_dir(tmp: Path, final: Path, marker: Optional[str] = None) -> Path:
 
     If `final` already exists it is replaced: moved aside to a temp name first, deleted
     after the new one is in place. Raises CheckpointError naming `final` on any failure;
-    `tmp` is left for the caller to remove.
+    `tmp` is left for the caller to remove. The manifest records $SPOTVISOR_EPOCH when set
+    (a value that is not a non-negative integer is refused: ManifestError naming it).
     """
     parent = final.parent
+    epoch = _epoch_for(final)
     try:
         _fsync_tree(tmp)
         if marker:
@@ -77,7 +79,7 @@ def commit_dir(tmp: Path, final: Path, marker: Optional[str] = None) -> Path:
             fsync_file(marker_path)
         manifest_path = tmp / MANIFEST_NAME
         with open(manifest_path, "wb") as f:
-            f.write(manifest_bytes(build_manifest(tmp)))
+            f.write(manifest_bytes(build_manifest(tmp, epoch)))
         fsync_file(manifest_path)
         fsync_dir(tmp)
         replaced = None
@@ -99,6 +101,13 @@ def commit_dir(tmp: Path, final: Path, marker: Optional[str] = None) -> Path:
     return final
 
 
+def _epoch_for(final: Path) -> Optional[int]:
+    try:
+        return epoch_from_env()
+    except ManifestError as e:
+        raise ManifestError(f"saving checkpoint {final} refused: {e}") from None
+
+
 @contextlib.contextmanager
 def atomic_checkpoint_dir(final: os.PathLike, marker: Optional[str] = None) -> Iterator[Path]:
     """Yield a temp directory to fill; on a clean exit commit it to `final` (see module doc).
@@ -112,6 +121,7 @@ def atomic_checkpoint_dir(final: os.PathLike, marker: Optional[str] = None) -> I
     """
     final = Path(final).absolute()
     parent = final.parent
+    _epoch_for(final)  # refused before the trainer writes anything, not after
     try:
         ensure_dir(parent)
     except OSError as e:

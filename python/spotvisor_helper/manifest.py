@@ -5,6 +5,10 @@ The format is shared with the C++ validator and with `spotvisor seal`; keep it e
     {"format": "spotvisor-manifest", "version": 1, "algorithm": "crc32",
      "files": [{"path": "state.pt", "size": 123, "hash": "1a2b3c4d"}]}
 
+An optional `"epoch": N` (after "algorithm") names the group start whose trainer wrote the
+checkpoint: the helper writes it whenever spotvisor set `SPOTVISOR_EPOCH`, and spotvisor
+never resumes from a checkpoint of an epoch the group had already left (fencing).
+
 `path` is relative with `/` separators, never absolute, never containing `..`; the manifest
 does not list itself; `hash` is zlib's CRC-32 as 8 lowercase hex digits (`spotvisor seal`
 writes `"algorithm": "xxh3-128"` instead, which this stdlib-only module can check by size
@@ -19,7 +23,7 @@ import stat
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from .errors import ManifestError
 
@@ -27,6 +31,7 @@ MANIFEST_NAME = "spotvisor.manifest.json"
 MANIFEST_FORMAT = "spotvisor-manifest"
 MANIFEST_VERSION = 1
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+EPOCH_ENV = "SPOTVISOR_EPOCH"
 _CHUNK = 1 << 20
 
 
@@ -41,6 +46,24 @@ class ManifestEntry:
 class Manifest:
     algorithm: str                 # "crc32" (this helper) or "xxh3-128" (spotvisor seal)
     files: Tuple[ManifestEntry, ...]
+    epoch: Optional[int] = None    # the epoch that wrote it; None: not recorded
+
+
+def epoch_from_env(environ: Optional[Mapping[str, str]] = None) -> Optional[int]:
+    """The epoch spotvisor gave this trainer ($SPOTVISOR_EPOCH); None when it is not set.
+
+    Anything else than a non-negative decimal integer is refused (ManifestError naming the
+    variable): a checkpoint that claims no epoch, or a wrong one, would defeat fencing.
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(EPOCH_ENV)
+    if raw is None:
+        return None
+    if not raw.isascii() or not raw.isdigit():
+        raise ManifestError(
+            f"{EPOCH_ENV}={raw!r} is not a non-negative integer (spotvisor sets it to the "
+            f"group's epoch; unset it outside spotvisor)")
+    return int(raw)
 
 
 def crc32_file(path: os.PathLike) -> str:
@@ -80,19 +103,23 @@ def list_payload_files(directory: os.PathLike) -> List[str]:
     return found
 
 
-def build_manifest(directory: os.PathLike) -> Dict[str, object]:
-    """The manifest document for the files currently in `directory` (CRC-32 of each)."""
+def build_manifest(directory: os.PathLike, epoch: Optional[int] = None) -> Dict[str, object]:
+    """The manifest document for the files currently in `directory` (CRC-32 of each),
+    with `epoch` when given (see epoch_from_env)."""
     root = Path(directory)
     files = []
     for rel in list_payload_files(root):
         full = root / rel
         files.append({"path": rel, "size": full.stat().st_size, "hash": crc32_file(full)})
-    return {
+    document: Dict[str, object] = {
         "format": MANIFEST_FORMAT,
         "version": MANIFEST_VERSION,
         "algorithm": "crc32",
-        "files": files,
     }
+    if epoch is not None:
+        document["epoch"] = epoch
+    document["files"] = files
+    return document
 
 
 def manifest_bytes(document: Dict[str, object]) -> bytes:
@@ -133,6 +160,9 @@ def read_manifest(directory: os.PathLike) -> Manifest:
     algorithm = doc.get("algorithm")
     if algorithm not in ("crc32", "xxh3-128"):
         raise ManifestError(f"{manifest}: unknown algorithm {algorithm!r}")
+    epoch = doc.get("epoch")
+    if "epoch" in doc and (not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0):
+        raise ManifestError(f"{manifest}: 'epoch' is {epoch!r}, not a non-negative integer")
     files = doc.get("files")
     if not isinstance(files, list):
         raise ManifestError(f"{manifest}: 'files' is not a list")
@@ -153,7 +183,7 @@ def read_manifest(directory: os.PathLike) -> Manifest:
                 or any(c not in "0123456789abcdef" for c in digest)):
             raise ManifestError(f"{manifest}: {rel!r} has an invalid {algorithm} hash {digest!r}")
         entries.append(ManifestEntry(rel, size, digest))
-    return Manifest(algorithm, tuple(entries))
+    return Manifest(algorithm, tuple(entries), epoch)
 
 
 def verify_manifest(directory: os.PathLike, *, check_hashes: bool = True) -> Manifest:

@@ -95,6 +95,7 @@ CatalogOptions CatalogOptionsFor(const config::JobConfig& job, bool acts) {
     o.rewrite_hints = c.rewrite_hints;
     o.judge_older = job.coordination.enabled();
   }
+  o.fence = ReadFence(job.telemetry.state_dir);
   return o;
 }
 
@@ -164,6 +165,23 @@ void Catalog::Judge(std::vector<CatalogEntry>& entries, bool use_cache) {
   }
 }
 
+std::optional<std::string> Catalog::FencedBecause(const CatalogEntry& e) const {
+  if (options_.fence.empty() || !e.scan_error.empty()) return std::nullopt;
+  return options_.fence.Reason(ManifestEpoch(e.path, e.is_directory), e.step);
+}
+
+bool Catalog::PassOverFenced(const CatalogEntry& e, bool act, Selection& selection) const {
+  auto why = FencedBecause(e);
+  if (!why) return false;
+  // Passed over unvalidated and left where it is: it need not be bad, and people may want it.
+  if (act) {
+    Log(LogLevel::kWarning, "event=checkpoint_fenced path=" + Quote(e.path.string()) +
+                                " step=" + std::to_string(e.step) + " reason=" + Quote(*why));
+  }
+  selection.rejected.push_back(Rejection{e.path, *why, std::nullopt, /*fenced=*/true});
+  return true;
+}
+
 Result<fs::path> Catalog::Quarantine(const CatalogEntry& e) const {
   const fs::path qdir = options_.dir / std::string(kQuarantineDir);
   std::error_code ec;
@@ -191,6 +209,7 @@ Result<Selection> Catalog::Select(bool act, const VerdictCache* validated_now) {
   const CatalogEntry* chosen = nullptr;
   const auto level = options_.validator.level;
   for (auto& e : *entries) {
+    if (PassOverFenced(e, act, selection)) continue;
     // A cached bad verdict with an unchanged key is final; anything else is validated now
     // (or was, moments ago in this same selection).
     auto cached = e.scan_error.empty() ? cache_.Find(e.name, e.key, level) : std::nullopt;
@@ -258,7 +277,7 @@ Result<Selection> Catalog::Select(bool act, const VerdictCache* validated_now) {
     // with judge_older, the ones without a verdict are judged now (once: the cache keeps it).
     selection.good.push_back(*selection.chosen);
     for (auto it = entries->begin() + (chosen - entries->data()) + 1; it != entries->end(); ++it) {
-      if (!it->scan_error.empty()) continue;
+      if (!it->scan_error.empty() || FencedBecause(*it)) continue;
       auto v = cache_.Find(it->name, it->key, options_.validator.level);
       if (!v && options_.judge_older) {
         v = Validate(*it);
@@ -314,7 +333,8 @@ Result<std::vector<fs::path>> Catalog::ApplyRetention(bool judged_only) {
   }
   int good = 0;
   for (const auto& e : *entries) {
-    if (!e.verdict || !e.verdict->good) continue;
+    // A fenced one is neither kept nor deleted: it is not the job's, and people may want it.
+    if (!e.verdict || !e.verdict->good || FencedBecause(e)) continue;
     if (++good <= options_.keep) continue;
     std::error_code ec;
     fs::remove_all(e.path, ec);

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -97,6 +98,10 @@ Result<Manifest> ParseManifest(std::string_view json, const std::string& origin)
     return Fail(origin, "manifest 'format' is not \"spotvisor-manifest\"");
   if (doc.value("version", Json()) != 1) return Fail(origin, "manifest 'version' is not 1");
   Manifest m;
+  if (doc.contains("epoch")) {
+    if (!doc["epoch"].is_number_unsigned()) return Fail(origin, "manifest 'epoch' is not a non-negative integer");
+    m.epoch = doc["epoch"].get<std::uint64_t>();
+  }
   const Json algorithm = doc.value("algorithm", Json());
   if (algorithm != "xxh3-128" && algorithm != "crc32") {
     return Fail(origin, "manifest 'algorithm' must be \"xxh3-128\" or \"crc32\"");
@@ -137,7 +142,19 @@ std::string SerializeManifest(const Manifest& manifest) {
   Json files = Json::array();
   for (const auto& f : manifest.files) files.push_back({{"path", f.path}, {"size", f.size}, {"hash", f.hash}});
   Json doc = {{"format", "spotvisor-manifest"}, {"version", 1}, {"algorithm", manifest.algorithm}, {"files", files}};
+  if (manifest.epoch) doc["epoch"] = *manifest.epoch;
   return doc.dump(1) + "\n";
+}
+
+Result<Manifest> ReadManifestFile(const fs::path& path) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec) return Error{path.string() + ": cannot read the manifest: " + ec.message()};
+  std::ifstream in(path, std::ios::binary);
+  std::string text(static_cast<std::size_t>(std::min<std::uintmax_t>(size, kMaxManifestBytes + 1)), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (!in) return Error{path.string() + ": cannot read the manifest"};
+  return ParseManifest(text, path.string());
 }
 
 fs::path ManifestPathFor(const fs::path& checkpoint, bool is_directory) {
@@ -272,6 +289,9 @@ Result<fs::path> SealCheckpoint(const fs::path& checkpoint, HashPool* pool) {
     m.files[i].hash = *hashes[i];
   }
   const fs::path out = ManifestPathFor(checkpoint, is_dir);
+  if (fs::exists(fs::symlink_status(out, ec))) {
+    if (auto old = ReadManifestFile(out)) m.epoch = old->epoch;
+  }
   if (auto st = WriteFileAtomically(out, SerializeManifest(m)); !st) return st.error();
   return out;
 }

@@ -3,7 +3,6 @@
 #include "spotvisor/checkpoint/validator.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <set>
 #include <vector>
@@ -85,12 +84,7 @@ Status CheckManifest(const fs::path& path, bool is_dir, const ValidatorOptions& 
   std::error_code ec;
   present = fs::exists(fs::symlink_status(mpath, ec));
   if (!present) return Ok{};
-  std::ifstream in(mpath, std::ios::binary);
-  std::string text;
-  text.resize(static_cast<std::size_t>(std::min<std::uintmax_t>(fs::file_size(mpath, ec), kMaxManifestBytes + 1)));
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (!in) return Error{mpath.string() + ": cannot read the manifest"};
-  auto manifest = ParseManifest(text, mpath.string());
+  auto manifest = ReadManifestFile(mpath);
   if (!manifest) return manifest.error();
   return VerifyManifest(*manifest, path, is_dir, {o.level == ValidateLevel::kFull, o.for_seal}, o.pool);
 }

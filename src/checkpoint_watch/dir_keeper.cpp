@@ -98,7 +98,8 @@ std::optional<checkpoint::ResumePoint> DirKeeper::NewestGood(bool for_selection)
   if (!entries) return std::nullopt;
   const auto level = job_.checkpoints.validate;
   for (auto& e : *entries) {  // newest first
-    if (!e.scan_error.empty()) continue;
+    // A fenced one (fence.hpp) is never resumed from, so neither is it the newest good.
+    if (!e.scan_error.empty() || c->FencedBecause(e)) continue;
     std::optional<checkpoint::Verdict> verdict =
         for_selection ? for_selection_.Find(e.name, e.key, level) : std::nullopt;
     if (!verdict) {

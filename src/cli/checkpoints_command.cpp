@@ -1,10 +1,12 @@
 // `spotvisor checkpoints`: the job's checkpoints as a table (or JSON) with path, step,
-// size, age, verdict and reason. Reads only; `--update-cache` may write the verdict cache
+// size, age, verdict and reason; a fenced one (written by an epoch the group had left,
+// per the state dir's attempts: fence.hpp) says so and why. Reads only; `--update-cache` may write the verdict cache
 // in the job's state dir, never anything in the checkpoints dir.
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,11 +35,17 @@ std::string Age(std::int64_t mtime_ns) {
   return std::to_string(s / 86400) + "d";
 }
 
-void PrintTable(const std::vector<checkpoint::CatalogEntry>& entries) {
+// Why each entry is fenced, in the same order; none: not fenced.
+using Fenced = std::vector<std::optional<std::string>>;
+
+void PrintTable(const std::vector<checkpoint::CatalogEntry>& entries, const Fenced& fenced) {
   std::vector<std::vector<std::string>> rows = {{"PATH", "STEP", "SIZE", "AGE", "VERDICT", "REASON"}};
-  for (const auto& e : entries) {
-    rows.push_back({e.path.string(), std::to_string(e.step), FormatSize(e.key.size), Age(e.key.mtime_ns),
-                    e.verdict->good ? "good" : "BAD", e.verdict->reason + (e.from_cache ? " (cached)" : "")});
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const auto& e = entries[i];
+    const std::string verdict = fenced[i] ? "FENCED" : e.verdict->good ? "good" : "BAD";
+    const std::string reason = e.verdict->reason + (e.from_cache ? " (cached)" : "");
+    rows.push_back({e.path.string(), std::to_string(e.step), FormatSize(e.key.size), Age(e.key.mtime_ns), verdict,
+                    fenced[i] ? *fenced[i] + (e.verdict->good ? "" : "; also bad: " + reason) : reason});
   }
   std::vector<std::size_t> width(rows[0].size(), 0);
   for (const auto& r : rows) {
@@ -53,9 +61,10 @@ void PrintTable(const std::vector<checkpoint::CatalogEntry>& entries) {
   }
 }
 
-void PrintJson(const std::vector<checkpoint::CatalogEntry>& entries) {
+void PrintJson(const std::vector<checkpoint::CatalogEntry>& entries, const Fenced& fenced) {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& e : entries) {
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const auto& e = entries[i];
     out.push_back({{"path", e.path.string()},
                    {"name", e.name},
                    {"step", e.step},
@@ -65,7 +74,8 @@ void PrintJson(const std::vector<checkpoint::CatalogEntry>& entries) {
                    {"good", e.verdict->good},
                    {"format", e.verdict->format},
                    {"reason", e.verdict->reason},
-                   {"cached", e.from_cache}});
+                   {"cached", e.from_cache},
+                   {"fenced", fenced[i] ? nlohmann::json(*fenced[i]) : nlohmann::json(nullptr)}});
   }
   std::puts(out.dump(2).c_str());
 }
@@ -78,7 +88,8 @@ void AddCheckpointsCommand(CLI::App& app, int& exit_code) {
   cmd->footer(
       "Examples:\n  spotvisor checkpoints --config job.yaml\n"
       "  spotvisor checkpoints --dir ./ckpt --pattern 'ckpt_step{step}' --json\n"
-      "Exit codes: 0 every checkpoint is good, 1 none found or some are bad, 64 usage, 78 configuration error.");
+      "Exit codes: 0 every checkpoint is good, 1 none found or some are bad or fenced, 64 usage, 78 configuration "
+      "error.");
   AddJobOptions(*cmd, o->job, /*with_command=*/false);
   cmd->add_option("--dir", o->job.checkpoint_dir, "checkpoints.dir (same as --checkpoint-dir)");
   cmd->add_flag("--json", o->json, "Print JSON instead of a table");
@@ -99,8 +110,10 @@ void AddCheckpointsCommand(CLI::App& app, int& exit_code) {
       return;
     }
     catalog->Judge(*entries, /*use_cache=*/true);
-    if (o->json) PrintJson(*entries);
-    else PrintTable(*entries);
+    Fenced fenced;
+    for (const auto& e : *entries) fenced.push_back(catalog->FencedBecause(e));
+    if (o->json) PrintJson(*entries, fenced);
+    else PrintTable(*entries, fenced);
     std::uint64_t temp_bytes = 0;
     const auto temps = catalog->TempEntries(temp_bytes);
     if (!temps.empty()) {  // on stderr: the table and the JSON stay what they were
@@ -112,7 +125,7 @@ void AddCheckpointsCommand(CLI::App& app, int& exit_code) {
       if (auto st = catalog->SaveCache(); !st) std::fprintf(stderr, "spotvisor: %s\n", st.error().message.c_str());
     }
     bool all_good = !entries->empty();
-    for (const auto& e : *entries) all_good = all_good && e.verdict->good;
+    for (std::size_t i = 0; i < entries->size(); ++i) all_good = all_good && (*entries)[i].verdict->good && !fenced[i];
     exit_code = all_good ? exit_code::kDone : exit_code::kFailed;
   });
 }

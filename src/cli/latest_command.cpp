@@ -1,6 +1,7 @@
 // `spotvisor latest`: the newest good checkpoint's path on stdout, exactly as {checkpoint}
 // expands (checkpoints.dir joined with the name), for shell scripts. Validates the
-// candidates now (newest first); changes nothing. Exit 1 when there is none.
+// candidates now (newest first); changes nothing; never names a fenced checkpoint (one
+// written by an epoch the group had left: fence.hpp). Exit 1 when there is none.
 #include <cstdio>
 #include <memory>
 

@@ -17,7 +17,7 @@ namespace {
 // Real time on purpose, not the Client's Clock: these deadlines bound waits on real sockets
 // (as the HTTP client's own do), and a virtual clock stands still while a request is in
 // flight (Client::Call holds its BackgroundWork).
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 using HttpClient = http::HttpClient;
 
 constexpr std::size_t kIdlePerMember = 4;  // kept-alive connections per member
@@ -30,7 +30,7 @@ struct Attempt {
   std::string path;                   // "/v3/kv/put"
   std::string body;                   // the JSON request
   std::string operation;              // for messages
-  Clock::time_point deadline;         // of the whole request
+  SteadyClock::time_point deadline;   // of the whole request
   std::size_t start = 0;              // the member tried first
   std::size_t tries = 0;              // members tried so far
   bool reauthenticated = false;       // a refused token was renewed once already
@@ -105,7 +105,7 @@ struct Transport::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void Try(const std::shared_ptr<Attempt>& a) {
-    const auto now = Clock::now();
+    const auto now = SteadyClock::now();
     if (a->tries >= members.size() || now >= a->deadline) return GiveUp(a);
     const std::size_t member = (a->start + a->tries) % members.size();
     const auto left = a->deadline - now;
@@ -177,7 +177,7 @@ struct Transport::Impl : std::enable_shared_from_this<Impl> {
     a->done(Error{"etcd " + a->operation + ": no endpoint answered (" + Join(all, "; ") + ")"});
   }
 
-  void Authenticate(Clock::time_point deadline, std::function<void(Result<std::string>)> done) {
+  void Authenticate(SteadyClock::time_point deadline, std::function<void(Result<std::string>)> done) {
     auto a = std::make_shared<Attempt>();
     a->path = "/v3/auth/authenticate";
     a->body = EncodeAuthenticate(credentials->user, credentials->password);
@@ -210,7 +210,7 @@ void Transport::Post(std::string path, std::string body, std::string operation, 
   a->path = std::move(path);
   a->body = std::move(body);
   a->operation = std::move(operation);
-  a->deadline = Clock::now() + timeout;
+  a->deadline = SteadyClock::now() + timeout;
   a->start = impl_->preferred;
   a->done = std::move(done);
   impl_->Start(a);
@@ -218,7 +218,7 @@ void Transport::Post(std::string path, std::string body, std::string operation, 
 
 void Transport::Token(Duration timeout, std::function<void(Result<std::string>)> done) {
   if (!impl_->credentials || !impl_->token.empty()) return done(impl_->token);
-  impl_->Authenticate(Clock::now() + timeout, std::move(done));
+  impl_->Authenticate(SteadyClock::now() + timeout, std::move(done));
 }
 
 void Transport::ForgetToken() { impl_->token.clear(); }

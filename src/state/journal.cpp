@@ -40,6 +40,8 @@ json ToJson(const PersistedState& s) {
          {"phase", s.phase},
          {"last_exit_message", s.last_exit_message}};
   PutOptional(j, "last_resume_step", s.last_resume_step);
+  PutOptional(j, "last_epoch", s.last_epoch);
+  j["last_epoch_step"] = s.last_epoch_step;
   if (s.child) {
     j["child"] = {{"pid", s.child->pid}, {"start_ticks", s.child->start_ticks}, {"boot_id", s.child->boot_id}};
   } else {
@@ -58,6 +60,8 @@ PersistedState FromJson(const json& j) {
   s.consecutive_failures = j.value("consecutive_failures", 0);
   s.no_progress_streak = j.value("no_progress_streak", 0);
   s.last_resume_step = GetOptional<std::uint64_t>(j, "last_resume_step");
+  s.last_epoch = GetOptional<std::uint64_t>(j, "last_epoch");
+  s.last_epoch_step = j.value("last_epoch_step", std::uint64_t{0});
   s.recent_failures_ms = j.value("recent_failures_ms", std::vector<std::int64_t>{});
   s.phase = j.value("phase", "");
   s.last_exit_message = j.value("last_exit_message", "");
@@ -78,6 +82,7 @@ json ToJson(const AttemptRecord& r) {
   PutOptional(j, "signal", r.signal);
   PutOptional(j, "slurm_restart_count", r.slurm_restart_count);
   PutOptional(j, "stopped_by", r.stopped_by);
+  PutOptional(j, "epoch", r.epoch);
   return j;
 }
 
@@ -93,6 +98,7 @@ AttemptRecord AttemptFromJson(const json& j) {
   r.signal = GetOptional<int>(j, "signal");
   r.slurm_restart_count = GetOptional<int>(j, "slurm_restart_count");
   r.stopped_by = GetOptional<std::string>(j, "stopped_by");
+  r.epoch = GetOptional<std::uint64_t>(j, "epoch");
   r.outcome = j.value("outcome", "");
   r.next = j.value("next", "");
   return r;
@@ -135,9 +141,11 @@ Status Journal::FlushAttempts() {
   return Ok{};
 }
 
-std::vector<AttemptRecord> Journal::ReadAttempts() const {
+std::vector<AttemptRecord> Journal::ReadAttempts() const { return ReadAttemptRecords(dir_); }
+
+std::vector<AttemptRecord> ReadAttemptRecords(const std::filesystem::path& state_dir) {
   std::vector<AttemptRecord> out;
-  std::ifstream in(dir_ / "attempts.jsonl");
+  std::ifstream in(state_dir / "attempts.jsonl");
   for (std::string line; std::getline(in, line);) {
     try {
       out.push_back(AttemptFromJson(json::parse(line)));

@@ -34,6 +34,7 @@ void Driver::Impl::Perform(const SpawnAction& a) {
   current_.attempt = a.attempt;
   current_.started_ms = WallMillis();
   current_.slurm_restart_count = slurm_restart_count_;
+  current_.epoch = a.place.epoch;
   if (a.resume) {
     current_.resume_from = a.resume->path.string();
     current_.resume_step = a.resume->step;
@@ -60,6 +61,8 @@ void Driver::Impl::Perform(const SpawnAction& a) {
   }
   trainer_started_ = host_->clock().Now();
   persisted_.child = trainer_->Identity();
+  persisted_.last_epoch = a.place.epoch;
+  persisted_.last_epoch_step = a.resume ? a.resume->step : 0;
   current_.pid = pid;
   // The start and the child's identity are on disk before anyone hears of it: a supervisor
   // SIGKILLed now still counts this attempt and finds its trainer when it comes back.

@@ -57,7 +57,8 @@ bool SameForTheJournal(const state::PersistedState& a, const state::PersistedSta
   return a.attempts == b.attempts && a.failures == b.failures && a.hangs == b.hangs && a.preemptions == b.preemptions &&
          a.consecutive_failures == b.consecutive_failures && a.no_progress_streak == b.no_progress_streak &&
          a.last_resume_step == b.last_resume_step && (a.phase == b.phase || !Persistent(a.phase)) &&
-         ChildKey(a) == ChildKey(b) && a.last_exit_message == b.last_exit_message;
+         ChildKey(a) == ChildKey(b) && a.last_exit_message == b.last_exit_message && a.last_epoch == b.last_epoch &&
+         a.last_epoch_step == b.last_epoch_step;
 }
 
 }  // namespace spotvisor::supervisor

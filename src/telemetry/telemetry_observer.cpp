@@ -61,6 +61,8 @@ void TelemetryObserver::OnStart(supervisor::RunControl& control) {
 void TelemetryObserver::OnSelection(const checkpoint::Selection& selection) {
   auto& ledger = record_->ledger();
   for (const auto& rejected : selection.rejected) {
+    // A fenced one is not corrupt (its bytes may be fine); event=checkpoint_fenced says why.
+    if (rejected.fenced) continue;
     const std::string name = rejected.path.filename().string();
     bool seen = false;
     for (const auto& c : ledger.checkpoints) seen = seen || (c.name == name && !c.good);

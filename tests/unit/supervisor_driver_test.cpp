@@ -86,6 +86,13 @@ TEST_F(DriverTest, ExitOneBacksOffAndRespawnsResumedAtStep20) {
   EXPECT_NE(attempts[0].find("\"outcome\":\"failed\""), std::string::npos) << attempts[0];
   EXPECT_NE(attempts[1].find("\"outcome\":\"done\""), std::string::npos) << attempts[1];
   EXPECT_NE(attempts[1].find("\"resume_step\":20"), std::string::npos) << attempts[1];
+  // Each record names the epoch it was spawned with (fencing): alone, the attempt number.
+  EXPECT_NE(attempts[0].find("\"epoch\":1"), std::string::npos) << attempts[0];
+  EXPECT_NE(attempts[1].find("\"epoch\":2"), std::string::npos) << attempts[1];
+  EXPECT_EQ(fake.spawns_[1].env.at("SPOTVISOR_EPOCH"), "2");
+  const std::string state = testing::ReadFile(job.telemetry.state_dir / "state.json");
+  EXPECT_NE(state.find("\"last_epoch\": 2"), std::string::npos) << state;
+  EXPECT_NE(state.find("\"last_epoch_step\": 20"), std::string::npos) << state;
   EXPECT_EQ(log.Count("event=restart_scheduled"), 1) << log.Joined();
   EXPECT_TRUE(fake.detached_);
 }

@@ -122,6 +122,9 @@ TEST(JournalCounters, OnlyChangesWorthAWriteAreOne) {
   next.last_resume_step = 5;
   EXPECT_FALSE(SameForTheJournal(next, saved));
   next = saved;
+  next.last_epoch = 2;  // fencing reads it while the attempt runs
+  EXPECT_FALSE(SameForTheJournal(next, saved));
+  next = saved;
   next.last_exit_message = "stopped";
   EXPECT_FALSE(SameForTheJournal(next, saved));
   next = saved;

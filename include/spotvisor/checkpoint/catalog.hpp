@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "spotvisor/checkpoint/fence.hpp"
 #include "spotvisor/checkpoint/resume_selector.hpp"
 #include "spotvisor/checkpoint/validator.hpp"
 #include "spotvisor/checkpoint/verdict_cache.hpp"
@@ -48,11 +49,14 @@ struct CatalogOptions {
   // A selection judges the older checkpoints too, not only up to the newest good one: a
   // multi-node group resumes from the newest step good on every node (coordination.etcd).
   bool judge_older = false;
+  // The epochs the state dir recorded: a checkpoint written by an epoch the group had left
+  // is never selected, counted as good, quarantined or deleted (fence.hpp).
+  Fence fence;
 };
 
-// The job's catalog options (checkpoints.*, the cache in telemetry.state_dir); `dir` must be
-// set. A view (`acts` false) changes nothing at selection: no quarantine, no latest link,
-// no hint rewrite (checkpoints.keep still applies where its owner calls ApplyRetention).
+// The job's catalog options (checkpoints.*, the cache and the fence from
+// telemetry.state_dir, read now); `dir` must be set. A view (`acts` false) changes nothing at selection: no quarantine,
+// no latest link, no hint rewrite (checkpoints.keep still applies where its owner calls ApplyRetention).
 CatalogOptions CatalogOptionsFor(const config::JobConfig& job, bool acts = true);
 
 class Catalog {
@@ -86,6 +90,10 @@ class Catalog {
   // judges it soon, and reading it here would read it twice).
   Result<std::vector<std::filesystem::path>> ApplyRetention(bool judged_only = false);
 
+  // Why `entry` is fenced (fence.hpp), reading its manifest's epoch; none when it is not,
+  // and nothing is read while the fence is empty.
+  std::optional<std::string> FencedBecause(const CatalogEntry& entry) const;
+
   // Remembers a verdict reached elsewhere for this entry's name and key (memory only).
   void Remember(const CatalogEntry& entry, const Verdict& verdict) {
     cache_.Put(entry.name, entry.key, options_.validator.level, verdict);
@@ -98,6 +106,8 @@ class Catalog {
   Catalog(CatalogOptions options, config::NamePattern pattern);
   Verdict Validate(const CatalogEntry& entry) const;
   Result<std::filesystem::path> Quarantine(const CatalogEntry& entry) const;
+  // A fenced entry becomes a Rejection (logged when `act`), never moved: true. Else false.
+  bool PassOverFenced(const CatalogEntry& entry, bool act, Selection& selection) const;
   Status AfterChoice(const CatalogEntry& chosen, bool fell_back);
 
   CatalogOptions options_;       // as given; dir absolute

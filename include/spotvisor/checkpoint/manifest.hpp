@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,11 +31,17 @@ struct ManifestFile {
 struct Manifest {
   std::string algorithm = "xxh3-128";  // "xxh3-128" | "crc32"
   std::vector<ManifestFile> files;     // sorted by path when written by us
+  // The epoch (group start) whose trainer wrote it: SPOTVISOR_EPOCH as the Python helper
+  // saw it. None: unknown (an older manifest, another writer); such a checkpoint is never
+  // fenced (fence.hpp).
+  std::optional<std::uint64_t> epoch;
 };
 
 // Parses and checks a manifest; `origin` names it in messages.
 Result<Manifest> ParseManifest(std::string_view json, const std::string& origin);
 std::string SerializeManifest(const Manifest& manifest);
+// Reads (at most kMaxManifestBytes + 1 bytes) and parses the manifest file at `path`.
+Result<Manifest> ReadManifestFile(const std::filesystem::path& path);
 
 // A relative manifest path is safe: not empty, not absolute, no '.', '..' or empty parts.
 bool IsSafeRelativePath(std::string_view path);
@@ -56,7 +63,9 @@ Status VerifyManifest(const Manifest& manifest, const std::filesystem::path& che
                       const ManifestCheck& check, HashPool* pool);
 
 // Writes the manifest of `checkpoint` (every regular file, XXH3-128) atomically. Returns
-// the manifest's path. Symlinks inside are refused (a manifest lists real bytes).
+// the manifest's path. Symlinks inside are refused (a manifest lists real bytes). The
+// epoch of the manifest it replaces, if any, is kept: sealing again does not change who
+// wrote the checkpoint.
 Result<std::filesystem::path> SealCheckpoint(const std::filesystem::path& checkpoint, HashPool* pool);
 
 }  // namespace spotvisor::checkpoint

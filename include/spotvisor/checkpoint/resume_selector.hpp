@@ -27,6 +27,7 @@ struct Rejection {
   std::filesystem::path path;                     // where it was found
   std::string reason;                             // what failed, naming entry/offset
   std::optional<std::filesystem::path> moved_to;  // its place in the quarantine, if moved
+  bool fenced = false;  // not bad but written by an epoch the group had left (fence.hpp): never moved
 };
 
 struct Selection {

@@ -28,6 +28,11 @@ struct PersistedState {
   int consecutive_failures = 0;
   int no_progress_streak = 0;
   std::optional<std::uint64_t> last_resume_step;
+  // The newest start's epoch and the step it started from (0: fresh), on disk from the
+  // spawn on: fencing knows of an epoch whose attempt has no record yet (still running, or
+  // its supervisor was SIGKILLed).
+  std::optional<std::uint64_t> last_epoch;
+  std::uint64_t last_epoch_step = 0;
   std::vector<std::int64_t> recent_failures_ms;  // unix ms, within the crash-loop window
   std::optional<process::ChildIdentity> child;   // the running child, if any
   std::string phase;                             // last known phase, for people
@@ -47,7 +52,12 @@ struct AttemptRecord {
   std::string next;     // what the supervisor did about it
   std::optional<int> slurm_restart_count;  // SLURM_RESTART_COUNT under SLURM (0 before a requeue)
   std::optional<std::string> stopped_by;   // peer-stopped: the node that stopped the group, and why
+  std::optional<std::uint64_t> epoch;      // the group start it belonged to (a single node: the attempt)
 };
+
+// Every attempt recorded in `state_dir`'s attempts.jsonl (none: no file); a torn last line
+// (power cut mid-append) is skipped. Reads only: for tools beside a running supervisor.
+std::vector<AttemptRecord> ReadAttemptRecords(const std::filesystem::path& state_dir);
 
 class Journal {
  public:
