@@ -63,6 +63,8 @@ class HostsCase(E2ECase):
             "coordination:", f"  etcd: {json.dumps([self.etcd.url])}", "  nodes: 2", f"  node_rank: {node_rank}",
             "  prefix: /spotvisor-e2e", f"  lease_ttl: {LEASE_TTL:.0f}s", "  join_timeout: 5m",
             f"  advertise: {self.hosts.addr[host]}", "  master_port: 29500"]) + "\n"
+        # gloo otherwise takes the address the hostname resolves to (127.0.0.1 in many
+        # /etc/hosts), which a peer on another host cannot reach: tried, nobody trains.
         return write_job(workdir / "job.yaml", name=name, command=command, pattern="ckpt_step{step}",
                          extra=coordination, env={"GLOO_SOCKET_IFNAME": self.hosts.ifname[host]}, **kw)
 
