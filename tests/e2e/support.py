@@ -32,7 +32,7 @@ import tempfile
 import time
 import unittest
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence
 
 from tests.e2e.processes import (SLOW, MockMetadata, Supervisor, clean_env, deadline, events,  # noqa: F401
                                   parse_fields, pid_alive, read_attempts, read_state)
@@ -70,9 +70,10 @@ def write_job(path: Path, *, name: str, command: Sequence[str], resume_args: Seq
               pattern: str, provider: str = "none", endpoint: Optional[str] = None,
               poll_interval: str = "200ms", grace: str = "30s", fmt: Optional[str] = None,
               keep: int = 0, result_file: Optional[str] = "./result.txt",
-              crash_loop_failures: int = 20, target: Optional[str] = None, extra: str = "") -> Path:
+              crash_loop_failures: int = 20, target: Optional[str] = None, extra: str = "",
+              env: Optional[Dict[str, str]] = None) -> Path:
     """A job file; `target` None leaves signals.target at its default (auto), `extra` is
-    appended as it is (more sections)."""
+    appended as it is (more sections), `env` adds to job.env."""
     j = json.dumps
     lines = [
         "# written by tests/e2e (spotvisor end-to-end tests)",
@@ -82,7 +83,7 @@ def write_job(path: Path, *, name: str, command: Sequence[str], resume_args: Seq
         f"  resume_args: {j(list(resume_args))}",
         "  workdir: .",
         # faulthandler: a worker sent SIGABRT prints every thread's stack (see worker_stacks).
-        f"  env: {j({'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1', 'PYTHONFAULTHANDLER': '1'})}",
+        f"  env: {j({'OMP_NUM_THREADS': '1', 'PYTHONUNBUFFERED': '1', 'PYTHONFAULTHANDLER': '1', **(env or {})})}",
         "  success_exit_codes: [0]",
     ]
     if result_file:

@@ -31,6 +31,8 @@ DDP over gloo: the real example trainer of the other e2e tests.
   TwoJobs      (g) two jobs on one etcd: a stop in one never reaches the other; `spotvisor
                status` shows ranks, epoch and the stop.
 (c) to (g) run a shell that sleeps as the trainer: the group's mechanics without torch.
+Across hosts (a network namespace each; a node cut off from etcd and its peers at once):
+tests/e2e/test_multinode_netns.py.
 
 Run: SPOTVISOR_BINARY=build/spotvisor /usr/bin/python3 -m unittest -v tests.e2e.test_multinode
 """

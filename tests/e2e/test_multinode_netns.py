@@ -1,0 +1,189 @@
+"""End-to-end: a multi-node group across hosts (issue 23). Each "host" is a network namespace
+of its own (tests/e2e/netns.py): etcd's host, node 0 and node 1, each with a veth onto one
+bridge (in a namespace of its own) at 10.213.N.1, .2 and .3. The spotvisors advertise their
+host's address, so the group's master_addr is node 0's, and torchrun's workers talk gloo over
+the bridge (GLOO_SOCKET_IFNAME is the host's veth). Unlike tests/e2e/test_multinode.py, on
+loopback, a node here can be cut off from everything at once: etcd and its peers.
+
+  Partition   (i) two-node torchrun with the example trainer (as GroupNotice); node 1's
+              bridge port down for 15 s (lease_ttl 3s): node 0's trainer gets its stop within
+              lease_ttl + 1.5 s ("node 1: left the group"); node 1 logs group_lease_lost and
+              stops its own trainer, blocked in a gloo collective ("cut off ... shows no
+              progress"); reconnected, both agree on epoch 2 from the same checkpoint, the
+              job finishes, both exit 0, and the final weights equal an uninterrupted run's.
+  CrossHostLeaseLapse (d') LeaseLapse across hosts: node 0's spotvisor and its trainer SIGKILLed,
+              node 1 stops within lease_ttl + 1.5 s; a replacement on node 0's host
+              (`node_rank: auto`) takes rank 0 and both start epoch 2.
+
+Needs root (network namespaces), iproute2 and etcd; the measured times are printed.
+
+Run: SPOTVISOR_BINARY=build/spotvisor /usr/bin/python3 -m unittest -v tests.e2e.test_multinode_netns
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import time
+import unittest
+from pathlib import Path
+from typing import List
+
+from tests.e2e.netns import Hosts, HostEtcd, HostSupervisor, netns_missing_reason
+from tests.e2e.support import (EXAMPLE_ARGS, TORCH_TRAINER, E2ECase, NeedsTorchrun, Supervisor, read_attempts,
+                               reference_digest, write_job)
+from tests.e2e.test_multinode import ETCD, etcd_missing_reason, stamp, timed_events
+
+LEASE_TTL = 3.0
+
+
+class HostsCase(E2ECase):
+    """etcd, node0 and node1 on hosts of their own; node dirs node0/ and node1/, the
+    checkpoints shared (the file system is the machine's: shared storage)."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        for reason in (etcd_missing_reason(), netns_missing_reason()):
+            if reason:
+                self.skipTest(reason)
+        self.hosts = Hosts(["etcd", "node0", "node1"])
+        self.addCleanup(self.hosts.close)  # before E2ECase's: kills by pid, then the namespaces
+        self.etcd = HostEtcd(self.hosts, "etcd", self.dir, ETCD)
+        (self.dir / "shared-ckpt").mkdir()
+
+    def host_job(self, host: str, *, name: str, node_rank: str, command: List[str], **kw) -> Path:
+        workdir = self.dir / host
+        workdir.mkdir(exist_ok=True)
+        ckpt = workdir / "ckpt"
+        if not ckpt.exists():
+            ckpt.symlink_to(self.dir / "shared-ckpt")
+        coordination = "\n".join([
+            "coordination:", f"  etcd: {json.dumps([self.etcd.url])}", "  nodes: 2", f"  node_rank: {node_rank}",
+            "  prefix: /spotvisor-e2e", f"  lease_ttl: {LEASE_TTL:.0f}s", "  join_timeout: 5m",
+            f"  advertise: {self.hosts.addr[host]}", "  master_port: 29500"]) + "\n"
+        # gloo otherwise takes the address the hostname resolves to (127.0.0.1 in many
+        # /etc/hosts), which a peer on another host cannot reach: tried, nobody trains.
+        return write_job(workdir / "job.yaml", name=name, command=command, pattern="ckpt_step{step}",
+                         extra=coordination, env={"GLOO_SOCKET_IFNAME": self.hosts.ifname[host]}, **kw)
+
+    def on_host(self, host: str, job: Path, name: str) -> Supervisor:
+        sv = HostSupervisor(self.hosts, host, self.binary, job, self.dir / f"{name}.log")
+        self._supervisors.append(sv)
+        return sv
+
+    def stop_time(self, sv: Supervisor) -> float:
+        return stamp(timed_events(sv.text(), "stopping")[0])
+
+
+class Partition(NeedsTorchrun, HostsCase):
+    CUT_FOR = 15.0
+
+    def test_i_a_node_cut_off_from_everything_stops_both_trainers_and_the_group_resumes_exactly(self):
+        digest = reference_digest("torchrun")
+        trainer = ["torchrun", "--nnodes=2", "--nproc_per_node=1", "--node_rank={node_rank}",
+                   "--master_addr={master_addr}", "--master_port={master_port}", "--redirects", "1", "--tee", "1",
+                   "--monitor_interval", "0.5", str(TORCH_TRAINER), "--ckpt-dir", "{checkpoint_dir}",
+                   "--result-file", "{result_file}", *EXAMPLE_ARGS, "--step-sleep", "0.15"]
+        common = dict(name="llm", command=trainer, resume_args=["--resume_from={checkpoint}"], grace="5s")
+        sv0 = self.on_host("node0", self.host_job("node0", node_rank="0", **common), "node0")
+        sv1 = self.on_host("node1", self.host_job("node1", node_rank="1", **common), "node1")
+        for sv in (sv0, sv1):
+            agreed = sv.wait_event("group_agreed", 60)
+            self.assertEqual((agreed["epoch"], agreed["step"], agreed["master_addr"]),
+                             ("1", "none", self.hosts.addr["node0"]), agreed)
+        sv0.wait_for(r"\[trainer\] saved step=10 reason=periodic", 240)
+        sv0.wait_for(r"(?:^|:)step=1[3-9] ", 60)
+
+        cut_at = time.time()
+        self.hosts.cut("node1")
+        # Node 0: node 1's lease lapses in etcd, its peer's stop follows at once.
+        stop0 = sv0.wait_event("stopping", 20)
+        self.assertEqual(stop0["reason"], "peer", stop0)
+        self.assertIn("node 1: left the group", stop0["detail"])
+        took0 = self.stop_time(sv0) - cut_at
+        # Node 1: its own lease lost, its trainer blocked in gloo (no CPU): fenced off.
+        lost = sv1.wait_event("group_lease_lost", 20)
+        self.assertEqual(lost["rank"], "1", lost)
+        stop1 = sv1.wait_event("stopping", 20)
+        self.assertEqual(stop1["reason"], "peer", stop1)
+        self.assertRegex(stop1["detail"], r"cut off .* shows no progress")
+        took1 = self.stop_time(sv1) - cut_at
+        self.assertLess(took0, LEASE_TTL + 1.5, "node 0 stops within lease_ttl + 1.5 s of the cut")
+        for sv in (sv0, sv1):
+            self.assertEqual(sv.wait_event("attempt_ended", 60)["outcome"], "peer-stopped")
+        left = self.CUT_FOR - (time.time() - cut_at)
+        self.assertGreater(left, 0, "the stops took longer than the cut")
+        time.sleep(left)
+        self.hosts.reconnect("node1")
+        back_at = time.time()
+
+        step = re.findall(r"\[trainer\] saved step=(\d+) reason=periodic", sv0.text())[-1]
+        for sv, rank in ((sv0, "0"), (sv1, "1")):
+            agreed = sv.wait_event("group_agreed", 120, lambda e: e["epoch"] == "2")
+            self.assertEqual((agreed["rank"], agreed["step"]), (rank, step), agreed)
+        again = max(stamp(timed_events(sv.text(), "group_agreed")[-1]) for sv in (sv0, sv1)) - back_at
+        self.assert_exit(sv0, 0, 400)
+        self.assert_exit(sv1, 0, 120)
+        self.assertEqual(self.result_of(self.dir / "node0"), digest,
+                         "the group resumed after the partition differs from an uninterrupted torchrun run")
+        self.assertRegex(sv0.text(), rf"\[trainer\] resumed from=\S*ckpt_step{step} step={step}")
+        for host in ("node0", "node1"):
+            self.assertEqual([a.get("outcome") for a in read_attempts(self.dir / host / "state")],
+                             ["peer-stopped", "done"], host)
+            state = json.loads((self.dir / host / "state" / "state.json").read_text())
+            self.assertEqual(state.get("failures"), 0, state)
+        print(f"\n[partition] cut -> node 0's stop {took0:.2f}s, node 1's (fenced) {took1:.2f}s; "
+              f"reconnected after {back_at - cut_at:.1f}s -> epoch 2 agreed {again:.2f}s later, from step {step}",
+              flush=True)
+
+
+class CrossHostLeaseLapse(HostsCase):
+    needs_torch = False
+    SLEEPER = ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 600 & wait"]
+
+    def sleeper_job(self, host: str, rank: str) -> Path:
+        return self.host_job(host, name="job", node_rank=rank, command=self.SLEEPER, resume_args=[],
+                             result_file=None)
+
+    def test_d_a_sigkilled_node_stops_its_peer_within_the_lease_and_a_replacement_takes_its_rank(self):
+        job0 = self.sleeper_job("node0", "auto")
+        sv0 = self.on_host("node0", job0, "node0-run1")
+        self.assertEqual(sv0.wait_event("group_joined", 60)["rank"], "0")
+        sv1 = self.on_host("node1", self.sleeper_job("node1", "1"), "node1")
+        trainers = {}
+        for name, sv in (("node0", sv0), ("node1", sv1)):
+            agreed = sv.wait_event("group_agreed", 60)
+            self.assertEqual((agreed["epoch"], agreed["master_addr"]), ("1", self.hosts.addr["node0"]), agreed)
+            trainers[name] = int(sv.wait_event("trainer_started", 30)["pid"])
+        killed_at = time.time()
+        sv0.proc.kill()  # the machine goes: spotvisor and trainer, no goodbye
+        try:
+            os.kill(trainers["node0"], signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # gone with its spotvisor already (PDEATHSIG)
+        sv0.proc.wait(10)
+        stop = sv1.wait_event("stopping", 15)
+        self.assertEqual(stop["reason"], "peer", stop)
+        self.assertIn("node 0: left the group", stop["detail"])
+        took = self.stop_time(sv1) - killed_at
+        self.assertLess(took, LEASE_TTL + 1.5, "node 1 stops within lease_ttl + about a second")
+        self.assertEqual(sv1.wait_event("attempt_ended", 15)["outcome"], "peer-stopped")
+
+        sv0b = self.on_host("node0", job0, "node0-run2")
+        self.assertEqual(sv0b.wait_event("group_joined", 60)["rank"], "0")
+        for sv, rank in ((sv0b, "0"), (sv1, "1")):
+            agreed = sv.wait_event("group_agreed", 60, lambda e: e["epoch"] == "2")
+            self.assertEqual((agreed["rank"], agreed["master_addr"]), (rank, self.hosts.addr["node0"]), agreed)
+            self.assertEqual(sv.wait_event("trainer_started", 30, lambda e: e["attempt"] != "1")["attempt"], "2")
+        for sv in (sv0b, sv1):
+            sv.signal(signal.SIGTERM)
+            self.assert_exit(sv, 75, 30)
+        state1 = json.loads((self.dir / "node1" / "state" / "state.json").read_text())
+        self.assertEqual(state1.get("failures"), 0, state1)
+        print(f"\n[lease-lapse] SIGKILL on node 0's host -> node 1's stop {took:.2f}s", flush=True)
+
+
+if __name__ == "__main__":
+    unittest.main()
