@@ -83,6 +83,7 @@ json ToJson(const AttemptRecord& r) {
   PutOptional(j, "slurm_restart_count", r.slurm_restart_count);
   PutOptional(j, "stopped_by", r.stopped_by);
   PutOptional(j, "epoch", r.epoch);
+  PutOptional(j, "nodes", r.nodes);
   return j;
 }
 
@@ -99,6 +100,7 @@ AttemptRecord AttemptFromJson(const json& j) {
   r.slurm_restart_count = GetOptional<int>(j, "slurm_restart_count");
   r.stopped_by = GetOptional<std::string>(j, "stopped_by");
   r.epoch = GetOptional<std::uint64_t>(j, "epoch");
+  r.nodes = GetOptional<int>(j, "nodes");
   r.outcome = j.value("outcome", "");
   r.next = j.value("next", "");
   return r;

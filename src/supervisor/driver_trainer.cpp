@@ -35,6 +35,7 @@ void Driver::Impl::Perform(const SpawnAction& a) {
   current_.started_ms = WallMillis();
   current_.slurm_restart_count = slurm_restart_count_;
   current_.epoch = a.place.epoch;
+  current_.nodes = a.place.world;
   if (a.resume) {
     current_.resume_from = a.resume->path.string();
     current_.resume_step = a.resume->step;

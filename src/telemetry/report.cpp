@@ -50,10 +50,24 @@ json Measurement() {
   });
 }
 
-json AttemptsJson(const RunSummary& s) {
+// The node-seconds this node waited for its group before `r` started (after the attempt
+// before it ended): the ledger's waiting intervals inside that gap.
+double WaitedBefore(const RunLedger& l, std::int64_t after_ms, const state::AttemptRecord& r) {
+  std::int64_t ms = 0;
+  for (const auto& w : l.waiting) {
+    const std::int64_t from = std::max(w.start_ms, after_ms), to = std::min(w.end_ms, r.started_ms);
+    if (to > from) ms += to - from;
+  }
+  return ms / 1000.0;
+}
+
+json AttemptsJson(const RunLedger& l, const RunSummary& s) {
   json out = json::array();
+  std::int64_t previous_end = 0;
   for (const auto& a : s.attempts) {
     const auto& r = a.record;
+    const double waited = WaitedBefore(l, previous_end, r);
+    previous_end = r.ended_ms;
     std::string status = r.signal      ? "signal " + std::to_string(*r.signal)
                          : r.exit_code ? "exit code " + std::to_string(*r.exit_code)
                                        : "";
@@ -73,6 +87,9 @@ json AttemptsJson(const RunSummary& s) {
          {"steps_lost_measured", a.steps_lost_measured},
          {"slurm_restart_count", OptJson(r.slurm_restart_count)},
          {"stopped_by", OptJson(r.stopped_by)},
+         {"epoch", OptJson(r.epoch)},
+         {"nodes", OptJson(r.nodes)},
+         {"waited_for_group_s", r.nodes && *r.nodes > 1 ? json(Round(waited, 3)) : json(nullptr)},
          {"steps_lost_estimated", a.steps_lost_estimated ? json(Round(*a.steps_lost_estimated, 1)) : json(nullptr)}});
   }
   return out;
@@ -193,7 +210,7 @@ Result<json> BuildReport(const std::filesystem::path& state_dir, std::int64_t no
       {"message", last_session.exit_message.empty() ? journal->state().last_exit_message : last_session.exit_message},
       {"phase", journal->state().phase},
       {"sessions", l.sessions.size()}};
-  r["attempts"] = AttemptsJson(s);
+  r["attempts"] = AttemptsJson(l, s);
   r["restarts"] = s.restarts;
   r["notices"] = NoticesJson(l, s);
   r["save_on_notice"] = SaveOnNotice(l);

@@ -89,11 +89,13 @@ std::string Work(const json& r) {
 std::string Attempts(const json& r) {
   std::ostringstream o;
   o << "<h3>Attempts</h3>\n<table class=\"attempts\">\n"
-    << Cells({"#", "start", "end", "outcome", "status", "resumed from", "reached", "steps lost", "next"}, "th");
+    << Cells({"#", "start", "end", "outcome", "status", "resumed from", "group", "reached", "steps lost", "next"},
+             "th");
   for (const auto& a : r.value("attempts", json::array())) {
     const std::string by = a.value("stopped_by", json(nullptr)).is_null() ? "" : " (by " + Field(a, "stopped_by") + ")";
     o << Cells({Field(a, "attempt"), Field(a, "start"), Field(a, "end", "running"), Field(a, "outcome") + by,
-                Field(a, "status", ""), Field(a, "resumed_from", "fresh start"), Field(a, "reached_step", "-"),
+                Field(a, "status", ""), Field(a, "resumed_from", "fresh start"), GroupCell(a),
+                Field(a, "reached_step", "-"),
                 Field(a, "steps_lost_measured") + " measured, ~" + Field(a, "steps_lost_estimated") + " estimated",
                 Field(a, "next", "")});
   }

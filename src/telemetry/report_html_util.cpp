@@ -51,6 +51,13 @@ std::string Field(const nlohmann::json& object, const char* key, const std::stri
   return Text(object.at(key), unknown);
 }
 
+std::string GroupCell(const nlohmann::json& attempt) {
+  const auto nodes = attempt.value("nodes", nlohmann::json(nullptr));
+  if (!nodes.is_number() || nodes.get<int>() <= 1) return "-";
+  return "epoch " + Field(attempt, "epoch") + ", " + Text(nodes) + " nodes, waited " +
+         Field(attempt, "waited_for_group_s") + " s for the group";
+}
+
 std::string IsoMs(std::int64_t ms) {
   if (ms <= 0) return "unknown";
   const std::int64_t whole = ms - ((ms % 1000) + 1000) % 1000;

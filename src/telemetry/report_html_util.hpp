@@ -25,6 +25,9 @@ std::string Esc(std::string_view s);
 std::string Text(const nlohmann::json& v, const std::string& unknown = "unknown");
 // The member `key` of `object` as text, `unknown` when the key is absent (older reports).
 std::string Field(const nlohmann::json& object, const char* key, const std::string& unknown = "unknown");
+// An attempt's group: "epoch 2, 3 nodes, waited 4.12 s for the group" ("-" for a single node
+// or a report from before the fields).
+std::string GroupCell(const nlohmann::json& attempt);
 // "2026-12-03T13:55:01.123Z".
 std::string IsoMs(std::int64_t ms);
 // "12.3 s", "4 min 05 s", "1 h 02 min".

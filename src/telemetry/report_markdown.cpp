@@ -143,14 +143,14 @@ std::string RenderMarkdown(const json& r) {
     << ", overhead " << (c.at("overhead_percent").is_null() ? "unknown" : Text(c.at("overhead_percent")) + " %")
     << "; newest good step " << Text(c.at("newest_good_step"), "none") << ".\n";
 
-  o << "\n## Attempts\n\n| # | start | end | outcome | status | resumed from | reached | steps lost | next |\n"
-       "|---|---|---|---|---|---|---|---|---|\n";
+  o << "\n## Attempts\n\n| # | start | end | outcome | status | resumed from | group | reached | steps lost | next |\n"
+       "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& a : r.at("attempts")) {
     o << "| " << Text(a.at("attempt")) << " | " << Text(a.at("start")) << " | " << Text(a.at("end"), "running") << " | "
       << Text(a.at("outcome"))
       << (a.at("stopped_by").is_null() ? std::string() : " (by " + Text(a.at("stopped_by")) + ")") << " | "
-      << Text(a.at("status"), "") << " | " << Text(a.at("resumed_from"), "fresh start") << " | "
-      << Text(a.at("reached_step"), "-") << " | " << Text(a.at("steps_lost_measured")) << " measured, ~"
+      << Text(a.at("status"), "") << " | " << Text(a.at("resumed_from"), "fresh start") << " | " << html::GroupCell(a)
+      << " | " << Text(a.at("reached_step"), "-") << " | " << Text(a.at("steps_lost_measured")) << " measured, ~"
       << Text(a.at("steps_lost_estimated")) << " estimated | " << Text(a.at("next"), "") << " |\n";
   }
   NoticesMarkdown(o, r);

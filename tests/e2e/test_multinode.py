@@ -510,6 +510,17 @@ class GroupDone(SleeperCase):
             self.assertAlmostEqual(sum(goodput["buckets"].values()), goodput["billed_s"], delta=0.01, msg=goodput)
             if rank == 0:
                 self.assertGreater(goodput["buckets"]["waiting_s"], 0, goodput)
+        # Per attempt, the group it ran in and the node-seconds waited for it (issue 23).
+        for rank in (0, 1):
+            state = self.dir / "job" / f"n{rank}" / "state"
+            attempts = json.loads((state / "report.json").read_text())["attempts"]
+            self.assertEqual([(a["epoch"], a["nodes"]) for a in attempts], [(1, 2)], attempts)
+            waited = attempts[0]["waited_for_group_s"]
+            if rank == 0:
+                goodput = json.loads((state / "report.json").read_text())["goodput"]
+                self.assertAlmostEqual(waited, goodput["buckets"]["waiting_s"], delta=0.01, msg=attempts)
+            markdown = subprocess.run([self.binary, "report", str(state)], capture_output=True, text=True, timeout=60)
+            self.assertIn(f"| epoch 1, 2 nodes, waited {waited:g} s for the group |", markdown.stdout)
         # The group on one page (report --html --node): a section per node, each node's
         # attempts drawn; --node without --html is a usage error.
         states = [self.dir / "job" / f"n{rank}" / "state" for rank in (0, 1)]

@@ -53,6 +53,7 @@ struct AttemptRecord {
   std::optional<int> slurm_restart_count;  // SLURM_RESTART_COUNT under SLURM (0 before a requeue)
   std::optional<std::string> stopped_by;   // peer-stopped: the node that stopped the group, and why
   std::optional<std::uint64_t> epoch;      // the group start it belonged to (a single node: the attempt)
+  std::optional<int> nodes;                // the group's size in that start (1: a single node)
 };
 
 // Every attempt recorded in `state_dir`'s attempts.jsonl (none: no file); a torn last line
