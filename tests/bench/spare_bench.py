@@ -25,26 +25,17 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from datetime import datetime
+
+from group_stop_bench import free_port, stamp  # the same etcd ports and log times
 
 LEASE_TTL_S = 3
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def stamp(line):
-    return datetime.strptime(line.split()[0], "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
 
 
 def lines(path, event, extra=""):

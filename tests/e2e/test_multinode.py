@@ -380,9 +380,8 @@ class OneCrash(SleeperCase):
         self.assertEqual((status["failures"], status["epoch"]), (1, 2), status)
 
 
-class EtcdFaults(SleeperCase):
-    """(f) three etcd members: one killed mid-run changes nothing; all of them gone, the
-    trainers train on and the trouble is logged."""
+class ThreeMembers(SleeperCase):
+    """Sleeper cases on an etcd of three members (`self.members`), every one in the job files."""
 
     def setUp(self) -> None:
         E2ECase.setUp(self)
@@ -396,6 +395,11 @@ class EtcdFaults(SleeperCase):
 
     def etcd_urls(self) -> List[str]:
         return [m.url for m in self.members]
+
+
+class EtcdFaults(ThreeMembers):
+    """(f) three etcd members: one killed mid-run changes nothing; all of them gone, the
+    trainers train on and the trouble is logged."""
 
     def test_f_a_lost_member_stops_nothing_and_no_etcd_at_all_stops_no_training(self):
         # Trainers that compute (about a fifth of a CPU): cut off from etcd, each node's
@@ -428,22 +432,9 @@ class EtcdFaults(SleeperCase):
             self.assert_exit(s, 75, 30)
 
 
-class Fencing(SleeperCase):
+class Fencing(ThreeMembers):
     """(h) one node cut off from etcd while the others are not: its blocked trainer stops,
     since its rank can be taken; the group starts again when it is back."""
-
-    def setUp(self) -> None:
-        E2ECase.setUp(self)
-        reason = etcd_missing_reason()
-        if reason:
-            self.skipTest(reason)
-        self.members = Etcd.cluster(self.dir, 3)
-        for m in self.members:
-            self.addCleanup(lambda m=m: m.stop())
-        self.etcd = self.members[0]
-
-    def etcd_urls(self) -> List[str]:
-        return [m.url for m in self.members]
 
     def only(self, job: Path, urls: List[str]) -> Path:
         text = job.read_text()
