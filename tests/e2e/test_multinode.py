@@ -508,8 +508,11 @@ class GroupDone(SleeperCase):
             self.assertEqual([(a["epoch"], a["nodes"]) for a in attempts], [(1, 2)], attempts)
             waited = attempts[0]["waited_for_group_s"]
             if rank == 0:
+                # The wait before the start, a part of the goodput's waiting (which also has
+                # the wait after this node's trainer finished, for node 1's).
                 goodput = json.loads((state / "report.json").read_text())["goodput"]
-                self.assertAlmostEqual(waited, goodput["buckets"]["waiting_s"], delta=0.01, msg=attempts)
+                self.assertGreater(waited, 0, attempts)
+                self.assertLessEqual(waited, goodput["buckets"]["waiting_s"] + 0.001, msg=attempts)
             markdown = subprocess.run([self.binary, "report", str(state)], capture_output=True, text=True, timeout=60)
             self.assertIn(f"| epoch 1, 2 nodes, waited {waited:g} s for the group |", markdown.stdout)
         # The group on one page (report --html --node): a section per node, each node's
