@@ -42,12 +42,11 @@ def stamp(line):
 
 
 def lines(path, event, extra=""):
-    out = []
+    """The log lines of `event` (and `extra`) in `path`; none while the log is not there yet."""
+    if not os.path.exists(path):
+        return []
     with open(path, errors="replace") as f:
-        for line in f:
-            if f"event={event} " in line and extra in line:
-                out.append(line)
-    return out
+        return [line for line in f if f"event={event} " in line and extra in line]
 
 
 def wait_until(predicate, timeout, what):

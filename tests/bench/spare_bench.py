@@ -32,17 +32,10 @@ import tempfile
 import threading
 import time
 
-from group_stop_bench import free_port, stamp  # the same etcd ports and log times
+from group_stop_bench import free_port, lines, stamp  # the same etcd ports and log lines
 
 LEASE_TTL_S = 3
 
-
-
-def lines(path, event, extra=""):
-    if not os.path.exists(path):
-        return []
-    with open(path, errors="replace") as f:
-        return [line for line in f if f"event={event} " in line and extra in line]
 
 
 def field(line, key):
