@@ -14,12 +14,15 @@
 namespace spotvisor::cli {
 namespace {
 
-std::string Steps(const std::vector<std::uint64_t>& steps) {
-  if (steps.empty()) return "none";
+// "3,1,2": ranks or steps, as listed.
+template <class Numbers>
+std::string Csv(const Numbers& numbers) {
   std::string out;
-  for (auto s : steps) out += (out.empty() ? "" : ",") + std::to_string(s);
+  for (auto n : numbers) out += (out.empty() ? "" : ",") + std::to_string(n);
   return out;
 }
+
+std::string Steps(const std::vector<std::uint64_t>& steps) { return steps.empty() ? "none" : Csv(steps); }
 
 nlohmann::json ToJson(const coordination::GroupView& v, int nodes) {
   nlohmann::json j{{"nodes", nodes},
@@ -30,6 +33,7 @@ nlohmann::json ToJson(const coordination::GroupView& v, int nodes) {
                    {"joins", nlohmann::json::array()},
                    {"stops", nlohmann::json::array()},
                    {"done", nlohmann::json::array()},
+                   {"shrinks", nlohmann::json::array()},
                    {"unreadable", v.unreadable}};
   const auto member = [](const char* key, auto id, const coordination::MemberRecord& m) {
     return nlohmann::json{
@@ -46,6 +50,7 @@ nlohmann::json ToJson(const coordination::GroupView& v, int nodes) {
         {{"epoch", epoch}, {"rank", s.rank}, {"why", s.why}, {"deadline_unix_ms", s.deadline_unix_ms}});
   }
   for (const auto& [epoch, ranks] : v.done) j["done"].push_back({{"epoch", epoch}, {"ranks", ranks}});
+  for (const auto& [epoch, ranks] : v.shrinks) j["shrinks"].push_back({{"epoch", epoch}, {"ranks", ranks}});
   return j;
 }
 
@@ -107,9 +112,11 @@ void AddStatusCommand(CLI::App& app, int& exit_code) {
                   s.why.c_str());
     }
     for (const auto& [epoch, ranks] : view->done) {
-      std::string list;
-      for (int r : ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
-      std::printf("  epoch %llu: finished on rank %s\n", static_cast<unsigned long long>(epoch), list.c_str());
+      std::printf("  epoch %llu: finished on rank %s\n", static_cast<unsigned long long>(epoch), Csv(ranks).c_str());
+    }
+    for (const auto& [epoch, ranks] : view->shrinks) {
+      std::printf("  epoch %llu: shrunk to %zu of %d nodes (ranks %s)\n", static_cast<unsigned long long>(epoch),
+                  ranks.size(), nodes, Csv(ranks).c_str());
     }
     for (const auto& key : view->unreadable) std::printf("  unreadable: %s\n", key.c_str());
     exit_code = exit_code::kDone;

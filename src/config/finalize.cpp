@@ -143,9 +143,30 @@ Status CheckEtcdUrls(const JobConfig& job) {
   return Ok{};
 }
 
+// coordination.min_nodes and shrink_after: how few may train on, and after how long.
+Status CheckShrinking(JobConfig& job) {
+  auto& c = job.coordination;
+  if (c.min_nodes == 0) c.min_nodes = c.nodes;
+  if (c.min_nodes > c.nodes) {
+    return Error{Where(job, "coordination.min_nodes") + std::to_string(c.min_nodes) +
+                 " is more than coordination.nodes (" + std::to_string(c.nodes) +
+                 "); the group shrinks to min_nodes at the least, and never grows past nodes"};
+  }
+  if (c.min_nodes == c.nodes) return Ok{};
+  if (c.shrink_after <= Duration::zero())
+    return Error{Where(job, "coordination.shrink_after") + "must be longer than 0"};
+  if (c.shrink_after >= c.join_timeout) {
+    return Error{Where(job, "coordination.shrink_after") + FormatDuration(c.shrink_after) +
+                 " is not shorter than coordination.join_timeout (" + FormatDuration(c.join_timeout) +
+                 "): the nodes would give up waiting before the group could shrink"};
+  }
+  return Ok{};
+}
+
 // coordination: the etcd members, the group's size and this node's place in it.
 Status CheckCoordination(JobConfig& job) {
   auto& c = job.coordination;
+  if (Status s = CheckShrinking(job); !s) return s;
   if (!c.enabled()) {
     if (c.nodes > 1) {
       return Error{Where(job, "coordination.nodes") +

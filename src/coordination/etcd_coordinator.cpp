@@ -81,11 +81,11 @@ void EtcdCoordinator::CheckFinished() {
   if (!on_finished_ || running_epoch_ == 0) return;
   const auto done = view_.done.find(running_epoch_);
   if (done == view_.done.end()) return;
-  for (int r = 0; r < c_.nodes; ++r) {
+  for (int r : running_ranks_) {
     if (done->second.count(r) == 0) return;
   }
-  Log(LogLevel::kInfo, "event=group_finished epoch=" + std::to_string(running_epoch_) +
-                           " nodes=" + std::to_string(c_.nodes) + " detail=\"every node's trainer finished\"");
+  Log(LogLevel::kInfo, "event=group_finished epoch=" + std::to_string(running_epoch_) + " nodes=" +
+                           std::to_string(running_ranks_.size()) + " detail=\"every node's trainer finished\"");
   auto on_finished = std::move(on_finished_);
   on_finished_ = nullptr;
   on_finished();
@@ -95,11 +95,18 @@ void EtcdCoordinator::CheckFinished() {
 // this node ran, or the epoch others already wait in.
 void EtcdCoordinator::PublishJoin() {
   if (left_ || !pending_ || !claimed_) return;
+  if (AwaitsGrowth()) {
+    HoldForGrowth();
+    return;
+  }
   std::uint64_t epoch = std::max(view_.epoch, last_epoch_) + 1;
   for (const auto& [e, joined] : view_.joins) {
     if (e > epoch && !joined.empty()) epoch = e;
   }
+  while (Skips(epoch)) ++epoch;
   if (epoch == join_epoch_) return;
+  shrink_timer_->Cancel();
+  shrink_seen_ = 0;
   JoinRecord record;
   for (const auto& p : pending_->good) record.steps.push_back(p.step);
   const auto previous = join_epoch_;
@@ -129,29 +136,45 @@ void EtcdCoordinator::Evaluate() {
       return;
     }
   }
+  if (Skips(join_epoch_)) {
+    PublishJoin();
+    return;
+  }
   const auto it = view_.joins.find(join_epoch_);
-  if (it == view_.joins.end() || it->second.count(rank_) == 0 || !GroupComplete(it->second, c_.nodes)) return;
+  if (it == view_.joins.end() || it->second.count(rank_) == 0) return;
+  const auto ranks = EpochRanks(view_, join_epoch_, c_.nodes);
+  if (!GroupComplete(it->second, ranks)) {
+    WatchForShrink(it->second);
+    return;
+  }
+  shrink_timer_->Cancel();
   GroupAgreedEvent agreed;
-  const auto step = AgreedStep(it->second);
+  const auto step = AgreedStep(it->second, ranks);
   if (step) {
     for (const auto& p : pending_->good) {
       if (p.step == *step) agreed.point = p;
     }
   }
-  const auto master = view_.members.find(0);
-  agreed.place.rank = rank_;
-  agreed.place.world = c_.nodes;
+  // A shrunken group trains as places 0..n-1 in rank order; its lowest rank is the master.
+  const auto master = view_.members.find(ranks.front());
+  agreed.place.rank = static_cast<int>(std::find(ranks.begin(), ranks.end(), rank_) - ranks.begin());
+  agreed.place.world = static_cast<int>(ranks.size());
   agreed.place.epoch = join_epoch_;
-  agreed.place.master_addr = master != view_.members.end() ? master->second.advertise : me_.advertise;
+  agreed.place.master_addr =
+      ranks.front() == rank_ || master == view_.members.end() ? me_.advertise : master->second.advertise;
   agreed.place.master_port = c_.master_port;
   agreed.group_failures = view_.failures;
   running_epoch_ = join_epoch_;
+  running_ranks_ = ranks;
   last_epoch_ = join_epoch_;
   join_epoch_ = 0;
   pending_.reset();
   stop_delivered_ = false;
   Log(LogLevel::kInfo, "event=group_agreed epoch=" + std::to_string(running_epoch_) + " rank=" + std::to_string(rank_) +
-                           " nodes=" + std::to_string(c_.nodes) +
+                           " nodes=" + std::to_string(agreed.place.world) +
+                           (agreed.place.world < c_.nodes
+                                ? " of=" + std::to_string(c_.nodes) + " place=" + std::to_string(agreed.place.rank)
+                                : std::string()) +
                            " step=" + (agreed.point ? std::to_string(agreed.point->step) : std::string("none")) +
                            " master_addr=" + Quote(agreed.place.master_addr));
   AdvanceEpochKey(running_epoch_);

@@ -1,12 +1,14 @@
-// Private to src/coordination/: the etcd coordinator's state and its parts, in two files a
+// Private to src/coordination/: the etcd coordinator's state and its parts, in three files a
 // reader finds by what they do: membership.cpp (the lease, the rank, the watch and what it
-// reports, etcd trouble) and etcd_coordinator.cpp (the epochs: the start barrier, the
-// agreement, the stops, the factory). Every retry, the trouble throttle and the wall times
+// reports, etcd trouble), etcd_coordinator.cpp (the epochs: the start barrier, the
+// agreement, the stops, the factory) and group_size.cpp (shrinking when a rank stays lost,
+// growing back when a node joins). Every retry, the trouble throttle and the wall times
 // it writes come from the Clock it is made with (the host's). io_context thread only.
 #pragma once
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -58,6 +60,7 @@ class EtcdCoordinator final : public Coordinator {
         client_(std::move(client)),
         retry_(clock.MakeTimer(io)),
         done_retry_(clock.MakeTimer(io)),
+        shrink_timer_(clock.MakeTimer(io)),
         me_{c_.advertise, util::ShortHostName(), static_cast<std::int64_t>(getpid()), UnixMillis(clock.WallNow())} {}
 
   // coordinator.hpp's; Start and Leave in membership.cpp, Propose and PublishStop in
@@ -109,12 +112,35 @@ class EtcdCoordinator final : public Coordinator {
   // Once per running epoch: the trainer stops through the usual path; `rank` caused it.
   void PeerStop(int rank, const std::string& cause, std::int64_t deadline_unix_ms);
 
+  // group_size.cpp. Waiting in join_epoch_ with `joined` but not the whole group: once no
+  // rank has joined for coordination.shrink_after, Shrink.
+  void WatchForShrink(const std::map<int, JoinRecord>& joined);
+  // At least min_nodes have joined and nobody else came: join_epoch_ starts with them (the
+  // shrink record, written once by whichever node is first).
+  void Shrink();
+  // This node cannot start `epoch`: its shrink record leaves this rank out, or holds a rank
+  // that is gone. The node joins a later one.
+  bool Skips(std::uint64_t epoch) const;
+  // A node took rank `rank` outside the running (shrunken) epoch: the group stops at a
+  // checkpoint and starts again, larger.
+  void GrowFor(int rank);
+  // The newest epoch shrank without this node's rank and still runs: this node's checkpoints
+  // are older than the one the group is about to save, so it waits (as a spare does) until
+  // the group has stopped, then selects again.
+  bool AwaitsGrowth() const;
+  void HoldForGrowth();
+  // A held node sees the group regroup (a later join, or the epoch's stop): select again.
+  void ReleaseForGrowth(const ParsedKey& key, bool deleted);
+  // `rank` trains in the running epoch.
+  bool Runs(int rank) const;
+
   const config::CoordinationSection& c_;  // not owned
   const std::string base_;                // <prefix>/<job>/
   Clock& clock_;                          // retries, the trouble throttle, wall times written
   std::unique_ptr<etcd::Client> client_;
   std::unique_ptr<Timer> retry_;                // the next try after trouble
   std::unique_ptr<Timer> done_retry_;           // the next try of PublishDone's write
+  std::unique_ptr<Timer> shrink_timer_;         // coordination.shrink_after since the last join
   MemberRecord me_;                             // what this node's member key says
   std::unique_ptr<etcd::LeaseKeeper> keeper_;   // keeps lease_ alive
   std::unique_ptr<etcd::SnapshotWatch> watch_;  // the view below
@@ -123,6 +149,7 @@ class EtcdCoordinator final : public Coordinator {
   bool claimed_ = false;                        // members/rank_ is ours under lease_
   bool claiming_ = false;                       // a claim's txn is in flight
   bool spare_ = false;                          // waiting as a spare (spares/<lease_> is ours)
+  bool growing_ = false;                        // HoldForGrowth: waiting for the shrunken group to stop
   bool released_ = false;                       // ReleaseRank: no claim until the next Propose
   SpareHandler on_spare_;
   CutOffHandler on_cut_off_;
@@ -134,6 +161,8 @@ class EtcdCoordinator final : public Coordinator {
   AgreedHandler on_agreed_;                     // for pending_
   std::uint64_t join_epoch_ = 0;                // where pending_ is published (0: not yet)
   std::uint64_t running_epoch_ = 0;             // agreed and started (0: none)
+  std::vector<int> running_ranks_;              // the ranks that started running_epoch_
+  std::size_t shrink_seen_ = 0;                 // ranks joined in join_epoch_ when shrink_timer_ was set
   bool stop_delivered_ = false;                 // a peer stop for running_epoch_ went out
   PeerStopHandler on_peer_stop_;
   FinishedHandler on_finished_;                // PublishDone's, until every rank is done (or a new Propose)

@@ -21,6 +21,7 @@ void EtcdCoordinator::Leave(bool finished) {
   left_ = true;
   retry_->Cancel();
   done_retry_->Cancel();
+  shrink_timer_->Cancel();
   watch_.reset();
   keeper_.reset();
   if (lease_ == 0) return;
@@ -202,6 +203,7 @@ void EtcdCoordinator::ReleaseRank() {
   on_agreed_ = nullptr;
   join_epoch_ = 0;
   running_epoch_ = 0;  // what happens to the group now is no longer this node's to stop
+  growing_ = false;
   if (spare_) {
     spare_ = false;
     client_->DeleteRange({SpareKey(base_, lease_), "", false}, [](auto) {});
@@ -248,7 +250,10 @@ void EtcdCoordinator::OnConnection(bool connected, const std::string& why) {
 void EtcdCoordinator::Apply(const etcd::KeyValue& kv, bool deleted) {
   const ParsedKey key = ParseKey(base_, kv.key);
   if (!Fold(view_, key, kv.value, deleted)) return;
-  if (spare_ && (key.kind == ParsedKey::Kind::kDone || key.kind == ParsedKey::Kind::kMember)) CheckSpareFinished();
+  if ((spare_ || growing_) && (key.kind == ParsedKey::Kind::kDone || key.kind == ParsedKey::Kind::kMember))
+    CheckSpareFinished();
+  ReleaseForGrowth(key, deleted);
+  if (key.kind == ParsedKey::Kind::kMember && !deleted) GrowFor(key.rank);
   if (key.kind == ParsedKey::Kind::kMember && deleted) {
     const auto finished = view_.done.find(view_.epoch);
     const bool rank_done = finished != view_.done.end() && finished->second.count(key.rank) != 0;
@@ -263,6 +268,7 @@ void EtcdCoordinator::Apply(const etcd::KeyValue& kv, bool deleted) {
       }
       return;
     }
+    if (running_epoch_ == 0 || !Runs(key.rank)) return;  // not a peer of the running (shrunken) epoch
     const auto done = view_.done.find(running_epoch_);
     if (done != view_.done.end() && done->second.count(key.rank) != 0) {
       Log(LogLevel::kInfo,
@@ -279,7 +285,7 @@ void EtcdCoordinator::Apply(const etcd::KeyValue& kv, bool deleted) {
 void EtcdCoordinator::CheckSpareFinished() {
   if (!on_spare_finished_ || view_.epoch == 0) return;
   const auto finished = view_.done.find(view_.epoch);
-  if (finished == view_.done.end() || finished->second.size() < static_cast<std::size_t>(c_.nodes)) return;
+  if (finished == view_.done.end() || finished->second.size() < EpochRanks(view_, view_.epoch, c_.nodes).size()) return;
   Log(LogLevel::kInfo, "event=spare_done epoch=" + std::to_string(view_.epoch) +
                            " detail=\"every rank's trainer succeeded: the job is done, and this spare with it\"");
   auto told = std::move(on_spare_finished_);

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -46,6 +47,19 @@ std::string Encode(const StopRecord& r) {
   return json{{"rank", r.rank}, {"why", r.why}, {"deadline_unix_ms", r.deadline_unix_ms}}.dump();
 }
 
+std::string Encode(const ShrinkRecord& r) { return json{{"ranks", r.ranks}}.dump(); }
+
+Result<ShrinkRecord> DecodeShrink(std::string_view text) {
+  auto r = Parse<ShrinkRecord>(text, "shrink",
+                               [](const json& j) { return ShrinkRecord{j.at("ranks").get<std::vector<int>>()}; });
+  if (!r) return r;
+  const auto& ranks = r->ranks;
+  const bool sorted = std::adjacent_find(ranks.begin(), ranks.end(), std::greater_equal<>()) == ranks.end();
+  if (ranks.empty() || ranks.front() < 0 || !sorted)
+    return Error{"etcd: a shrink record whose ranks are not a sorted list of distinct ranks"};
+  return r;
+}
+
 Result<MemberRecord> DecodeMember(std::string_view text) {
   return Parse<MemberRecord>(text, "member", [](const json& j) {
     return MemberRecord{j.at("advertise").get<std::string>(), j.value("host", std::string()),
@@ -82,6 +96,7 @@ std::string StopKey(const std::string& base, std::uint64_t epoch) { return base 
 std::string DoneKey(const std::string& base, std::uint64_t epoch, int rank) {
   return base + "done/" + Pad(epoch, 12) + "/" + Pad(rank, 4);
 }
+std::string ShrinkKey(const std::string& base, std::uint64_t epoch) { return base + "shrink/" + Pad(epoch, 12); }
 
 ParsedKey ParseKey(const std::string& base, std::string_view key) {
   ParsedKey p;
@@ -105,6 +120,8 @@ ParsedKey ParseKey(const std::string& base, std::string_view key) {
     }
   } else if (take("stop/")) {
     if (auto e = Number(key)) p = {ParsedKey::Kind::kStop, -1, *e};
+  } else if (take("shrink/")) {
+    if (auto e = Number(key)) p = {ParsedKey::Kind::kShrink, -1, *e};
   } else if (const bool join = take("join/"); join || take("done/")) {
     const auto slash = key.find('/');
     if (slash != std::string_view::npos) {
@@ -116,17 +133,17 @@ ParsedKey ParseKey(const std::string& base, std::string_view key) {
   return p;
 }
 
-bool GroupComplete(const std::map<int, JoinRecord>& joined, int nodes) {
-  for (int r = 0; r < nodes; ++r) {
-    if (joined.count(r) == 0) return false;
-  }
-  return true;
+bool GroupComplete(const std::map<int, JoinRecord>& joined, const std::vector<int>& ranks) {
+  if (ranks.empty()) return false;
+  return std::all_of(ranks.begin(), ranks.end(), [&joined](int r) { return joined.count(r) != 0; });
 }
 
-std::optional<std::uint64_t> AgreedStep(const std::map<int, JoinRecord>& joined) {
-  if (joined.empty()) return std::nullopt;
-  std::set<std::uint64_t> common(joined.begin()->second.steps.begin(), joined.begin()->second.steps.end());
-  for (const auto& [rank, record] : joined) {
+std::optional<std::uint64_t> AgreedStep(const std::map<int, JoinRecord>& joined, const std::vector<int>& ranks) {
+  if (!GroupComplete(joined, ranks)) return std::nullopt;
+  const auto& first = joined.at(ranks.front()).steps;
+  std::set<std::uint64_t> common(first.begin(), first.end());
+  for (int rank : ranks) {
+    const auto& record = joined.at(rank);
     const std::set<std::uint64_t> mine(record.steps.begin(), record.steps.end());
     std::set<std::uint64_t> both;
     std::set_intersection(common.begin(), common.end(), mine.begin(), mine.end(), std::inserter(both, both.end()));
@@ -134,6 +151,17 @@ std::optional<std::uint64_t> AgreedStep(const std::map<int, JoinRecord>& joined)
   }
   if (common.empty()) return std::nullopt;
   return *common.rbegin();
+}
+
+std::vector<int> AllRanks(int nodes) {
+  std::vector<int> ranks;
+  for (int r = 0; r < nodes; ++r) ranks.push_back(r);
+  return ranks;
+}
+
+std::vector<int> EpochRanks(const GroupView& view, std::uint64_t epoch, int nodes) {
+  const auto it = view.shrinks.find(epoch);
+  return it != view.shrinks.end() ? it->second : AllRanks(nodes);
 }
 
 std::optional<int> LowestFreeRank(const std::map<int, MemberRecord>& members, int nodes) {
@@ -179,6 +207,13 @@ bool Fold(GroupView& view, const ParsedKey& key, std::string_view value, bool de
       if (deleted) return true;
       if (auto st = DecodeStop(value)) {
         view.stops[key.epoch] = *st;
+        return true;
+      }
+      return false;
+    case ParsedKey::Kind::kShrink:
+      if (deleted) return true;
+      if (auto sh = DecodeShrink(value)) {
+        view.shrinks[key.epoch] = sh->ranks;
         return true;
       }
       return false;

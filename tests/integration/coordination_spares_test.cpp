@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "integration/coordination_node.hpp"
 #include "integration/etcd_cluster.hpp"
 #include "integration/etcd_test_util.hpp"
 #include "spotvisor/coordination/etcd_coordinator.hpp"
@@ -25,50 +26,15 @@ namespace {
 
 using namespace std::chrono_literals;
 using etcd::etcd_test::RunUntil;
+using testing::Count;
 using testing::EtcdCluster;
+using testing::Node;
 using testing::VirtualClock;
 
 config::JobConfig Job(const EtcdCluster& cluster, const std::string& advertise) {
-  config::JobConfig job;
-  job.job.name = "spares";
-  job.coordination.etcd = cluster.ClientUrls();
-  job.coordination.prefix = "/spotvisor-test";
-  job.coordination.nodes = 2;
+  auto job = testing::GroupJob(cluster, "spares", advertise, 2);
   job.coordination.spares = 1;
-  job.coordination.node_rank = config::kAutoRank;
-  job.coordination.advertise = advertise;
   return job;
-}
-
-// One node: its coordinator and what it was told.
-struct Node {
-  config::JobConfig job;
-  std::unique_ptr<supervisor::Coordinator> coordinator;
-  std::vector<bool> spare_events;  // GroupSpareEvent::waiting, in order
-  std::optional<supervisor::GroupAgreedEvent> agreed;
-  std::vector<std::string> stops;  // StopRequestedEvent::detail, in order
-  int cut_offs = 0;                // the cut-off handler's calls
-  int finished = 0;                // a spare told that the group is done
-
-  void Start(boost::asio::io_context& io, Clock& clock) {
-    auto made = MakeEtcdCoordinator(io, clock, job);
-    ASSERT_TRUE(made) << made.error().message;
-    coordinator = std::move(*made);
-    coordinator->Start({[this](const supervisor::StopRequestedEvent& e) { stops.push_back(e.detail); },
-                        [this](supervisor::GroupSpareEvent e) { spare_events.push_back(e.waiting); },
-                        [this] { ++cut_offs; }, [this] { ++finished; }});
-  }
-  void Propose(std::uint64_t step) {
-    agreed.reset();
-    coordinator->Propose({{checkpoint::ResumePoint{"/ckpt/step" + std::to_string(step), step}}, 1},
-                         [this](supervisor::GroupAgreedEvent e) { agreed = std::move(e); });
-  }
-};
-
-std::size_t Count(const std::string& text, const std::string& needle) {
-  std::size_t n = 0;
-  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
 }
 
 TEST(CoordinationSpares, ASpareTakesALostRankAtOnceSelectsAgainAndTheGroupAgreesWithIt) {

@@ -303,6 +303,16 @@ TEST(ConfigLoader, CoordinationReadsItsKeysAndFillsTheAdvertisedAddress) {
   const std::string yaml = ToYaml(*job);
   EXPECT_NE(yaml.find("node_rank: 2"), std::string::npos) << yaml;
   EXPECT_NE(yaml.find("lease_ttl: 5s"), std::string::npos) << yaml;
+  EXPECT_EQ(c.min_nodes, 4);  // off: the group never trains with fewer than `nodes`
+  EXPECT_NE(yaml.find("min_nodes: 4"), std::string::npos) << yaml;
+
+  auto shrinking = Load(dir,
+                        "job:\n  command: [\"/bin/true\"]\ncoordination:\n  etcd: [\"http://e:2379\"]\n  nodes: 3\n"
+                        "  min_nodes: 2\n  shrink_after: 10s\n");
+  ASSERT_TRUE(shrinking) << shrinking.error().message;
+  EXPECT_EQ(shrinking->coordination.min_nodes, 2);
+  EXPECT_EQ(shrinking->coordination.shrink_after, std::chrono::seconds(10));
+  EXPECT_NE(ToYaml(*shrinking).find("shrink_after: 10s"), std::string::npos);
 
   auto single = Load(dir, "job:\n  command: [\"/bin/true\"]\n");
   ASSERT_TRUE(single);
@@ -327,6 +337,13 @@ TEST(ConfigLoader, CoordinationMistakesNameTheKey) {
       {"  etcd: [\"http://e:2379\"]\n  nodes: 2\n  node_rank: 1\n  spares: 1\n",
        "coordination.node_rank: must be auto with coordination.spares"},
       {"  etcd: [\"http://e:2379\"]\n  spares: 65\n", "coordination.spares"},
+      {"  etcd: [\"http://e:2379\"]\n  nodes: 2\n  min_nodes: 3\n",
+       "coordination.min_nodes: 3 is more than coordination.nodes (2)"},
+      {"  etcd: [\"http://e:2379\"]\n  nodes: 3\n  min_nodes: 2\n  shrink_after: 30m\n",
+       "coordination.shrink_after: 30m is not shorter than coordination.join_timeout (30m)"},
+      {"  etcd: [\"http://e:2379\"]\n  nodes: 3\n  min_nodes: 2\n  shrink_after: 0s\n",
+       "coordination.shrink_after: must be longer than 0"},
+      {"  etcd: [\"http://e:2379\"]\n  min_nodes: 0\n", "coordination.min_nodes"},
   };
   for (const auto& [yaml, expected] : cases) {
     auto job = Load(dir, head + yaml);

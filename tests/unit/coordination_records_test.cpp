@@ -11,21 +11,49 @@ namespace {
 
 TEST(CoordinationRecords, TheNewestStepGoodOnEveryNodeIsAgreed) {
   std::map<int, JoinRecord> joined{{0, {{30, 20, 10}}}, {1, {{20, 10}}}, {2, {{30, 20}}}};
-  EXPECT_EQ(AgreedStep(joined), 20u);  // node 1 lacks 30 (node-local shards, issue 14 (e))
+  EXPECT_EQ(AgreedStep(joined, AllRanks(3)), 20u);  // node 1 lacks 30 (node-local shards, issue 14 (e))
   joined[1] = JoinRecord{{30, 20, 10}};
-  EXPECT_EQ(AgreedStep(joined), 30u);
+  EXPECT_EQ(AgreedStep(joined, AllRanks(3)), 30u);
   joined[2] = JoinRecord{{}};
-  EXPECT_EQ(AgreedStep(joined), std::nullopt);  // a node with nothing: a fresh start
+  EXPECT_EQ(AgreedStep(joined, AllRanks(3)), std::nullopt);  // a node with nothing: a fresh start
   joined = {{0, {{40}}}, {1, {{30}}}};
-  EXPECT_EQ(AgreedStep(joined), std::nullopt);  // nothing in common
+  EXPECT_EQ(AgreedStep(joined, AllRanks(2)), std::nullopt);  // nothing in common
+}
+
+TEST(CoordinationRecords, AShrunkenEpochAgreesAmongItsRanksOnly) {
+  // Rank 1 is gone; its old join (no step 30) must not hold the others back.
+  const std::map<int, JoinRecord> joined{{0, {{30, 20}}}, {1, {{20}}}, {2, {{30, 20}}}};
+  EXPECT_EQ(AgreedStep(joined, {0, 2}), 30u);
+  EXPECT_TRUE(GroupComplete(joined, {0, 2}));
+  EXPECT_FALSE(GroupComplete({{0, {}}}, {0, 2}));
+  EXPECT_EQ(AgreedStep({{0, {{30}}}}, {0, 2}), std::nullopt);  // incomplete: nothing agreed
+}
+
+TEST(CoordinationRecords, AShrinkRecordNamesTheEpochsRanksAndIsNeverTakenBack) {
+  const std::string base = GroupPrefix("/spotvisor", "llama");
+  EXPECT_EQ(ShrinkKey(base, 4), "/spotvisor/llama/shrink/000000000004");
+  const ParsedKey key = ParseKey(base, ShrinkKey(base, 4));
+  EXPECT_EQ(key.kind, ParsedKey::Kind::kShrink);
+  EXPECT_EQ(key.epoch, 4u);
+  GroupView view;
+  EXPECT_EQ(EpochRanks(view, 4, 3), (std::vector<int>{0, 1, 2}));
+  ASSERT_TRUE(Fold(view, key, Encode(ShrinkRecord{{0, 2}}), false));
+  EXPECT_EQ(EpochRanks(view, 4, 3), (std::vector<int>{0, 2}));
+  EXPECT_EQ(EpochRanks(view, 5, 3), (std::vector<int>{0, 1, 2}));  // the next epoch is whole again
+  EXPECT_TRUE(Fold(view, key, "", true));
+  EXPECT_EQ(EpochRanks(view, 4, 3), (std::vector<int>{0, 2}));
+  for (const char* bad : {R"({"ranks":[]})", R"({"ranks":[2,0]})", R"({"ranks":[1,1]})", R"({"ranks":[-1]})", "{}"}) {
+    EXPECT_FALSE(DecodeShrink(bad)) << bad;
+    EXPECT_FALSE(Fold(view, key, bad, false)) << bad;
+  }
 }
 
 TEST(CoordinationRecords, TheGroupIsCompleteWhenEveryRankHasJoined) {
   std::map<int, JoinRecord> joined{{0, {}}, {2, {}}};
-  EXPECT_FALSE(GroupComplete(joined, 3));
+  EXPECT_FALSE(GroupComplete(joined, AllRanks(3)));
   joined[1] = {};
-  EXPECT_TRUE(GroupComplete(joined, 3));
-  EXPECT_FALSE(GroupComplete({}, 1));
+  EXPECT_TRUE(GroupComplete(joined, AllRanks(3)));
+  EXPECT_FALSE(GroupComplete({}, AllRanks(1)));
 }
 
 TEST(CoordinationRecords, AutoClaimsTheLowestFreeRank) {

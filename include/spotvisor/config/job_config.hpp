@@ -194,6 +194,8 @@ struct CoordinationSection {
   int nodes = 1;                                     // the group starts only when all are there
   int node_rank = kAutoRank;                         // 0..nodes-1, or auto: the lowest free rank
   int spares = 0;                                    // nodes beyond `nodes` that wait to take a lost rank
+  int min_nodes = 0;                                 // a group this small may train on (0: `nodes`, i.e. never fewer)
+  Duration shrink_after = std::chrono::minutes(5);   // a lost rank unfilled this long: start with fewer
   std::string prefix = "/spotvisor";                 // keys under <prefix>/<job.name>/
   Duration lease_ttl = std::chrono::seconds(10);     // a node whose lease lapses is gone
   Duration join_timeout = std::chrono::minutes(30);  // waiting for the whole group, then exit 75
@@ -202,6 +204,8 @@ struct CoordinationSection {
   std::optional<std::filesystem::path> credentials;  // etcd "name:password", mode 0600
   CoordinationTls tls;                               // https members only
   bool enabled() const { return !etcd.empty(); }
+  // min_nodes below nodes: a group that lost a rank may train on with fewer.
+  bool shrinks() const { return min_nodes > 0 && min_nodes < nodes; }
 };
 
 // One price or quantity of the cost model. Never a silent zero: a component nobody priced

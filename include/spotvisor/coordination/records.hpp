@@ -7,6 +7,7 @@
 //   failures           the job's failures, all nodes together (decimal; raised by txn)
 //   stop/EEEEEEEEEEEE  the first stop of epoch E, written once (txn): StopRecord
 //   done/EEEEEEEEEEEE/RRRR  rank R's trainer succeeded in epoch E (its leaving is no loss)
+//   shrink/EEEEEEEEEEEE  epoch E starts with these ranks only, fewer than `nodes` (txn, once): ShrinkRecord
 // Numbers are zero-padded so that keys sort as numbers. Pure; any thread.
 #pragma once
 
@@ -39,7 +40,15 @@ struct StopRecord {
   std::int64_t deadline_unix_ms = 0;  // a notice's deadline (0: none): the peers' grace ends then too
 };
 
+// A group that shrank (coordination.min_nodes): the ranks that start epoch E, sorted. They
+// train as places 0..n-1 in this order; rank ranks[0]'s node is the master.
+struct ShrinkRecord {
+  std::vector<int> ranks;
+};
+
 std::string Encode(const MemberRecord& r);
+std::string Encode(const ShrinkRecord& r);
+Result<ShrinkRecord> DecodeShrink(std::string_view json);
 std::string Encode(const JoinRecord& r);
 std::string Encode(const StopRecord& r);
 Result<MemberRecord> DecodeMember(std::string_view json);
@@ -56,10 +65,11 @@ std::string EpochKey(const std::string& base);
 std::string FailuresKey(const std::string& base);
 std::string StopKey(const std::string& base, std::uint64_t epoch);
 std::string DoneKey(const std::string& base, std::uint64_t epoch, int rank);
+std::string ShrinkKey(const std::string& base, std::uint64_t epoch);
 
 // A key under `base` taken apart: which record it is and its numbers.
 struct ParsedKey {
-  enum class Kind { kMember, kSpare, kJoin, kEpoch, kFailures, kStop, kDone, kOther };
+  enum class Kind { kMember, kSpare, kJoin, kEpoch, kFailures, kStop, kDone, kShrink, kOther };
   Kind kind = Kind::kOther;
   int rank = -1;
   std::uint64_t epoch = 0;
@@ -67,10 +77,12 @@ struct ParsedKey {
 };
 ParsedKey ParseKey(const std::string& base, std::string_view key);
 
-// Every rank 0..nodes-1 has joined epoch E: the newest step good on every node, or none (a
+// Every rank of `ranks` has joined epoch E: the newest step good on each of them, or none (a
 // fresh start) when some node has no step the others have too.
-bool GroupComplete(const std::map<int, JoinRecord>& joined, int nodes);
-std::optional<std::uint64_t> AgreedStep(const std::map<int, JoinRecord>& joined);
+bool GroupComplete(const std::map<int, JoinRecord>& joined, const std::vector<int>& ranks);
+std::optional<std::uint64_t> AgreedStep(const std::map<int, JoinRecord>& joined, const std::vector<int>& ranks);
+// The ranks 0..nodes-1, the whole group.
+std::vector<int> AllRanks(int nodes);
 
 // The lowest rank in 0..nodes-1 nobody holds, if any.
 std::optional<int> LowestFreeRank(const std::map<int, MemberRecord>& members, int nodes);
@@ -83,14 +95,18 @@ struct GroupView {
   std::map<std::uint64_t, std::map<int, JoinRecord>> joins;  // epoch -> rank -> good steps
   std::map<std::uint64_t, StopRecord> stops;                 // epoch -> its first stop
   std::map<std::uint64_t, std::set<int>> done;               // epoch -> ranks whose trainer succeeded
+  std::map<std::uint64_t, std::vector<int>> shrinks;         // epoch -> its ranks, when fewer than nodes
   std::uint64_t epoch = 0;                                   // the newest agreed epoch (0: none yet)
   int failures = 0;                                          // the job's failures, all nodes
   std::vector<std::string> unreadable;                       // ReadView: the keys Fold refused
 };
 
+// The ranks that start `epoch`: its shrink record's, or all `nodes`.
+std::vector<int> EpochRanks(const GroupView& view, std::uint64_t epoch, int nodes);
+
 // One put (`deleted` false) or delete of the key `key` names, folded into `view`. False when
 // the key is none of ours or its value is not what spotvisor writes (the view is unchanged).
-// A stop or a done is never taken back: their deletes change nothing.
+// A stop, a done or a shrink is never taken back: their deletes change nothing.
 bool Fold(GroupView& view, const ParsedKey& key, std::string_view value, bool deleted);
 
 // Everything under `base` at one revision.
