@@ -1,7 +1,7 @@
 """End-to-end: a multi-node job through etcd (issue 14). A real etcd (Debian's etcd-server)
 on loopback ports, two "nodes" as two spotvisors with their own state dirs and one shared
 checkpoint dir (shared storage), each supervising plain torchrun with one worker:
-`--nnodes=2 --node_rank={node_rank} --master_addr={master_addr} --master_port={master_port}`,
+`--nnodes={nnodes} --node_rank={node_rank} --master_addr={master_addr} --master_port={master_port}`,
 DDP over gloo: the real example trainer of the other e2e tests.
 
   GroupNotice  (a) a notice on the node of rank 0 (the mock AWS service): the other node's
@@ -51,8 +51,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from tests.e2e.support import (DIST_WORKER, EXAMPLE_ARGS, TORCH_TRAINER, E2ECase, NeedsTorchrun, deadline, events,
-                               read_attempts, reference_digest, write_job)
+from tests.e2e.support import (DIST_WORKER, EXAMPLE_ARGS, TORCH_TRAINER, TORCHRUN, E2ECase, NeedsTorchrun, deadline,
+                               events, read_attempts, reference_digest, write_job)
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 
@@ -143,7 +143,9 @@ def timed_events(text: str, name: str) -> List[dict]:
 
 
 class GroupCase(NeedsTorchrun, E2ECase):
-    """Two nodes on one machine: node dirs n0/ and n1/, the checkpoints shared."""
+    """NODES nodes on one machine: node dirs n0/, n1/..., the checkpoints shared."""
+
+    NODES = 2
 
     def setUp(self) -> None:
         super().setUp()
@@ -161,24 +163,28 @@ class GroupCase(NeedsTorchrun, E2ECase):
     def coordination(self, node_rank, **more: str) -> str:
         """The job file's coordination section; `more` adds keys (master_port: "29500")."""
         return "\n".join([
-            "coordination:", f"  etcd: {json.dumps(self.etcd_urls())}", "  nodes: 2", f"  node_rank: {node_rank}",
+            "coordination:", f"  etcd: {json.dumps(self.etcd_urls())}", f"  nodes: {self.NODES}",
+            f"  node_rank: {node_rank}",
             "  prefix: /spotvisor-e2e", "  lease_ttl: 3s", "  join_timeout: 5m", "  advertise: 127.0.0.1",
             *(f"  {k}: {v}" for k, v in more.items())]) + "\n"
 
-    def node_job(self, node: str, *, name: str, node_rank: str, script: List[str], spares: int = 0, **kw) -> Path:
-        """Node `node`'s job: plain two-node torchrun, one worker running `script`, the
-        checkpoints in the shared dir; `spares`: coordination.spares."""
+    def node_job(self, node: str, *, name: str, node_rank: str, script: List[str], spares: int = 0,
+                 coordination: Optional[dict] = None, **kw) -> Path:
+        """Node `node`'s job: plain multi-node torchrun ({nnodes} nodes), one worker running
+        `script`, the checkpoints in the shared dir; `spares`: coordination.spares;
+        `coordination`: more keys of that section."""
         workdir = self.dir / node
         workdir.mkdir(exist_ok=True)
         ckpt = workdir / "ckpt"
         if not ckpt.exists():
             ckpt.symlink_to(self.dir / "shared-ckpt")
-        command = ["torchrun", "--nnodes=2", "--nproc_per_node=1", "--node_rank={node_rank}",
+        command = [TORCHRUN[0], "--nnodes={nnodes}", "--nproc_per_node=1", "--node_rank={node_rank}",
                    "--master_addr={master_addr}", "--master_port={master_port}", "--redirects", "1", "--tee", "1",
                    "--monitor_interval", "0.5", *script]
         return write_job(workdir / "job.yaml", name=name, command=command, pattern="ckpt_step{step}",
                          extra=self.coordination(node_rank, master_port=str(self.master_port),
-                                                 **({"spares": str(spares)} if spares else {})), **kw)
+                                                 **({"spares": str(spares)} if spares else {}),
+                                                 **(coordination or {})), **kw)
 
 
 class GroupNotice(GroupCase):

@@ -1,0 +1,145 @@
+"""End-to-end: a group that shrinks and grows back (issue 23 (b); README "Multi-node jobs").
+
+GroupShrinks: `nodes: 3, min_nodes: 2, shrink_after: 10s`, a real etcd, three spotvisors on
+one machine (auto ranks, one shared checkpoint dir), each supervising torchrun with one
+worker: `--nnodes={nnodes} --node_rank={node_rank}`, DDP over gloo, the global batch fixed
+(tests/e2e/elastic_trainer.py). A notice on rank 0's node: the group saves and stops; no
+node comes back, so after shrink_after the two survivors start epoch 2 at world 2 from the
+saved step, renumbered (rank 1 is place 0 and the master). A new node starts later: the
+shrunken group saves and stops again, the newcomer selects again, and epoch 3 runs at world
+3 from that save to the end. Every step from 1 to the last is trained exactly once across
+the three epochs, and the final weights equal an uninterrupted world-3 run's within
+torch.allclose(rtol=1e-5, atol=1e-5): world 2 and 3 sum the same per-sample gradients in
+another order (measured: at most 2e-7 apart after 60 steps), while one step more or less
+moves a weight by ~1e-3, which the tolerance tells apart (checked on the reference run).
+
+Run: SPOTVISOR_BINARY=build/spotvisor /usr/bin/python3 -m unittest -v tests.e2e.test_multinode_elastic
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import List
+
+from tests.e2e.support import PYTHON, TORCHRUN, deadline, events, read_attempts
+from tests.e2e.test_multinode import GroupCase, free_port, stamp, timed_events
+
+ELASTIC = Path(__file__).resolve().parent / "elastic_trainer.py"
+REPO = Path(__file__).resolve().parents[2]
+STEPS = 60
+TOLERANCE = dict(rtol=1e-5, atol=1e-5)
+
+# Compares two final weight files, and shows that the tolerance sees one step: argv[3] and
+# argv[4] are the reference's checkpoints of the last two steps. Prints "same" or what differs.
+COMPARE = r"""
+import sys, torch
+sys.path.insert(0, sys.argv[5])
+import spotvisor_helper as helper
+tol = dict(rtol=float(sys.argv[6]), atol=float(sys.argv[7]))
+got, want = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+load = lambda p: helper.Checkpointer(str(p).rsplit("/", 1)[0]).load(p).state["objects"]["model"]
+before, last = load(sys.argv[3]), load(sys.argv[4])
+if all(torch.allclose(before[k], last[k], **tol) for k in last):
+    print("the tolerance cannot tell one step apart"); sys.exit(0)
+bad = [f"{k}: max diff {(got[k] - want[k]).abs().max().item():.3g}" for k in want
+       if not torch.allclose(got[k], want[k], **tol)]
+print("same" if not bad else "; ".join(bad))
+"""
+
+
+def reference_run(work: Path) -> Path:
+    """The uninterrupted world-3 run; a checkpoint at every step."""
+    port = free_port()
+    argv = [TORCHRUN[0], "--nnodes=1", "--nproc_per_node=3", "--master_addr=127.0.0.1", f"--master_port={port}",
+            "--redirects", "1", "--tee", "1", str(ELASTIC), "--ckpt-dir", str(work / "ckpt"),
+            "--result-file", str(work / "final.pt"), "--steps", str(STEPS), "--checkpoint-every", "1"]
+    proc = subprocess.run(argv, cwd=work, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise AssertionError(f"the reference run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return work / "final.pt"
+
+
+def trained_steps(text: str) -> List[int]:
+    return [int(m.group(1)) for m in re.finditer(r"(?:^|\] |:)step=(\d+) world=\d", text, re.MULTILINE)]
+
+
+class GroupShrinks(GroupCase):
+    NODES = 3
+
+    def test_b_a_group_without_a_replacement_trains_on_with_two_and_grows_back_to_three(self):
+        mock = self.mock("aws")
+        script = [str(ELASTIC), "--ckpt-dir", "{checkpoint_dir}", "--result-file", "final.pt", "--steps", str(STEPS),
+                  "--step-sleep", "0.25"]
+        common = dict(name="elastic", node_rank="auto", script=script, resume_args=["--resume_from={checkpoint}"],
+                      grace="60s", result_file=None, coordination={"min_nodes": "2", "shrink_after": "10s"})
+        job0 = self.node_job("n0", provider="aws", endpoint=mock.url, **common)
+        jobs = [job0, self.node_job("n1", **common), self.node_job("n2", **common)]
+        svs = []
+        for rank, job in enumerate(jobs):
+            svs.append(self.supervise(job, f"n{rank}"))
+            self.assertEqual(svs[-1].wait_event("group_joined", 60)["rank"], str(rank))
+        sv0, sv1, sv2 = svs
+        for sv in svs:
+            self.assertEqual(sv.wait_event("group_agreed", 60)["nodes"], "3")
+        sv0.wait_for(r"\[elastic\] saved step=10 reason=periodic", 240)
+        sv0.wait_for(r"(?:^|\] |:)step=1[3-9] world=3", 60)
+        mock.preempt()
+
+        saved = int(sv0.wait_for(r"\[elastic\] saved step=(\d+) reason=stop", 120).group(1))
+        sv0.wait_event("drained", 120)
+        sv0.signal(signal.SIGTERM)  # the machine goes away; no replacement for now
+        self.assert_exit(sv0, 75, 90)
+
+        # The survivors wait shrink_after, then train on at world 2, renumbered.
+        agreed = {sv: sv.wait_event("group_agreed", 120, lambda e: e["epoch"] == "2") for sv in (sv1, sv2)}
+        for sv, place in ((sv1, "0"), (sv2, "1")):
+            self.assertEqual((agreed[sv]["nodes"], agreed[sv]["of"], agreed[sv]["place"], agreed[sv]["step"]),
+                             ("2", "3", place, str(saved)), agreed[sv])
+        shrinking = events(sv1.text(), "group_shrinking") + events(sv2.text(), "group_shrinking")
+        self.assertEqual(len(shrinking), 1, "one node writes the shrink record")
+        self.assertEqual((shrinking[0]["ranks"], shrinking[0]["missing"]), ("1,2", "0"), shrinking)
+        sv1.wait_for(rf"\[elastic\] resumed step={saved} world=2", 120)
+        ended = [timed_events(sv.text(), "attempt_ended")[0] for sv in (sv1, sv2)]
+        started = [timed_events(sv.text(), "trainer_started")[1] for sv in (sv1, sv2)]
+        idle = max(stamp(s) for s in started) - min(stamp(e) for e in ended)
+        sv1.wait_for(rf"(?:^|\] |:)step={saved + 3} world=2", 60)
+
+        # A new node comes: the shrunken group saves and stops, the newcomer selects again
+        # (its first choice predates that save) and the group runs whole from it.
+        mock.clear()
+        sv0b = self.supervise(job0, "n0-new")
+        self.assertEqual(sv0b.wait_event("group_joined", 60)["rank"], "0")
+        sv0b.wait_event("group_grow_waiting", 60)
+        grown = int(sv1.wait_for(r"\[elastic\] saved step=(\d+) reason=stop", 120).group(1))
+        self.assertLess(grown, STEPS, "the shrunken group finished before the newcomer came: slow the trainer")
+        sv0b.wait_event("group_grow_ready", 60)
+        for sv in (sv0b, sv1, sv2):
+            again = sv.wait_event("group_agreed", 120, lambda e: e["epoch"] == "3")
+            self.assertEqual((again["nodes"], again["step"]), ("3", str(grown)), again)
+        sv0b.wait_for(rf"\[elastic\] resumed step={grown} world=3", 120)
+        for sv in (sv0b, sv1, sv2):
+            self.assert_exit(sv, 0, 300)
+
+        # Every step trained once: epoch 1 logged by rank 0's worker on n0, epoch 2 by n1's
+        # (place 0), epoch 3 by the newcomer's.
+        steps = trained_steps(sv0.text()) + trained_steps(sv1.text()) + trained_steps(sv0b.text())
+        self.assertEqual(steps, list(range(1, STEPS + 1)), "a step was lost or trained twice")
+        attempts = read_attempts(self.dir / "n1" / "state")
+        self.assertEqual([(a.get("epoch"), a.get("nodes"), a.get("outcome")) for a in attempts],
+                         [(1, 3, "peer-stopped"), (2, 2, "peer-stopped"), (3, 3, "done")], attempts)
+
+        with tempfile.TemporaryDirectory(prefix="spotvisor-e2e-elastic-ref-") as tmp:
+            reference = reference_run(Path(tmp))
+            ckpts = Path(tmp) / "ckpt"
+            verdict = subprocess.run([PYTHON, "-c", COMPARE, str(self.dir / "n0" / "final.pt"), str(reference),
+                                      str(ckpts / f"ckpt_step{STEPS - 1}"), str(ckpts / f"ckpt_step{STEPS}"),
+                                      str(REPO / "python"), str(TOLERANCE["rtol"]), str(TOLERANCE["atol"])],
+                                     capture_output=True, text=True, timeout=300)
+        self.assertEqual(verdict.stdout.strip(), "same", verdict.stdout + verdict.stderr)
+        print(f"\n[shrink] survivors' trainers ended -> both started again at world 2: {idle:.1f}s "
+              f"(shrink_after 10s); saved {saved}, grew back at {grown}", flush=True)
