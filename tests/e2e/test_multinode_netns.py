@@ -31,27 +31,51 @@ import unittest
 from pathlib import Path
 from typing import List
 
-from tests.e2e.netns import Hosts, HostEtcd, HostSupervisor, netns_missing_reason
-from tests.e2e.support import (EXAMPLE_ARGS, TORCH_TRAINER, E2ECase, NeedsTorchrun, Supervisor, read_attempts,
-                               reference_digest, write_job)
+from tests.e2e.netns import HostEtcd, HostMock, Hosts, HostSupervisor, netns_missing_reason
+from tests.e2e.support import (EXAMPLE_ARGS, TORCH_TRAINER, E2ECase, NeedsTorchrun, Supervisor, deadline, events,
+                               read_attempts, reference_digest, write_job)
 from tests.e2e.test_multinode import ETCD, etcd_missing_reason, stamp, timed_events
 
 LEASE_TTL = 3.0
 
 
+def torchrun_trainer(step_sleep: float) -> List[str]:
+    """Two-node torchrun, one worker each: the example trainer (digest: reference_digest)."""
+    return ["torchrun", "--nnodes=2", "--nproc_per_node=1", "--node_rank={node_rank}", "--master_addr={master_addr}",
+            "--master_port={master_port}", "--redirects", "1", "--tee", "1", "--monitor_interval", "0.5",
+            str(TORCH_TRAINER), "--ckpt-dir", "{checkpoint_dir}", "--result-file", "{result_file}", *EXAMPLE_ARGS,
+            "--step-sleep", str(step_sleep)]
+
+
+STEP = re.compile(r"(?:^|:)step=(\d+) ", re.MULTILINE)
+
+
+def last_step(sv: Supervisor) -> int:
+    """The newest training step the trainer logged (0 before the first)."""
+    steps = STEP.findall(sv.text())
+    return int(steps[-1]) if steps else 0
+
+
 class HostsCase(E2ECase):
-    """etcd, node0 and node1 on hosts of their own; node dirs node0/ and node1/, the
-    checkpoints shared (the file system is the machine's: shared storage)."""
+    """Hosts HOSTS (etcd, node0 and node1), etcd on the first; node dirs node0/, node1/...,
+    the checkpoints shared (the file system is the machine's: shared storage)."""
+    HOSTS = ("etcd", "node0", "node1")
 
     def setUp(self) -> None:
         super().setUp()
         for reason in (etcd_missing_reason(), netns_missing_reason()):
             if reason:
                 self.skipTest(reason)
-        self.hosts = Hosts(["etcd", "node0", "node1"])
+        self.hosts = Hosts(self.HOSTS)
         self.addCleanup(self.hosts.close)  # before E2ECase's: kills by pid, then the namespaces
-        self.etcd = HostEtcd(self.hosts, "etcd", self.dir, ETCD)
+        self.start_etcd()
         (self.dir / "shared-ckpt").mkdir()
+
+    def start_etcd(self) -> None:
+        self.etcd = HostEtcd(self.hosts, "etcd", self.dir, ETCD)
+
+    def etcd_urls(self) -> List[str]:
+        return [self.etcd.url]
 
     def host_job(self, host: str, *, name: str, node_rank: str, command: List[str], **kw) -> Path:
         workdir = self.dir / host
@@ -60,13 +84,20 @@ class HostsCase(E2ECase):
         if not ckpt.exists():
             ckpt.symlink_to(self.dir / "shared-ckpt")
         coordination = "\n".join([
-            "coordination:", f"  etcd: {json.dumps([self.etcd.url])}", "  nodes: 2", f"  node_rank: {node_rank}",
+            "coordination:", f"  etcd: {json.dumps(self.etcd_urls())}", "  nodes: 2", f"  node_rank: {node_rank}",
             "  prefix: /spotvisor-e2e", f"  lease_ttl: {LEASE_TTL:.0f}s", "  join_timeout: 5m",
             f"  advertise: {self.hosts.addr[host]}", "  master_port: 29500"]) + "\n"
         # gloo otherwise takes the address the hostname resolves to (127.0.0.1 in many
         # /etc/hosts), which a peer on another host cannot reach: tried, nobody trains.
         return write_job(workdir / "job.yaml", name=name, command=command, pattern="ckpt_step{step}",
                          extra=coordination, env={"GLOO_SOCKET_IFNAME": self.hosts.ifname[host]}, **kw)
+
+    def host_mock(self, host: str) -> HostMock:
+        """The mock AWS metadata service on `host`'s loopback (its files in `host`'s dir)."""
+        (self.dir / host).mkdir(exist_ok=True)
+        mock = HostMock(self.hosts, host, self.binary, "aws", self.dir / host)
+        self._mocks.append(mock)
+        return mock
 
     def on_host(self, host: str, job: Path, name: str) -> Supervisor:
         sv = HostSupervisor(self.hosts, host, self.binary, job, self.dir / f"{name}.log")
@@ -82,11 +113,8 @@ class Partition(NeedsTorchrun, HostsCase):
 
     def test_i_a_node_cut_off_from_everything_stops_both_trainers_and_the_group_resumes_exactly(self):
         digest = reference_digest("torchrun")
-        trainer = ["torchrun", "--nnodes=2", "--nproc_per_node=1", "--node_rank={node_rank}",
-                   "--master_addr={master_addr}", "--master_port={master_port}", "--redirects", "1", "--tee", "1",
-                   "--monitor_interval", "0.5", str(TORCH_TRAINER), "--ckpt-dir", "{checkpoint_dir}",
-                   "--result-file", "{result_file}", *EXAMPLE_ARGS, "--step-sleep", "0.15"]
-        common = dict(name="llm", command=trainer, resume_args=["--resume_from={checkpoint}"], grace="5s")
+        common = dict(name="llm", command=torchrun_trainer(0.15), resume_args=["--resume_from={checkpoint}"],
+                      grace="5s")
         sv0 = self.on_host("node0", self.host_job("node0", node_rank="0", **common), "node0")
         sv1 = self.on_host("node1", self.host_job("node1", node_rank="1", **common), "node1")
         for sv in (sv0, sv1):
@@ -183,6 +211,74 @@ class CrossHostLeaseLapse(HostsCase):
         state1 = json.loads((self.dir / "node1" / "state" / "state.json").read_text())
         self.assertEqual(state1.get("failures"), 0, state1)
         print(f"\n[lease-lapse] SIGKILL on node 0's host -> node 1's stop {took:.2f}s", flush=True)
+
+
+class CrossHostGroupNotice(NeedsTorchrun, HostsCase):
+    """GroupNotice across hosts; the replacement machine is a host of its own, node2."""
+    HOSTS = ("etcd", "node0", "node1", "node2")
+
+    def test_a_a_notice_on_rank_0s_host_stops_the_group_and_a_replacement_host_resumes_it_exactly(self):
+        digest = reference_digest("torchrun")
+        common = dict(name="llm", command=torchrun_trainer(0.15), resume_args=["--resume_from={checkpoint}"],
+                      grace="60s")
+        mock0 = self.host_mock("node0")  # each machine has its own metadata service
+        sv0 = self.on_host("node0", self.host_job("node0", node_rank="auto", provider="aws", endpoint=mock0.url,
+                                                  **common), "node0")
+        self.assertEqual(sv0.wait_event("group_joined", 60)["rank"], "0")
+        sv1 = self.on_host("node1", self.host_job("node1", node_rank="1", **common), "node1")
+        for sv in (sv0, sv1):
+            agreed = sv.wait_event("group_agreed", 60)
+            self.assertEqual((agreed["epoch"], agreed["step"], agreed["master_addr"]),
+                             ("1", "none", self.hosts.addr["node0"]), agreed)
+        sv0.wait_for(r"\[trainer\] saved step=10 reason=periodic", 240)
+        sv0.wait_for(r"(?:^|:)step=1[3-9] ", 60)
+        mock0.preempt()
+
+        stop0 = sv0.wait_event("stopping", 30)
+        stop1 = sv1.wait_event("stopping", 30)
+        self.assertEqual(stop0["reason"], "notice", stop0)
+        self.assertEqual(stop1["reason"], "peer", stop1)
+        self.assertIn("node 0: notice", stop1["detail"])
+        apart = self.stop_time(sv1) - self.stop_time(sv0)
+        self.assertLess(apart, 1.0, "node 1's trainer must get its stop within 1 s of node 0's")
+        saved = sv0.wait_for(r"\[trainer\] saved step=(\d+) reason=stop path=(\S+)", 120)
+        step, path = saved.group(1), saved.group(2)
+        drained = sv0.wait_event("drained", 120, lambda e: "newest_good" in e)
+        self.assertEqual((drained["newest_good"], drained["step"]), (path, step), drained)
+        sv0.signal(signal.SIGTERM)  # the machine goes away
+        self.assert_exit(sv0, 75, 90)
+
+        # The survivor: its attempt ended as peer-stopped, nothing counted, waiting.
+        self.assertEqual(sv1.wait_event("attempt_ended", 120)["outcome"], "peer-stopped")
+        end = deadline(60)
+        while len(events(sv1.text(), "group_waiting")) < 2 and time.monotonic() < end:
+            time.sleep(0.1)
+        self.assertEqual(len(events(sv1.text(), "group_waiting")), 2, "the survivor waits for the group again")
+        time.sleep(3)  # the replacement machine boots
+        self.assertEqual(events(sv1.text(), "exit"), [], "the survivor must not exit for a peer's stop")
+
+        mock2 = self.host_mock("node2")
+        sv2 = self.on_host("node2", self.host_job("node2", node_rank="auto", provider="aws", endpoint=mock2.url,
+                                                  **common), "node2")
+        self.assertEqual(sv2.wait_event("group_joined", 60)["rank"], "0")
+        for sv, rank in ((sv2, "0"), (sv1, "1")):
+            agreed = sv.wait_event("group_agreed", 120, lambda e: e["epoch"] == "2")
+            self.assertEqual((agreed["rank"], agreed["step"], agreed["master_addr"]),
+                             (rank, step, self.hosts.addr["node2"]), agreed)
+        started = stamp(timed_events(sv2.text(), "supervisor_started")[0])
+        again = max(stamp(timed_events(sv.text(), "group_agreed")[-1]) for sv in (sv1, sv2)) - started
+        self.assert_exit(sv2, 0, 400)
+        self.assert_exit(sv1, 0, 120)
+        self.assertEqual(self.result_of(self.dir / "node2"), digest,
+                         "the group resumed on a replacement host differs from an uninterrupted torchrun run")
+        self.assertRegex(sv2.text(), rf"\[trainer\] resumed from=\S*ckpt_step{step} step={step}")
+        for host, outcomes in (("node0", ["preempted"]), ("node1", ["peer-stopped", "done"]), ("node2", ["done"])):
+            self.assertEqual([a.get("outcome") for a in read_attempts(self.dir / host / "state")], outcomes, host)
+        state1 = json.loads((self.dir / "node1" / "state" / "state.json").read_text())
+        self.assertEqual((state1.get("failures"), state1.get("consecutive_failures")), (0, 0), state1)
+        print(f"\n[group-notice] notice on node 0's host -> node 1's stop {apart:.3f}s after node 0's; the "
+              f"replacement on node 2's host started -> epoch 2 agreed {again:.3f}s later, from step {step}",
+              flush=True)
 
 
 if __name__ == "__main__":
