@@ -5,6 +5,9 @@ network (its addresses, routes, firewall) is touched or seen.
   hosts = Hosts(["etcd", "node0", "node1"])   # 10.213.N.1, .2, .3 on the bridge
   proc = hosts.popen("node0", [...])           # `ip netns exec NAME ...`: the pid is the program's
   hosts.cut("node1"); hosts.reconnect("node1") # its bridge port down / up
+  hosts.run("node0", [...])                    # to its end, the output captured
+  HostEtcd.cluster(hosts, ["e0", "e1"], ...)   # etcd members on hosts; m.status(): its leader
+  HostMock(hosts, "node0", ...)                # mock metadata on node0's own loopback
   hosts.close()                                # pids in the namespaces killed, then `ip netns del`
 
 Names carry this process's pid: namespaces `sv<pid>-<host>` and `sv<pid>-br`, links

@@ -1,9 +1,10 @@
 """End-to-end: a multi-node group across hosts (issue 23). Each "host" is a network namespace
-of its own (tests/e2e/netns.py): etcd's host, node 0 and node 1, each with a veth onto one
-bridge (in a namespace of its own) at 10.213.N.1, .2 and .3. The spotvisors advertise their
-host's address, so the group's master_addr is node 0's, and torchrun's workers talk gloo over
-the bridge (GLOO_SOCKET_IFNAME is the host's veth). Unlike tests/e2e/test_multinode.py, on
-loopback, a node here can be cut off from everything at once: etcd and its peers.
+of its own (tests/e2e/netns.py): etcd's host, node 0 and node 1 (HostsCase.HOSTS; some cases
+have more), each with a veth onto one bridge (in a namespace of its own) at 10.213.N.1, .2,
+.3 and on. The spotvisors advertise their host's address, so the group's master_addr is node
+0's, and torchrun's workers talk gloo over the bridge (GLOO_SOCKET_IFNAME is the host's veth).
+Unlike tests/e2e/test_multinode.py, on loopback, a node here can be cut off from everything
+at once: etcd and its peers; and an etcd member can go silent (no refused connection).
 
   Partition   (i) two-node torchrun with the example trainer (as GroupNotice); node 1's
               bridge port down for 15 s (lease_ttl 3s): node 0's trainer gets its stop within
@@ -14,6 +15,22 @@ loopback, a node here can be cut off from everything at once: etcd and its peers
   CrossHostLeaseLapse (d') LeaseLapse across hosts: node 0's spotvisor and its trainer SIGKILLed,
               node 1 stops within lease_ttl + 1.5 s; a replacement on node 0's host
               (`node_rank: auto`) takes rank 0 and both start epoch 2.
+  CrossHostGroupNotice (a'') GroupNotice across hosts, with a fourth host, node2: the notice
+              comes from the mock AWS metadata service on node 0's own loopback (HostMock:
+              each machine has its own); node 1's trainer gets its stop within 1 s of node
+              0's; node 0 drains and exits 75; node 1 waits; a replacement on node2 takes rank
+              0, so epoch 2's master_addr is node2's address; both resume from the same
+              checkpoint, exit 0, and the final weights equal an uninterrupted run's.
+  CrossHostEtcdFaults (f') three etcd members on hosts etcd0..etcd2 (peer and client URLs on
+              their addresses), the nodes on two more, their trainers computing (COMPUTING,
+              for 30 s); the leader's host cut off for 16 s (over lease_ttl, and over the
+              ~11 s in which TCP keepalive finds a silent member): the other two elect a
+              leader, both watches move to a live member, the trainers compute on and none
+              stops; reconnected, the job finishes and both exit 0. A lease may be lost on
+              the way (its keepalives unanswered for lease_ttl: the cluster leaderless after
+              the cut, or after the reconnect, when the old leader, with the higher term of
+              its lone elections, unseats the new one: Debian's etcd 3.4 has no --pre-vote);
+              a node whose trainer computes goes on (`group_cut_off trainer=progressing`).
 
 Needs root (network namespaces), iproute2 and etcd; the measured times are printed.
 
@@ -34,7 +51,7 @@ from typing import List, Tuple
 from tests.e2e.netns import HostEtcd, HostMock, Hosts, HostSupervisor, netns_missing_reason
 from tests.e2e.support import (EXAMPLE_ARGS, TORCH_TRAINER, E2ECase, NeedsTorchrun, Supervisor, deadline, events,
                                read_attempts, reference_digest, write_job)
-from tests.e2e.test_multinode import ETCD, etcd_missing_reason, stamp, timed_events
+from tests.e2e.test_multinode import COMPUTING, ETCD, etcd_missing_reason, stamp, timed_events
 
 LEASE_TTL = 3.0
 
@@ -47,13 +64,10 @@ def torchrun_trainer(step_sleep: float) -> List[str]:
             "--step-sleep", str(step_sleep)]
 
 
-STEP = re.compile(r"(?:^|:)step=(\d+) ", re.MULTILINE)
-
-
-def last_step(sv: Supervisor) -> int:
-    """The newest training step the trainer logged (0 before the first)."""
-    steps = STEP.findall(sv.text())
-    return int(steps[-1]) if steps else 0
+def cpu_seconds(pid: int) -> float:
+    """The CPU time process `pid` has used (user and system, /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class HostsCase(E2ECase):
@@ -281,9 +295,10 @@ class CrossHostGroupNotice(NeedsTorchrun, HostsCase):
               flush=True)
 
 
-class CrossHostEtcdFaults(NeedsTorchrun, HostsCase):
+class CrossHostEtcdFaults(HostsCase):
     """(f) across hosts: three etcd members on hosts of their own, the leader's host cut off
     for longer than lease_ttl while the group trains."""
+    needs_torch = False
     HOSTS = ("etcd0", "etcd1", "etcd2", "node0", "node1")
     # Longer than lease_ttl, and than the ~11 s in which TCP keepalive finds the watch's
     # member silent (src/http/stream.cpp): the watch moves to a live member during the cut.
@@ -315,57 +330,55 @@ class CrossHostEtcdFaults(NeedsTorchrun, HostsCase):
             time.sleep(0.1)
 
     def test_f_the_etcd_leaders_host_cut_off_stops_no_trainer_and_the_job_finishes(self):
-        digest = reference_digest("torchrun")
-        common = dict(name="llm", command=torchrun_trainer(0.5), resume_args=["--resume_from={checkpoint}"],
-                      grace="30s")
-        sv0 = self.on_host("node0", self.host_job("node0", node_rank="0", **common), "node0")
-        sv1 = self.on_host("node1", self.host_job("node1", node_rank="1", **common), "node1")
-        for sv in (sv0, sv1):
+        # Trainers that compute, for 30 s (the cut and the settling after it), then exit 0.
+        # Not the example trainer: asleep 97 % of a step, it is "blocked" to a node whose
+        # lease lapses (under 5 % of a CPU), and a leader's loss can cost a 3 s lease.
+        svs = [self.on_host(f"node{r}", self.host_job(f"node{r}", name="job", node_rank=str(r),
+                                                      command=[*COMPUTING, "30"], resume_args=[], result_file=None),
+                            f"node{r}") for r in (0, 1)]
+        pids = []
+        for sv in svs:
             self.assertEqual(sv.wait_event("group_agreed", 60)["epoch"], "1")
+            pids.append(int(sv.wait_event("trainer_started", 30)["pid"]))
         old, old_id = self.leader(self.members)
-        sv0.wait_for(r"(?:^|:)step=3 ", 240)
 
-        cut_at, cut_wall, at_cut = time.monotonic(), time.time(), last_step(sv0)
+        cut_at, cut_wall, cpu_at_cut = time.monotonic(), time.time(), [cpu_seconds(p) for p in pids]
         self.hosts.cut(old.host)
         rest = [m for m in self.members if m is not old]
         new, _ = self.leader(rest, not_id=old_id)
         elected = time.monotonic() - cut_at
         time.sleep(max(0.0, self.CUT_FOR - (time.monotonic() - cut_at)))
-        at_back = last_step(sv0)
-        for sv in (sv0, sv1):  # training went on, uninterrupted
+        trained = [cpu_seconds(p) - c for p, c in zip(pids, cpu_at_cut)]
+        moved, lost_in_cut = [], 0
+        for sv in svs:  # training went on, uninterrupted
             self.assertEqual(events(sv.text(), "stopping"), [], sv.tail())
             self.assertEqual(events(sv.text(), "attempt_ended"), [], sv.tail())
-        self.assertGreaterEqual(at_back, at_cut + 5, "the trainers trained on while the leader was cut off")
-        moved = []
-        for sv in (sv0, sv1):  # the leases lived on through the other two members
-            self.assertEqual(events(sv.text(), "group_lease_lost"), [], sv.tail())
-        for sv in (sv0, sv1):  # each watch found its member silent and moved on to a live one
+            lost_in_cut += len(events(sv.text(), "group_lease_lost"))
+            # The watch found its member silent and moved on to a live one.
             again = [e for e in timed_events(sv.text(), "group_reconnected") if stamp(e) > cut_wall]
             self.assertTrue(again, f"the watch stayed on the cut-off member: {sv.tail()}")
             moved.append(stamp(again[0]) - cut_wall)
+        for used in trained:
+            self.assertGreater(used, 1.0, f"the trainers computed during the cut: {trained} s of CPU")
         self.hosts.reconnect(old.host)
         back_at = time.monotonic()
         self.leader(self.members)  # the old leader back in the cluster, which agrees on one
         whole = time.monotonic() - back_at
 
-        self.assert_exit(sv0, 0, 240)
-        self.assert_exit(sv1, 0, 120)
-        self.assertEqual(self.result_of(self.dir / "node0"), digest,
-                         "the run through the etcd leader's loss differs from an uninterrupted torchrun run")
-        lost = 0
-        for host, sv in (("node0", sv0), ("node1", sv1)):
+        lost, cut_off = 0, 0
+        for r, sv in enumerate(svs):
+            self.assert_exit(sv, 0, 60)
             self.assertEqual(events(sv.text(), "stopping"), [], sv.tail())
-            self.assertEqual([a.get("outcome") for a in read_attempts(self.dir / host / "state")], ["done"], host)
-            # Debian's etcd 3.4 runs without --pre-vote: the old leader comes back with the
-            # higher term of its elections alone and unseats the new one, and the cluster may
-            # then stay leaderless for longer than lease_ttl (seen: 4 s). A lease lost then
-            # stops no trainer (the check above): each computes.
+            self.assertEqual([a.get("outcome") for a in read_attempts(self.dir / f"node{r}" / "state")], ["done"])
+            # A lease lost (keepalives unanswered for lease_ttl: see the module's docstring)
+            # stops no trainer that computes.
             lost += len(events(sv.text(), "group_lease_lost"))
+            cut_off += len([e for e in events(sv.text(), "group_cut_off") if e["trainer"] == "progressing"])
         print(f"\n[etcd-faults] leader {old.name} cut off -> {new.name} seen as leader by the other two "
-              f"{elected:.2f}s later; the watches on live members {moved[0]:.1f}s, {moved[1]:.1f}s later; steps {at_cut} "
-              f"-> {at_back} during the {self.CUT_FOR:.0f}s cut; reconnected -> one leader for all three {whole:.2f}s "
-              f"later; leases lost after the reconnect (no trainer stopped): {lost}", flush=True)
-
+              f"{elected:.2f}s later; the watches on live members {moved[0]:.1f}s, {moved[1]:.1f}s later; trainers "
+              f"computed {trained[0]:.1f}s, {trained[1]:.1f}s of CPU in the {self.CUT_FOR:.0f}s cut; reconnected -> "
+              f"one leader for all three {whole:.2f}s later; leases lost {lost} ({lost_in_cut} in the cut), "
+              f"group_cut_off trainer=progressing {cut_off}", flush=True)
 
 if __name__ == "__main__":
     unittest.main()
