@@ -191,10 +191,9 @@ class HostEtcd:
         spec = ",".join(f"m{i}=http://{hosts.addr[h]}:2380" for i, h in enumerate(names))
         return [HostEtcd(hosts, h, workdir, etcd, f"m{i}", spec) for i, h in enumerate(names)]
 
-    def status(self, via: Optional[str] = None) -> Optional[dict]:
+    def status(self) -> Optional[dict]:
         """This member's /v3/maintenance/status (its member_id in header, the leader it
-        knows), asked from host `via` (default its own); None when it does not answer
-        within a second."""
+        knows), asked from its own host; None when it does not answer within a second."""
         probe = ("import sys, urllib.request\n"
                  "opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))\n"
                  "req = urllib.request.Request(sys.argv[1] + '/v3/maintenance/status', data=b'{}', method='POST')\n"
@@ -202,7 +201,7 @@ class HostEtcd:
                  "    print(opener.open(req, timeout=1).read().decode())\n"
                  "except OSError as e:\n"
                  "    sys.exit(f'{sys.argv[1]}: {e}')\n")
-        done = self.hosts.run(via or self.host, ["/usr/bin/python3", "-c", probe, self.url])
+        done = self.hosts.run(self.host, ["/usr/bin/python3", "-c", probe, self.url])
         return json.loads(done.stdout) if done.returncode == 0 else None
 
     def stop(self) -> None:
