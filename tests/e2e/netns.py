@@ -5,6 +5,9 @@ network (its addresses, routes, firewall) is touched or seen.
   hosts = Hosts(["etcd", "node0", "node1"])   # 10.213.N.1, .2, .3 on the bridge
   proc = hosts.popen("node0", [...])           # `ip netns exec NAME ...`: the pid is the program's
   hosts.cut("node1"); hosts.reconnect("node1") # its bridge port down / up
+  hosts.run("node0", [...])                    # to its end, the output captured
+  HostEtcd.cluster(hosts, ["e0", "e1"], ...)   # etcd members on hosts; m.status(): its leader
+  HostMock(hosts, "node0", ...)                # mock metadata on node0's own loopback
   hosts.close()                                # pids in the namespaces killed, then `ip netns del`
 
 Names carry this process's pid: namespaces `sv<pid>-<host>` and `sv<pid>-br`, links
@@ -16,6 +19,7 @@ N could not reach each other anyway. Needs root and iproute2 (`ip`).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -24,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from tests.e2e.processes import Supervisor, clean_env, deadline
+from tests.e2e.processes import MockMetadata, Supervisor, clean_env, deadline
 
 IP = shutil.which("ip") or "/usr/sbin/ip"
 
@@ -99,6 +103,10 @@ class Hosts:
         self._procs.append(proc)
         return proc
 
+    def run(self, host: str, argv: Sequence[str], timeout: float = 30) -> subprocess.CompletedProcess:
+        """`argv` run on `host` to its end, its output captured as text."""
+        return subprocess.run(self.argv(host, argv), capture_output=True, text=True, timeout=timeout)
+
     def adopt(self, proc: subprocess.Popen) -> None:
         """A process started elsewhere with argv(): close() kills it first."""
         self._procs.append(proc)
@@ -155,25 +163,46 @@ class Hosts:
 
 
 class HostEtcd:
-    """One etcd member (Debian's /usr/bin/etcd) on `host` at its address, port 2379 (each
-    host has its own ports), data in `workdir`."""
+    """One etcd member (Debian's /usr/bin/etcd) on `host` at its address, ports 2379 and
+    2380 (each host has its own ports), data in `workdir`; `cluster` (`m0=http://ADDR:2380,...`)
+    makes it `name`, one member of several, as HostEtcd.cluster does."""
 
-    def __init__(self, hosts: Hosts, host: str, workdir: Path, etcd: str) -> None:
+    def __init__(self, hosts: Hosts, host: str, workdir: Path, etcd: str, name: str = "m0", cluster: str = "") -> None:
         addr = hosts.addr[host]
+        self.hosts, self.host, self.name = hosts, host, name
         self.url = f"http://{addr}:2379"
         peer = f"http://{addr}:2380"
-        self.log = workdir / "etcd.log"
+        self.log = workdir / f"etcd-{name}.log"
         with open(self.log, "ab") as out:
             self.proc = hosts.popen(
-                host, [etcd, "--name", "m0", "--data-dir", str(workdir / "etcd-m0"), "--listen-client-urls", self.url,
-                       "--advertise-client-urls", self.url, "--listen-peer-urls", peer,
-                       "--initial-advertise-peer-urls", peer, "--initial-cluster", f"m0={peer}",
+                host, [etcd, "--name", name, "--data-dir", str(workdir / f"etcd-{name}"), "--listen-client-urls",
+                       self.url, "--advertise-client-urls", self.url, "--listen-peer-urls", peer,
+                       "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster or f"{name}={peer}",
                        "--initial-cluster-token", workdir.name],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         try:
             hosts.wait_listening(host, 2379)
         except AssertionError as e:
             raise AssertionError(f"{e}: {self.log.read_text(errors='replace')[-2000:]}") from None
+
+    @staticmethod
+    def cluster(hosts: Hosts, names: Sequence[str], workdir: Path, etcd: str) -> List["HostEtcd"]:
+        """Members m0, m1, ... of one cluster, on hosts `names`, in that order."""
+        spec = ",".join(f"m{i}=http://{hosts.addr[h]}:2380" for i, h in enumerate(names))
+        return [HostEtcd(hosts, h, workdir, etcd, f"m{i}", spec) for i, h in enumerate(names)]
+
+    def status(self) -> Optional[dict]:
+        """This member's /v3/maintenance/status (its member_id in header, the leader it
+        knows), asked from its own host; None when it does not answer within a second."""
+        probe = ("import sys, urllib.request\n"
+                 "opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))\n"
+                 "req = urllib.request.Request(sys.argv[1] + '/v3/maintenance/status', data=b'{}', method='POST')\n"
+                 "try:\n"
+                 "    print(opener.open(req, timeout=1).read().decode())\n"
+                 "except OSError as e:\n"
+                 "    sys.exit(f'{sys.argv[1]}: {e}')\n")
+        done = self.hosts.run(self.host, ["/usr/bin/python3", "-c", probe, self.url])
+        return json.loads(done.stdout) if done.returncode == 0 else None
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -192,3 +221,25 @@ class HostSupervisor(Supervisor):
         with open(log, "ab") as out:
             self.proc = hosts.popen(host, [binary, "run", "--config", str(config), *extra], cwd=config.parent,
                                     env=clean_env(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+
+
+class HostMock(MockMetadata):
+    """The mock metadata server on `host`'s own loopback (the instance metadata service is
+    each machine's own); the test drives it from inside that host."""
+
+    def __init__(self, hosts: Hosts, host: str, binary: str, provider: str, workdir: Path) -> None:
+        self.hosts, self.host = hosts, host
+        super().__init__(binary, provider, workdir, prefix=hosts.argv(host, []))
+        hosts.adopt(self.proc)
+
+    def _request(self, method: str, path: str, body: Optional[dict] = None) -> str:
+        call = ("import sys, urllib.request\n"
+                "opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))\n"
+                "data = sys.argv[3].encode() if sys.argv[2] == 'POST' else None\n"
+                "req = urllib.request.Request(sys.argv[1], data=data, method=sys.argv[2])\n"
+                "sys.stdout.write(opener.open(req, timeout=10).read().decode())\n")
+        data = json.dumps(body) if body is not None else ""
+        done = self.hosts.run(self.host, ["/usr/bin/python3", "-c", call, self.url + path, method, data])
+        if done.returncode != 0:
+            raise AssertionError(f"{method} {self.url}{path} on {self.host}: {done.stderr.strip()}")
+        return done.stdout

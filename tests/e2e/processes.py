@@ -135,15 +135,16 @@ class Supervisor:
 
 
 class MockMetadata:
-    """`spotvisor mock-metadata --provider P --listen 127.0.0.1:0 --port-file F`."""
+    """`spotvisor mock-metadata --provider P --listen 127.0.0.1:0 --port-file F`; `prefix`
+    runs it under another command (`ip netns exec NS`: another host's loopback)."""
 
-    def __init__(self, binary: str, provider: str, workdir: Path) -> None:
+    def __init__(self, binary: str, provider: str, workdir: Path, prefix: Sequence[str] = ()) -> None:
         self.provider = provider
         port_file = workdir / f"mock-{provider}.port"
         self.log_path = workdir / f"mock-{provider}.log"
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(
-                [binary, "mock-metadata", "--provider", provider, "--listen", "127.0.0.1:0",
+                [*prefix, binary, "mock-metadata", "--provider", provider, "--listen", "127.0.0.1:0",
                  "--port-file", str(port_file)],
                 env=clean_env(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         end = deadline(30)
