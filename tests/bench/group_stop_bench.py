@@ -58,6 +58,18 @@ def wait_until(predicate, timeout, what):
     raise SystemExit(f"timed out waiting for {what}")
 
 
+def start_etcd(work):
+    """One etcd member on loopback ports, its data and log under `work`: (process, client URL)."""
+    client, peer = free_port(), free_port()
+    url = f"http://127.0.0.1:{client}"
+    etcd = subprocess.Popen(["etcd", "--name", "m0", "--data-dir", f"{work}/etcd", "--listen-client-urls", url,
+                             "--advertise-client-urls", url, "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                             "--initial-cluster", f"m0=http://127.0.0.1:{peer}"],
+                            stdout=open(f"{work}/etcd.log", "wb"), stderr=subprocess.STDOUT)
+    return etcd, url
+
+
 def percentile(values, p):
     values = sorted(values)
     k = max(0, min(len(values) - 1, int(round(p / 100 * (len(values) - 1)))))
@@ -72,13 +84,7 @@ def main():
     args = ap.parse_args()
     args.spotvisor = os.path.abspath(args.spotvisor)
     work = tempfile.mkdtemp(prefix="spotvisor-group-bench-")
-    client, peer = free_port(), free_port()
-    url = f"http://127.0.0.1:{client}"
-    etcd = subprocess.Popen(["etcd", "--name", "m0", "--data-dir", f"{work}/etcd", "--listen-client-urls", url,
-                             "--advertise-client-urls", url, "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-                             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-                             "--initial-cluster", f"m0=http://127.0.0.1:{peer}"],
-                            stdout=open(f"{work}/etcd.log", "wb"), stderr=subprocess.STDOUT)
+    etcd, url = start_etcd(work)
     procs, logs = [], []
     trigger = f"{work}/notice"
     try:

@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 
-from group_stop_bench import free_port, lines, stamp  # the same etcd ports and log lines
+from group_stop_bench import lines, stamp, start_etcd  # the same etcd and log lines
 
 LEASE_TTL_S = 3
 
@@ -88,7 +88,8 @@ class Node:
                 pass
 
 
-def job_file(work, trial, node, url, spares):
+def job_file(work, trial, node, url, spares, nodes=2, more=()):
+    """A node's job: a sleeping trainer, `nodes` ranks, `more` extra coordination lines."""
     d = f"{work}/{trial}/{node}"
     os.makedirs(d, exist_ok=True)
     path = f"{d}/job.yaml"
@@ -99,9 +100,9 @@ def job_file(work, trial, node, url, spares):
             "provider:", "  kind: none", "signals:", "  grace: 30s",
             "telemetry:", "  state_dir: ./state", "  log_format: text",
             "restart:", "  backoff: {initial: 100ms, max: 1s}", "  no_progress_limit: 0",
-            "coordination:", f"  etcd: [{json.dumps(url)}]", "  nodes: 2", f"  spares: {spares}",
+            "coordination:", f"  etcd: [{json.dumps(url)}]", f"  nodes: {nodes}", f"  spares: {spares}",
             "  node_rank: auto", f"  lease_ttl: {LEASE_TTL_S}s", "  join_timeout: 10m", "  advertise: 127.0.0.1",
-            ""]))
+            *more, ""]))
     return path
 
 
@@ -155,13 +156,7 @@ def main():
     args = ap.parse_args()
     binary = os.path.abspath(args.spotvisor)
     work = tempfile.mkdtemp(prefix="spotvisor-spare-bench-")
-    client, peer = free_port(), free_port()
-    url = f"http://127.0.0.1:{client}"
-    etcd = subprocess.Popen(["etcd", "--name", "m0", "--data-dir", f"{work}/etcd", "--listen-client-urls", url,
-                             "--advertise-client-urls", url, "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-                             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-                             "--initial-cluster", f"m0=http://127.0.0.1:{peer}"],
-                            stdout=open(f"{work}/etcd.log", "wb"), stderr=subprocess.STDOUT)
+    etcd, url = start_etcd(work)
     try:
         time.sleep(1)
         spare = [trial(binary, work, url, f"spare{t}", 1, 0) for t in range(args.trials)]
