@@ -28,7 +28,15 @@ void EtcdCoordinator::WatchForShrink(const std::map<int, JoinRecord>& joined) {
   // Counted from the last join: the nodes of a group that stopped together join within
   // seconds, and a replacement that is about to join is not cut out.
   shrink_seen_ = joined.size();
-  shrink_timer_->After(c_.shrink_after, [this] { Shrink(); });
+  // The group ran shrunken with exactly these ranks and the missing ones are still gone (a
+  // crash or a stop of the shrunken group): waiting again would only idle it.
+  const auto before = view_.shrinks.find(view_.epoch);
+  bool as_before = before != view_.shrinks.end() && before->second.size() == joined.size();
+  if (as_before) {
+    for (int r : before->second) as_before = as_before && joined.count(r) != 0;
+    for (int r = 0; r < c_.nodes; ++r) as_before = as_before && (joined.count(r) != 0 || view_.members.count(r) == 0);
+  }
+  shrink_timer_->After(as_before ? Duration::zero() : c_.shrink_after, [this] { Shrink(); });
 }
 
 void EtcdCoordinator::Shrink() {
