@@ -18,6 +18,7 @@ Run: SPOTVISOR_BINARY=build/spotvisor /usr/bin/python3 -m unittest -v tests.e2e.
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -104,6 +105,9 @@ class GroupShrinks(GroupCase):
         self.assertEqual(len(shrinking), 1, "one node writes the shrink record")
         self.assertEqual((shrinking[0]["ranks"], shrinking[0]["missing"]), ("1,2", "0"), shrinking)
         sv1.wait_for(rf"\[elastic\] resumed step={saved} world=2", 120)
+        status = json.loads(subprocess.run([self.binary, "status", "--config", str(jobs[1]), "--json"],
+                                           capture_output=True, text=True, timeout=60).stdout)
+        self.assertIn({"epoch": 2, "ranks": [1, 2]}, status["shrinks"], status)
         ended = [timed_events(sv.text(), "attempt_ended")[0] for sv in (sv1, sv2)]
         started = [timed_events(sv.text(), "trainer_started")[1] for sv in (sv1, sv2)]
         idle = max(stamp(s) for s in started) - min(stamp(e) for e in ended)
