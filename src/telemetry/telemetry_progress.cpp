@@ -82,7 +82,9 @@ void TelemetryObserver::Settle(const std::vector<std::size_t>& settled) {
 
 void TelemetryObserver::TrackWaiting(supervisor::Phase phase) {
   if (job_.coordination.nodes <= 1) return;
-  const bool waiting = phase == supervisor::Phase::kJoining || phase == supervisor::Phase::kFinishing;
+  // A spare (or a newcomer held until a shrunken group stops) waits for the group too.
+  const bool waiting = phase == supervisor::Phase::kJoining || phase == supervisor::Phase::kFinishing ||
+                       phase == supervisor::Phase::kSpare;
   if (waiting && !waiting_since_) waiting_since_ = NowMs();
   if (!waiting && waiting_since_) {
     record_->ledger().AddWaiting({*waiting_since_, NowMs()});

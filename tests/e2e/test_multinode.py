@@ -314,6 +314,11 @@ class Spares(GroupCase):
         self.assertRegex(sv2.text(), rf"\[trainer\] resumed from=\S*ckpt_step{step} step={step}")
         self.assertEqual([a.get("outcome") for a in read_attempts(self.dir / "n1" / "state")],
                          ["peer-stopped", "done"])
+        # The spare's wait is the group's (goodput `waiting`), not idle time.
+        report = json.loads((self.dir / "n2" / "state" / "report.json").read_text())
+        waited = stamp(starts[1]) - stamp(timed_events(sv2.text(), "spare_waiting")[0])
+        self.assertGreaterEqual(report["attempts"][0]["waited_for_group_s"], waited - 0.5, report["attempts"])
+        self.assertGreaterEqual(report["goodput"]["buckets"]["waiting_s"], waited - 0.5, report["goodput"])
 
 
 class GroupExitZero(GroupCase):
