@@ -121,8 +121,10 @@ class EtcdCoordinator final : public Coordinator {
   // This node cannot start `epoch`: its shrink record leaves this rank out, or holds a rank
   // that is gone. The node joins a later one.
   bool Skips(std::uint64_t epoch) const;
-  // A node took rank `rank` outside the running (shrunken) epoch: the group stops at a
-  // checkpoint and starts again, larger.
+  // The node of rank `rank`, outside the running (shrunken) epoch, waits to join it (its
+  // member key said again by HoldForGrowth, after it selected; its claim alone is not
+  // enough, or a selection still under way could end before the group's save and propose
+  // older steps): the group stops at a checkpoint and starts again, larger.
   void GrowFor(int rank);
   // The newest epoch shrank without this node's rank and still runs: this node's checkpoints
   // are older than the one the group is about to save, so it waits (as a spare does) until

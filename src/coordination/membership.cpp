@@ -253,7 +253,8 @@ void EtcdCoordinator::Apply(const etcd::KeyValue& kv, bool deleted) {
   if ((spare_ || growing_) && (key.kind == ParsedKey::Kind::kDone || key.kind == ParsedKey::Kind::kMember))
     CheckSpareFinished();
   ReleaseForGrowth(key, deleted);
-  if (key.kind == ParsedKey::Kind::kMember && !deleted) GrowFor(key.rank);
+  // A member key said again (not a claim: HoldForGrowth, once the node has selected).
+  if (key.kind == ParsedKey::Kind::kMember && !deleted && kv.version > 1) GrowFor(key.rank);
   if (key.kind == ParsedKey::Kind::kMember && deleted) {
     const auto finished = view_.done.find(view_.epoch);
     const bool rank_done = finished != view_.done.end() && finished->second.count(key.rank) != 0;

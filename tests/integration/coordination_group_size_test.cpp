@@ -103,16 +103,19 @@ TEST_F(GroupSize, ALostRankNobodyTakesShrinksTheGroupRenumberedAndANewcomerGrows
   EXPECT_EQ((std::pair{b.agreed->place.epoch, b.agreed->place.world}), (std::pair{std::uint64_t{3}, 2}));
   EXPECT_EQ(Count(log.Joined(), "event=group_shrinking"), 2u) << log.Joined();
 
-  // A new node takes rank 0: the shrunken group stops (its trainers save). The newcomer's
-  // proposal predates that save, so it waits, as a spare does, until the group regroups,
-  // then selects again; the group starts with three, the newcomer as rank 0 and master.
+  // A new node takes rank 0 and, once it has selected, asks to join: the shrunken group
+  // stops (its trainers save). The newcomer's proposal predates that save, so it waits, as a
+  // spare does, until the group regroups, then selects again; the group starts with three,
+  // the newcomer as rank 0 and master.
   Node d{Job(cluster, "10.0.0.4")};
   Join({&d});
+  clock.RunFor(io, 3s);
+  EXPECT_EQ(b.stops.size(), 2u) << "a claim alone stops nothing: the newcomer may still be selecting";
+  d.Propose(30);
   ASSERT_TRUE(RunUntil(io, [&] { return b.stops.size() == 3u && c.stops.size() == 2u; })) << log.Joined();
   EXPECT_NE(b.stops[2].find("node 0: joined the shrunken group"), std::string::npos) << b.stops[2];
   EXPECT_NE(log.Joined().find("event=group_growing epoch=3 nodes=2 of=3 joined_rank=0"), std::string::npos)
       << log.Joined();
-  d.Propose(30);
   ASSERT_TRUE(RunUntil(io, [&] { return d.spare_events == std::vector<bool>{true}; })) << log.Joined();
   EXPECT_NE(log.Joined().find("event=group_grow_waiting rank=0 epoch=3 nodes=2 of=3"), std::string::npos)
       << log.Joined();

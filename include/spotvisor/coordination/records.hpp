@@ -1,6 +1,7 @@
 // What the nodes of a multi-node job write to etcd, and the group's decision from it. Keys
 // live under <coordination.prefix>/<job.name>/:
-//   members/RRRR       this node holds rank R (under its lease): MemberRecord
+//   members/RRRR       this node holds rank R (under its lease): MemberRecord; said again (a
+//                      second put) by a node that waits to join a shrunken group
 //   spares/LLLLLLLLLLLLLLLLLLLL  a spare waits for a rank, under its lease L: MemberRecord
 //   join/EEEEEEEEEEEE/RRRR  rank R waits to start epoch E with these good steps (its lease): JoinRecord
 //   epoch              the newest epoch the group agreed on (decimal)
