@@ -53,6 +53,9 @@ class SignalFlagsTest(unittest.TestCase):
 
     def test_configured_signals_and_previous_handlers_restored(self):
         seen = []
+        # Whatever SIGINT had: Python's default_int_handler, or SIG_IGN when the runner was
+        # started in the background by a shell without job control (`cmd &`).
+        sigint_before = signal.getsignal(signal.SIGINT)
         previous = signal.signal(signal.SIGUSR2, lambda s, f: seen.append(s))
         try:
             with SignalFlags(notice="INT", checkpoint="SIGUSR2") as flags:
@@ -65,7 +68,7 @@ class SignalFlagsTest(unittest.TestCase):
             self.assertTrue(wait_until(lambda: seen == [signal.SIGUSR2]))
         finally:
             signal.signal(signal.SIGUSR2, previous)
-        self.assertIs(signal.getsignal(signal.SIGINT), signal.default_int_handler)
+        self.assertIs(signal.getsignal(signal.SIGINT), sigint_before)
 
     def test_disabled_signal_is_not_touched(self):
         before = signal.getsignal(signal.SIGUSR1)
