@@ -101,6 +101,12 @@ class GroupShrinks(GroupCase):
         for sv, place in ((sv1, "0"), (sv2, "1")):
             self.assertEqual((agreed[sv]["nodes"], agreed[sv]["of"], agreed[sv]["place"], agreed[sv]["step"]),
                              ("2", "3", place, str(saved)), agreed[sv])
+        # The writer says so when etcd answers its txn, which may come after the watch brought
+        # the record to everyone (the agreement first, by milliseconds).
+        end = deadline(30)
+        while not (events(sv1.text(), "group_shrinking") + events(sv2.text(), "group_shrinking")):
+            self.assertLess(time.monotonic(), end, "no node says it wrote the shrink record")
+            time.sleep(0.1)
         shrinking = events(sv1.text(), "group_shrinking") + events(sv2.text(), "group_shrinking")
         self.assertEqual(len(shrinking), 1, "one node writes the shrink record")
         self.assertEqual((shrinking[0]["ranks"], shrinking[0]["missing"]), ("1,2", "0"), shrinking)
