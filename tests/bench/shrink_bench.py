@@ -19,16 +19,13 @@ Run from the repository root after a build:
 
     /usr/bin/python3 tests/bench/shrink_bench.py --spotvisor build/spotvisor [--trials 10] [--boot 60]
 """
-import argparse
-import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 
 from group_stop_bench import lines, stamp, start_etcd  # the same etcd and log lines
-from spare_bench import Node, job_file, rank_of, summary, wait_until
+from spare_bench import Node, job_file, lost_node_setup, rank_of, summary, wait_until
 
 SHRINK_AFTER_S = 10
 
@@ -84,13 +81,7 @@ def trial(binary, work, url, name, shrink, boot):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--spotvisor", required=True)
-    ap.add_argument("--trials", type=int, default=10)
-    ap.add_argument("--boot", type=float, default=60.0, help="the replacement VM's boot, seconds")
-    args = ap.parse_args()
-    binary = os.path.abspath(args.spotvisor)
-    work = tempfile.mkdtemp(prefix="spotvisor-shrink-bench-")
+    args, binary, work = lost_node_setup("shrink")
     etcd, url = start_etcd(work)
     try:
         time.sleep(1)

@@ -143,19 +143,23 @@ def trial(binary, work, url, name, spares, boot):
             x.stop()
 
 
+def lost_node_setup(name):
+    """The arguments both lost-node benches take: (args, the spotvisor's path, a work dir)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--spotvisor", required=True)
+    ap.add_argument("--trials", type=int, default=10)
+    ap.add_argument("--boot", type=float, default=60.0, help="the replacement VM's boot, seconds")
+    args = ap.parse_args()
+    return args, os.path.abspath(args.spotvisor), tempfile.mkdtemp(prefix=f"spotvisor-{name}-bench-")
+
+
 def summary(values):
     s = sorted(values)
     return f"p50 {statistics.median(s):.2f} s, max {s[-1]:.2f} s (min {s[0]:.2f} s, n={len(s)})"
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--spotvisor", required=True)
-    ap.add_argument("--trials", type=int, default=10)
-    ap.add_argument("--boot", type=float, default=60.0, help="the replacement VM's boot, seconds")
-    args = ap.parse_args()
-    binary = os.path.abspath(args.spotvisor)
-    work = tempfile.mkdtemp(prefix="spotvisor-spare-bench-")
+    args, binary, work = lost_node_setup("spare")
     etcd, url = start_etcd(work)
     try:
         time.sleep(1)
