@@ -336,6 +336,14 @@ Result<std::vector<fs::path>> Catalog::ApplyRetention(bool judged_only) {
     // A fenced one is neither kept nor deleted: it is not the job's, and people may want it.
     if (!e.verdict || !e.verdict->good || FencedBecause(e)) continue;
     if (++good <= options_.keep) continue;
+    if (auto why = options_.held ? options_.held(e) : std::nullopt) {
+      if (said_held_.insert(e.name).second) {
+        Log(LogLevel::kWarning, "event=retention_held path=" + Quote(e.path.string()) +
+                                    " step=" + std::to_string(e.step) + " keep=" + std::to_string(options_.keep) +
+                                    " good=" + std::to_string(good) + " why=" + Quote(*why));
+      }
+      continue;
+    }
     std::error_code ec;
     fs::remove_all(e.path, ec);
     if (ec) return Error{"retention: cannot delete " + e.path.string() + ": " + ec.message()};

@@ -43,6 +43,7 @@ checkpoint::Catalog* DirKeeper::catalog() {
     return nullptr;
   }
   catalog_.emplace(std::move(*made));
+  SetHeld(*catalog_);
   return &*catalog_;
 }
 
@@ -87,6 +88,7 @@ Result<checkpoint::Selection> DirKeeper::SelectForResume() {
   for_selection_ = checkpoint::VerdictCache(DirOf(job_), {});
   if (!fresh) return fresh.error();
   catalog_.emplace(std::move(*fresh));
+  SetHeld(*catalog_);
   catalog_failed_ = false;
   return catalog_->Select(/*act=*/true, &restored);
 }
@@ -130,6 +132,40 @@ void DirKeeper::NoteRestored(const std::filesystem::path& path) {
     for_selection_.Put(e.name, e.key, job_.checkpoints.validate, good);
     validated_.Put(e.name, e.key, job_.checkpoints.validate, good);
   }
+}
+
+void DirKeeper::HoldUntilDurable() {
+  std::lock_guard lock(hold_mutex_);
+  hold_ = true;
+}
+
+void DirKeeper::MarkUploading(const std::string& name, bool uploading) {
+  std::lock_guard lock(hold_mutex_);
+  if (uploading) {
+    uploading_.insert(name);
+  } else {
+    uploading_.erase(name);
+  }
+}
+
+void DirKeeper::MarkDurable(std::uint64_t step) {
+  std::lock_guard lock(hold_mutex_);
+  if (!durable_step_ || step > *durable_step_) durable_step_ = step;
+}
+
+std::optional<std::string> DirKeeper::HeldBecause(const checkpoint::CatalogEntry& e) {
+  std::lock_guard lock(hold_mutex_);
+  if (!hold_) return std::nullopt;
+  if (uploading_.count(e.name) != 0) return "it is being uploaded to the mirror";
+  if (!durable_step_) return "the mirror holds no checkpoint of this job yet";
+  if (e.step > *durable_step_) {
+    return "it is newer than the newest checkpoint on the mirror (step " + std::to_string(*durable_step_) + ")";
+  }
+  return std::nullopt;
+}
+
+void DirKeeper::SetHeld(checkpoint::Catalog& c) {
+  c.SetHeld([this](const checkpoint::CatalogEntry& e) { return HeldBecause(e); });
 }
 
 std::unique_ptr<checkpoint::ResumeSelector> MakeKeptSelector(std::shared_ptr<DirKeeper> keeper) {

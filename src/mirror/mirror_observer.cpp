@@ -52,6 +52,8 @@ void MirrorObserver::OnStart(supervisor::RunControl& control) {
   clock_ = &control.clock();
   limiter_.emplace(*clock_, job_.checkpoints.mirror.path ? job_.checkpoints.mirror.bandwidth : 0);
   store_ = MakeMirrorStore(job_, control.children());
+  // Local retention keeps what has not reached the mirror yet.
+  if (store_) keeper_->HoldUntilDurable();
 }
 
 void MirrorObserver::BeforeSelection() {
@@ -136,6 +138,7 @@ void MirrorObserver::Enqueue(MirrorItem item) {
     std::lock_guard lock(mutex_);
     if (active_.count(item.name) != 0) return;
     active_.insert(item.name);
+    keeper_->MarkUploading(item.name, true);
     queue_.push_back(std::move(item));
     ++busy_;
     HoldClockLocked();
@@ -165,7 +168,11 @@ void MirrorObserver::Work() {
   std::lock_guard lock(mutex_);
   if (item) active_.erase(item->name);
   for (const auto& old : superseded) active_.erase(old.name);
-  busy_ -= 1 + static_cast<int>(superseded.size());
+  if (item) keeper_->MarkUploading(item->name, false);
+  for (const auto& old : superseded) keeper_->MarkUploading(old.name, false);
+  // This task only: each superseded item has its own task posted, which finds the queue
+  // empty and counts itself off then.
+  --busy_;
   HoldClockLocked();
   changed_.notify_all();
 }
@@ -182,6 +189,7 @@ void MirrorObserver::Upload(const MirrorItem& item) {
     Log(LogLevel::kInfo, "event=mirrored name=" + Quote(item.name) + " step=" + std::to_string(item.step) +
                              " mirror=" + Quote(store_->Describe()) + " ms=" + Ms(clock_->Now() - started));
   }
+  keeper_->MarkDurable(item.step);
   if (uploaded_) uploaded_(item.name);
   const int keep = Keep();
   if (keep > 0 && job_.checkpoints.mirror.path == std::nullopt && job_.checkpoints.mirror.prune_command.empty()) {

@@ -204,5 +204,30 @@ TEST(Mirror, ConcurrencyBoundsTheUploadsInFlight) {
   }
 }
 
+// Issue 36, at 1 KiB/s (4 s an upload) with checkpoints.keep 2 and a checkpoint every 0.4 s for 8 s: uploads fall
+// behind and supersede each other. Local retention never deletes a checkpoint that is being
+// uploaded or is newer than the newest one on the mirror (it says so, once each), so no
+// upload loses its source; the last checkpoint reaches the mirror at exit, and spotvisor
+// exits once it has (a superseded upload no longer leaves it waiting for mirror.timeout).
+TEST(Mirror, ASlowMirrorNeverLosesWhatItUploadsToRetentionAndSpotvisorExitsOnceDone) {
+  TempDir dir;
+  const std::string mirror =
+      "  mirror:\n    path: " + (dir / "bucket").string() + "\n    bandwidth: 1KiB\n    timeout: 1h\n";
+  std::string job = Job("a", mirror);
+  job.replace(job.find("\"0.08\""), 6, "\"0.04\"");
+  job.replace(job.find("\"--steps\", \"80\""), 15, "\"--steps\", \"200\"");
+  job.replace(job.find("\"--keep\", \"5\""), 13, "\"--keep\", \"0\"");
+  job.replace(job.find("  keep: 5\n"), 10, "  keep: 2\n");
+  WriteFile(dir / "a.yaml", job);
+  std::string out;
+  // With the count of a superseded upload wrong, spotvisor would wait out mirror.timeout (1 h).
+  ASSERT_EQ(testing::RunSpotvisor({"run", "--config", (dir / "a.yaml").string()}, &out, 180s), 0) << out;
+  EXPECT_EQ(out.find("event=mirror_failed"), std::string::npos) << "retention deleted an upload's source\n" << out;
+  EXPECT_NE(out.find("event=retention_held"), std::string::npos) << out;
+  EXPECT_NE(out.find("event=mirror_superseded"), std::string::npos) << "uploads never fell behind\n" << out;
+  EXPECT_TRUE(std::filesystem::exists(dir / "bucket" / "ckpt_step200")) << out;
+  EXPECT_EQ(out.find("event=mirror_abandoned"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace spotvisor

@@ -105,5 +105,31 @@ TEST_F(MirrorInVirtualTime, APausedUploadLetsTimeMoveAndResumesAfterTheStop) {
   EXPECT_TRUE(mirror.WaitIdle(0ms));
 }
 
+// Issue 36: checkpoints that come faster than a slow mirror uploads them supersede each
+// other in the queue; every upload task must still count itself off once, so that the
+// observer becomes idle after the last upload and its destructor (spotvisor's exit) returns
+// at once instead of waiting out checkpoints.mirror.timeout.
+TEST_F(MirrorInVirtualTime, SupersededUploadsLeaveTheObserverIdleAndItsDestructorReturnsAtOnce) {
+  job_.checkpoints.mirror.bandwidth = 1000;
+  job_.checkpoints.mirror.timeout = std::chrono::hours(1);
+  for (const char* name : {"checkpoint-200", "checkpoint-300"}) {
+    fs::create_directories(*job_.checkpoints.dir / name);
+    testing::WriteFile(*job_.checkpoints.dir / name / "weights.bin", std::string(kCheckpointBytes, 'w'));
+  }
+  testing::LogCapture log;
+  auto& mirror = Start();
+  for (std::uint64_t step : {100, 200, 300}) {
+    checkpoint::Selection s;
+    s.chosen = checkpoint::ResumePoint{*job_.checkpoints.dir / ("checkpoint-" + std::to_string(step)), step};
+    mirror.OnSelection(s);
+  }
+  run_->RunFor(0ms);  // returns once no upload holds the clock
+  EXPECT_TRUE(fs::exists(*job_.checkpoints.mirror.path / "checkpoint-300" / "weights.bin"));
+  EXPECT_GE(log.Count("event=mirror_superseded"), 1) << log.Joined();
+  // Real time: a count that went wrong never comes back to idle.
+  EXPECT_TRUE(mirror.WaitIdle(10s)) << log.Joined();
+  mirror_.reset();  // waits for idle: with the count wrong, checkpoints.mirror.timeout (1 h)
+}
+
 }  // namespace
 }  // namespace spotvisor::mirror

@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,6 +54,10 @@ struct CatalogOptions {
   // The epochs the state dir recorded: a checkpoint written by an epoch the group had left
   // is never selected, counted as good, quarantined or deleted (fence.hpp).
   Fence fence;
+  // Why a good checkpoint beyond `keep` must stay anyway (the mirror's hold: it is being
+  // uploaded, or is newer than the newest one on the mirror); none: retention may delete
+  // it. A held checkpoint counts as kept. Called on the catalog's thread.
+  std::function<std::optional<std::string>(const CatalogEntry&)> held;
 };
 
 // The job's catalog options (checkpoints.*, the cache and the fence from
@@ -100,6 +106,8 @@ class Catalog {
   }
 
   Status SaveCache() const { return cache_.Save(); }
+  // Sets options().held (the owner's hold lives longer than one catalog).
+  void SetHeld(std::function<std::optional<std::string>(const CatalogEntry&)> held) { options_.held = std::move(held); }
   const CatalogOptions& options() const { return options_; }
 
  private:
@@ -110,9 +118,10 @@ class Catalog {
   bool PassOverFenced(const CatalogEntry& entry, bool act, Selection& selection) const;
   Status AfterChoice(const CatalogEntry& chosen, bool fell_back);
 
-  CatalogOptions options_;       // as given; dir absolute
-  config::NamePattern pattern_;  // parsed options_.pattern
-  VerdictCache cache_;           // loaded at creation
+  CatalogOptions options_;           // as given; dir absolute
+  config::NamePattern pattern_;      // parsed options_.pattern
+  VerdictCache cache_;               // loaded at creation
+  std::set<std::string> said_held_;  // held names already logged (retention_held, once each)
 };
 
 }  // namespace spotvisor::checkpoint

@@ -13,7 +13,10 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
+#include <string>
 #include <type_traits>
 
 #include "spotvisor/checkpoint/catalog.hpp"
@@ -65,6 +68,14 @@ class DirKeeper {
   // A mirror restore put `path` in place and validated it: good for the next selection.
   void NoteRestored(const std::filesystem::path& path);
 
+  // ---- any thread: the mirror's hold on retention (issue 36) ----
+  // From now on checkpoints.keep never deletes a checkpoint that is being uploaded or is
+  // newer than the newest one the mirror holds: until then it is the only copy that can
+  // outlive the machine. Held ones count as kept; each is logged once (retention_held).
+  void HoldUntilDurable();
+  void MarkUploading(const std::string& name, bool uploading);
+  void MarkDurable(std::uint64_t step);  // the mirror holds this step (or a newer one)
+
  private:
   const config::JobConfig& job_;                // not owned
   Clock& clock_;                                // not owned; times validations
@@ -72,7 +83,14 @@ class DirKeeper {
   bool catalog_failed_ = false;                 // said once
   checkpoint::VerdictCache validated_;          // keeper thread: verdicts this process validated
   checkpoint::VerdictCache for_selection_;      // keeper thread: validated since the last selection, for it
-  boost::asio::thread_pool thread_{1};          // the one thread (declared last: joined first)
+  // Why retention must keep `e` (the mirror's hold), or none; any thread.
+  std::optional<std::string> HeldBecause(const checkpoint::CatalogEntry& e);
+  void SetHeld(checkpoint::Catalog& c);
+  std::mutex hold_mutex_;                      // guards the three below
+  bool hold_ = false;                          // a mirror is on
+  std::set<std::string> uploading_;            // queued or uploading, by name
+  std::optional<std::uint64_t> durable_step_;  // the newest step the mirror holds
+  boost::asio::thread_pool thread_{1};         // the one thread (declared last: joined first)
 };
 
 // The resume selector of `spotvisor run` with a checkpoints.dir: selections on the keeper.

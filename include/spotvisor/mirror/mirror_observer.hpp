@@ -7,6 +7,7 @@
 // or a stop. At exit, uploads still going get up to `mirror.timeout` to finish (real time:
 // the loop has ended by then). Time is the run's clock (RunControl::clock()): an upload that
 // may run holds its BackgroundWork, so a virtual clock stands still while it copies.
+// While the mirror runs, local retention (the DirKeeper's) keeps what has not reached it.
 #pragma once
 
 #include <boost/asio/thread_pool.hpp>
