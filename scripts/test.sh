@@ -6,102 +6,236 @@
 # loopback — clang-tidy alongside, then the unit and integration suites again under
 # ASan+UBSan, the hashing pool under TSan, the Python helper's tests, every fuzz target
 # briefly, and what users install (scripts/package.sh: the portable binary, the .deb, the
-# wheel) where they install it. Exits non-zero on the first failure.
+# wheel) where they install it.
+#
+# Every stage runs and reports, whatever an earlier one did (a stage that needs one that
+# failed says so instead of running); the end is a table of the stages with their times
+# and verdicts, and the exit status is non-zero when any stage failed.
+#
+# A selection, for a quick loop (README: "Running part of the tests"):
+#   scripts/test.sh --quick        layout, build, then the unit and integration labels
+#   scripts/test.sh -L REGEX       build, then the ctest labels matching REGEX
+#   scripts/test.sh -R REGEX       build, then the ctest tests whose names match REGEX
+# (-L and -R combine, as in ctest). CI runs it with no arguments: everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${JOBS:-$(nproc)}
+
+usage() {
+  sed -n '/^# A selection/,/^# (-L and -R/p' "$0" | sed 's/^# \{0,1\}//'
+  exit 2
+}
+quick=0
+labels=""
+regex=""
+while (($#)); do
+  case "$1" in
+    --quick) quick=1 ;;
+    -L) [[ $# -ge 2 ]] || usage; labels="$2"; shift ;;
+    -R) [[ $# -ge 2 ]] || usage; regex="$2"; shift ;;
+    -h | --help) usage ;;
+    *) echo "test.sh: unknown argument '$1'" >&2; usage ;;
+  esac
+  shift
+done
+selected=0
+[[ $quick -eq 1 || -n "$labels" || -n "$regex" ]] && selected=1
+[[ $quick -eq 1 && -z "$labels" ]] && labels='^(unit|integration)$'
+
 step() { printf '\n==== %s (%s) ====\n' "$*" "$(date -u +%H:%M:%S)"; }
 
-# Waits for background job $1 (named $2), shows its output file $3, fails like it did.
-finish() {
-  local rc=0
-  wait "$1" || rc=$?
-  cat "$3"
-  if [[ $rc -ne 0 ]]; then
-    echo "!! $2 failed (exit $rc)"
-    exit "$rc"
-  fi
+# The stages' table: name, seconds, verdict, in the order they ended.
+stage_names=()
+stage_secs=()
+stage_verdicts=()
+failed_stages=0
+record() {  # NAME SECONDS VERDICT
+  stage_names+=("$1")
+  stage_secs+=("$2")
+  stage_verdicts+=("$3")
+  [[ "$3" == passed ]] || failed_stages=$((failed_stages + 1))
 }
 
-step "setup"
-scripts/setup.sh
-[[ -x tests/npm/setup.sh ]] && tests/npm/setup.sh
-# PyTorch 2.x and the frameworks from PyPI (pinned, cached outside the clone), beside
-# Debian's torch 1.13: the launcher and format suites run on both.
-torch2_python="$(scripts/python-env.sh | tail -n 1)"
-# DeepSpeed (an sdist) in an environment of its own, layered on that one.
-deepspeed_python="$(scripts/deepspeed-env.sh | tail -n 1)"
+# Runs stage NAME as `set -e` commands in a subshell (a failure ends the stage, not the
+# command) and records it; its exit status is the stage's.
+stage() {
+  local name="$1" start=$SECONDS rc=0
+  shift
+  step "$name"
+  # In the background and waited for: a subshell run as the left side of `||` would
+  # ignore its own `set -e`.
+  ("$@") &
+  wait $! || rc=$?
+  if [[ $rc -eq 0 ]]; then
+    record "$name" $((SECONDS - start)) passed
+  else
+    echo "!! $name failed (exit $rc)"
+    record "$name" $((SECONDS - start)) "failed (exit $rc)"
+  fi
+  return $rc
+}
 
-step "layout (.clang-format; rooms: no include from a room above)"
-scripts/format.sh --check
-scripts/rooms.py
+# A stage that cannot run because one it needs failed.
+skipped() {  # NAME WHY
+  step "$1"
+  echo "!! not run: $2"
+  record "$1" 0 "not run: $2"
+}
+
+# Waits for background stage $1 (pid), named $2, started at second $3, output in $4.
+finish() {
+  local rc=0
+  step "$2"
+  wait "$1" || rc=$?
+  cat "$4"
+  if [[ $rc -eq 0 ]]; then
+    record "$2" $((SECONDS - $3)) passed
+  else
+    echo "!! $2 failed (exit $rc)"
+    record "$2" $((SECONDS - $3)) "failed (exit $rc)"
+  fi
+  return $rc
+}
+
+table() {
+  step "stages"
+  local i total=$SECONDS
+  printf '%-72s %7s  %s\n' "stage" "seconds" "verdict"
+  for i in "${!stage_names[@]}"; do
+    printf '%-72s %7s  %s\n' "${stage_names[$i]}" "${stage_secs[$i]}" "${stage_verdicts[$i]}"
+  done
+  printf '%-72s %7s\n' "the whole command" "$total"
+  if [[ $failed_stages -eq 0 ]]; then
+    echo "all stages passed"
+  else
+    echo "!! $failed_stages stage(s) did not pass"
+  fi
+}
+trap table EXIT
+
+set_up() {
+  set -e
+  scripts/setup.sh
+  if [[ -x tests/npm/setup.sh ]]; then tests/npm/setup.sh; fi
+  # PyTorch 2.x and the frameworks from PyPI (pinned, cached outside the clone), beside
+  # Debian's torch 1.13: the launcher and format suites run on both; DeepSpeed (an sdist)
+  # in an environment of its own, layered on that one. Both print their python last.
+  scripts/python-env.sh | tail -n 1 >build/.torch2-python
+  scripts/deepspeed-env.sh | tail -n 1 >build/.deepspeed-python
+}
+
+layout() {
+  set -e
+  scripts/format.sh --check
+  scripts/rooms.py
+}
 
 # -O2 as users build it, without debug info: a third less compile time, and no test needs it.
-step "build (-O2, -Werror)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" \
-  -DSPOTVISOR_WERROR=ON -DSPOTVISOR_TORCH2_PYTHON="$torch2_python" \
-  -DSPOTVISOR_DEEPSPEED_PYTHON="$deepspeed_python" >/dev/null
-ninja -C build -j "$jobs"
-
-# Most tests wait on child processes, so the CPU is often idle while they run. At the
-# lowest priority (the tests keep theirs) two jobs use it meanwhile: clang-tidy over every
-# source, and the sanitizer and fuzz builds, one after the other.
-step "background: clang-tidy; package.sh, ASan+UBSan, TSan and fuzz builds (nice 19)"
-nice -n 19 scripts/tidy.sh >build/tidy.out 2>&1 &
-tidy_pid=$!
-(
+build() {
   set -e
-  # What users install (dist/: the portable binary, the .deb, the wheel), tested after the
-  # rest (ctest -L package); a Debian 12 root for the .deb's test, made once and cached.
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" \
+    -DSPOTVISOR_WERROR=ON -DSPOTVISOR_TORCH2_PYTHON="$torch2_python" \
+    -DSPOTVISOR_DEEPSPEED_PYTHON="$deepspeed_python" >/dev/null
+  ninja -C build -j "$jobs"
+}
+
+# The selected ctest tests (-L/-R), or with no selection every one but the package's, with
+# the slow waiting ones (ctest -L beside) beside the others rather than in a -j slot.
+ctests() {
+  set -e
+  local rc=0 select=()
+  if [[ $selected -eq 1 ]]; then
+    [[ -n "$labels" ]] && select+=(-L "$labels")
+    [[ -n "$regex" ]] && select+=(-R "$regex")
+    ctest --test-dir build "${select[@]}" --output-on-failure -j "$jobs" --timeout 900 \
+      --output-log build/ctest.out || rc=$?
+  else
+    # e2e.Slurm mostly waits on slurmctld: it runs beside the others (ctest -L beside), not in a slot.
+    ctest --test-dir build -L beside --output-on-failure -j "$jobs" --timeout 900 >build/beside.out 2>&1 &
+    local beside_pid=$! beside_rc=0
+    ctest --test-dir build -LE 'package|beside' --output-on-failure -j "$jobs" --timeout 600 \
+      --output-log build/ctest.out || rc=$?
+    wait "$beside_pid" || beside_rc=$?
+    step "the tests beside the others (ctest -L beside)"
+    cat build/beside.out
+    cat build/beside.out >>build/ctest.out
+    [[ $rc -ne 0 ]] || rc=$beside_rc
+  fi
+  if [[ $rc -ne 0 ]]; then
+    # Again at the end of the stage, where a log cut in the middle still shows it.
+    step "the tests that failed: the end of each one's output"
+    python3 scripts/failed-tests.py build/ctest.out
+  fi
+  return $rc
+}
+
+# What users install (dist/: the portable binary, the .deb, the wheel), tested after the
+# rest (ctest -L package); a Debian 12 root for the .deb's test, made once and cached. Then
+# the sanitizer and fuzz builds. clang for the ASan build: it compiles the sanitized Debug
+# build in half gcc's time, and a second compiler's warnings are errors too.
+background_builds() {
+  set -e
   SPOTVISOR_WERROR=ON nice -n 19 scripts/package.sh
   nice -n 19 tests/package/debian_root.sh
-  # clang for this build: it compiles the sanitized Debug build in half gcc's time, and a
-  # second compiler's warnings are errors too.
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++-14 \
     -DSPOTVISOR_SANITIZE=ON -DSPOTVISOR_WERROR=ON >/dev/null
   nice -n 19 ninja -C build-asan -j "$jobs" spotvisor spotvisor_child_helper spotvisor_unit_tests \
     spotvisor_integration_tests
   TSAN_BUILD_ONLY=1 nice -n 19 scripts/tsan.sh
   FUZZ_BUILD_ONLY=1 nice -n 19 scripts/fuzz.sh
-) >build/sanitizer-builds.out 2>&1 &
+}
+
+package_tests() { ctest --test-dir build -L package --output-on-failure -j "$jobs" --timeout 900; }
+
+asan_tests() {
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan -L 'unit|integration' --output-on-failure -j "$jobs" --timeout 600
+}
+
+fuzz_briefly() { FUZZ_SECONDS=${FUZZ_SECONDS:-5} scripts/fuzz.sh; }
+
+mkdir -p build
+if ! stage "setup" set_up; then
+  skipped "everything else" "the setup failed"
+  exit 1
+fi
+torch2_python="$(cat build/.torch2-python)"
+deepspeed_python="$(cat build/.deepspeed-python)"
+
+if [[ $selected -eq 0 || $quick -eq 1 ]]; then
+  stage "layout (.clang-format; rooms: no include from a room above)" layout || true
+fi
+if ! stage "build (-O2, -Werror)" build; then
+  skipped "tests" "the build failed"
+  exit 1
+fi
+
+if [[ $selected -eq 1 ]]; then
+  stage "tests (ctest${labels:+ -L $labels}${regex:+ -R $regex})" ctests || true
+  exit $((failed_stages > 0))
+fi
+
+# Most tests wait on child processes, so the CPU is often idle while they run. At the
+# lowest priority (the tests keep theirs) two jobs use it meanwhile: clang-tidy over every
+# source, and the packages, the sanitizer and fuzz builds, one after the other.
+tidy_start=$SECONDS
+nice -n 19 scripts/tidy.sh >build/tidy.out 2>&1 &
+tidy_pid=$!
+builds_start=$SECONDS
+(background_builds) >build/sanitizer-builds.out 2>&1 &
 builds_pid=$!
 
-# e2e.Slurm mostly waits on slurmctld: it runs beside the others (ctest -L beside), not in a slot.
-step "tests: unit, integration, fault, e2e (and beside them: ctest -L beside)"
-ctest --test-dir build -L beside --output-on-failure -j "$jobs" --timeout 900 >build/beside.out 2>&1 &
-beside_pid=$!
-tests_rc=0
-ctest --test-dir build -LE 'package|beside' --output-on-failure -j "$jobs" --timeout 600 \
-  --output-log build/ctest.out || tests_rc=$?
-if [[ $tests_rc -ne 0 ]]; then
-  # Again at the end, where a log cut in the middle still shows it.
-  step "the tests that failed: the end of each one's output"
-  python3 scripts/failed-tests.py build/ctest.out
+stage "tests: unit, integration, fault, e2e, formats, frameworks, helper (and beside them: ctest -L beside)" ctests || true
+finish "$tidy_pid" "clang-tidy (checks in .clang-tidy, all errors)" "$tidy_start" build/tidy.out || true
+if finish "$builds_pid" "packages, sanitizer and fuzz builds (-Werror)" "$builds_start" build/sanitizer-builds.out; then
+  stage "what users install: the portable binary in an empty root, the .deb in Debian 12, the wheel, the image" \
+    package_tests || true
+  stage "tests under ASan+UBSan: unit, integration" asan_tests || true
+  stage "hashing pool under TSan" scripts/tsan.sh || true
+  stage "fuzz targets, briefly" fuzz_briefly || true
+else
+  for s in "what users install" "tests under ASan+UBSan" "hashing pool under TSan" "fuzz targets"; do
+    skipped "$s" "the packages, sanitizer and fuzz builds failed"
+  done
 fi
-finish "$beside_pid" "the tests beside the others (ctest -L beside)" build/beside.out
-[[ $tests_rc -eq 0 ]] || exit "$tests_rc"
-
-step "python helper tests (torch 1.13: Debian's python3; torch 2.x: the PyPI environment)"
-/usr/bin/python3 -m unittest discover -s tests/python
-"$torch2_python" -m unittest discover -s tests/python
-
-step "clang-tidy (checks in .clang-tidy, all errors)"
-finish "$tidy_pid" clang-tidy build/tidy.out
-
-step "sanitizer and fuzz builds (-Werror)"
-finish "$builds_pid" "the sanitizer and fuzz builds" build/sanitizer-builds.out
-
-step "what users install: the portable binary in an empty root, the .deb in Debian 12, the wheel, the image"
-ctest --test-dir build -L package --output-on-failure -j "$jobs" --timeout 900
-
-step "tests under ASan+UBSan: unit, integration"
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan -L 'unit|integration' --output-on-failure -j "$jobs" --timeout 600
-
-step "hashing pool under TSan"
-scripts/tsan.sh
-
-step "fuzz targets, briefly"
-FUZZ_SECONDS=${FUZZ_SECONDS:-5} scripts/fuzz.sh
-
-step "all tests passed"
+exit $((failed_stages > 0))
