@@ -36,7 +36,16 @@ void EtcdCoordinator::WatchForShrink(const std::map<int, JoinRecord>& joined) {
     for (int r : before->second) as_before = as_before && joined.count(r) != 0;
     for (int r = 0; r < c_.nodes; ++r) as_before = as_before && (joined.count(r) != 0 || view_.members.count(r) == 0);
   }
-  shrink_timer_->After(as_before ? Duration::zero() : c_.shrink_after, [this] { Shrink(); });
+  // Said each time the count starts (again): the group is not idle for nothing, and a test
+  // on a virtual clock knows when the watch has brought this node the last join.
+  const Duration wait = as_before ? Duration::zero() : c_.shrink_after;
+  std::vector<int> ranks;
+  for (const auto& [rank, record] : joined) ranks.push_back(rank);
+  Log(LogLevel::kInfo, "event=group_shrink_pending rank=" + std::to_string(rank_) +
+                           " epoch=" + std::to_string(join_epoch_) + " joined=" + Ranks(ranks) +
+                           " shrink_in=" + FormatDuration(wait) +
+                           " detail=\"a rank is missing: without a node for it by then, the group starts with fewer\"");
+  shrink_timer_->After(wait, [this] { Shrink(); });
 }
 
 void EtcdCoordinator::Shrink() {

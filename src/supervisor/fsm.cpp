@@ -93,6 +93,11 @@ std::vector<Action> Fsm::Drain(TimePoint now, LogAction note, std::vector<Action
   actions.push_back(ValidateDrainedAction{});
   const auto timeout = job_.provider.drained_timeout;
   if (timeout.count() > 0) actions.push_back(ArmTimerAction{TimerKind::kDrained, now + timeout});
+  if (notice_cleared_early_) {  // the provider withdrew the notice before the trainer had stopped
+    notice_cleared_early_ = false;
+    auto resume = OnNoticeCleared(now);
+    actions.insert(actions.end(), resume.begin(), resume.end());
+  }
   return actions;
 }
 

@@ -17,6 +17,7 @@ using std::chrono::milliseconds;
 
 std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint now) {
   const bool by_signal = e.reason == StopReason::kSignal;
+  if (e.reason == StopReason::kNotice) notice_cleared_early_ = false;  // a notice is in force again
   // A peer's stop ends a running trainer's epoch, or one this node finished and waits on;
   // with no trainer there is nothing to stop (the next start is agreed with the group anyway).
   if (e.reason == StopReason::kPeer && phase_ != Phase::kRunning && phase_ != Phase::kFinishing) return {};
@@ -192,6 +193,13 @@ std::vector<Action> Fsm::OnNoticeCleared(TimePoint now) {
   if (phase_ == Phase::kSelecting && pending_stop_ == StopReason::kNotice) {
     pending_stop_ = StopReason::kNone;
     return {Note(LogLevel::kInfo, "event=notice_cleared detail=\"the notice went away before the trainer started\"")};
+  }
+  if (phase_ == Phase::kStopping && stop_reason_ == StopReason::kNotice) {
+    // The trainer is still saving: the clear is kept for when it has stopped (Drain).
+    notice_cleared_early_ = true;
+    return {Note(LogLevel::kInfo,
+                 "event=notice_cleared detail=\"the notice went away while the trainer stopped for it: resuming once "
+                 "it has\"")};
   }
   if (phase_ != Phase::kDrained) return {};
   const auto wait = job_.provider.resume_after;

@@ -51,6 +51,21 @@ struct GroupSize : ::testing::Test {
           << log.Joined();
     }
   }
+  // Waits, virtual time standing still, until each of `ranks` said that it counts shrink_after
+  // from now, with exactly `joined` in `epoch`. A node starts counting when its watch brings
+  // the last join, an event that holds no virtual time back (clock.RunFor waits for requests
+  // only): virtual time moved on before it came would move the shrink as far.
+  bool CountingShrinkAfter(std::initializer_list<int> ranks, std::uint64_t epoch, const std::string& joined) {
+    return RunUntil(io, [&] {
+      const std::string text = log.Joined();
+      for (int r : ranks) {
+        const std::string line = "event=group_shrink_pending rank=" + std::to_string(r) +
+                                 " epoch=" + std::to_string(epoch) + " joined=" + joined + " shrink_in=10s";
+        if (text.find(line) == std::string::npos) return false;
+      }
+      return true;
+    });
+  }
   // Virtual timers due now run too (a shrink decided at once), no time passes.
   bool Agreed(std::initializer_list<Node*> nodes) {
     return RunUntil(io, [&] {
@@ -78,6 +93,7 @@ TEST_F(GroupSize, ALostRankNobodyTakesShrinksTheGroupRenumberedAndANewcomerGrows
   ASSERT_TRUE(RunUntil(io, [&] { return !b.stops.empty() && !c.stops.empty(); })) << log.Joined();
   b.Propose(30);
   c.Propose(30);
+  ASSERT_TRUE(CountingShrinkAfter({1, 2}, 2, "1,2")) << log.Joined();
   clock.RunFor(io, 9s);
   EXPECT_FALSE(b.agreed || c.agreed) << "shrink_after is 10 s";
   EXPECT_EQ(Count(log.Joined(), "event=group_shrinking"), 0u) << log.Joined();
@@ -145,6 +161,7 @@ TEST_F(GroupSize, AReplacementWithinShrinkAfterKeepsTheGroupWholeAndTooFewWait) 
   ASSERT_TRUE(RunUntil(io, [&] { return !a.stops.empty() && !b.stops.empty(); })) << log.Joined();
   a.Propose(20);
   b.Propose(20);
+  ASSERT_TRUE(CountingShrinkAfter({0, 1}, 2, "0,1")) << log.Joined();
   clock.RunFor(io, 8s);
   Node r{Job(cluster, "10.0.0.5")};
   Join({&r});
@@ -160,6 +177,7 @@ TEST_F(GroupSize, AReplacementWithinShrinkAfterKeepsTheGroupWholeAndTooFewWait) 
   r.coordinator->Leave(false);
   ASSERT_TRUE(RunUntil(io, [&] { return b.stops.size() == 2u; })) << log.Joined();
   b.Propose(20);
+  ASSERT_TRUE(CountingShrinkAfter({1}, 3, "1")) << log.Joined();
   clock.RunFor(io, 60s);
   EXPECT_FALSE(b.agreed);
   EXPECT_NE(log.Joined().find("event=group_too_small epoch=3 joined=1 min_nodes=2"), std::string::npos) << log.Joined();

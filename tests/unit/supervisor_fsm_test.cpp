@@ -530,6 +530,27 @@ TEST_F(FsmTest, NoticeDrainsThenResumesWhenClearedWithoutUsingABudget) {
   EXPECT_EQ(fsm->counters().failures, 0);
 }
 
+// The provider may withdraw a notice while the trainer still saves for it (a slow save, a
+// loaded machine): the clear is kept, and the drain that follows resumes after
+// provider.resume_after instead of waiting for a clear that came already. A notice that
+// comes again before the trainer has stopped is in force: that drain waits.
+TEST_F(FsmTest, ANoticeClearedWhileTheTrainerStopsForItResumesOnceItHasStopped) {
+  job_.restart.max_restarts = 0;
+  const StopRequestedEvent notice{StopReason::kNotice, milliseconds(3000), "aws terminate"};
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
+                   {At(5), 1, {"propose", "arm:5", "spawn"}},
+                   {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
+                   {NoticeClearedEvent{}, 150, {}},
+                   {kExit0, 200, {"ended:preempted", "validate", "arm:4", "arm:7"}},
+                   {TimerFiredEvent{TimerKind::kResume}, 300200, {"select", "arm:3"}},
+                   {At(6), 300201, {"propose", "arm:5", "spawn"}},
+                   {notice, 300300, {"signal:SIGTERM/group", "arm:0"}},
+                   {NoticeClearedEvent{}, 300350, {}},
+                   {notice, 300360, {}},
+                   {kExit0, 300400, {"ended:preempted", "validate", "arm:4"}}});
+  EXPECT_EQ(fsm->counters().preemptions, 2);
+}
+
 // The Fsm, not the driver, turns a notice's deadline into the grace (notice_grace.hpp):
 // the window less provider.safety_margin caps signals.grace, and a deadline too near (or
 // already past) still leaves provider.min_grace, said in the log.

@@ -298,6 +298,7 @@ class Fsm {
   StopReason stop_reason_ = StopReason::kNone;   // why the current child is being stopped
   std::string stop_detail_;                      // what asked for that stop (StopRequestedEvent::detail)
   StopReason pending_stop_ = StopReason::kNone;  // a stop that came while no child ran
+  bool notice_cleared_early_ = false;            // the notice went while its stop ran: resume once drained
   TimePoint started_at_{};                       // when the current child started
   int stop_requests_ = 0;                        // SIGINT/SIGTERM count during this stop
   bool launchers_held_ = false;                  // HoldLaunchersAction issued, not yet released
