@@ -167,6 +167,7 @@ class SignalFlags:
         self._checkpoint = False
         self._checkpoint_signals = 0        # checkpoint signals handled so far
         self._checkpoint_signals_agreed: Optional[int] = None  # ... as of the last agree()
+        self._copy_owed = False             # the last agree() saved on a peer's copy of a request
         self._received: List[int] = []
         self._previous: Dict[int, Any] = {}
         if install:
@@ -258,9 +259,17 @@ class SignalFlags:
 
     def clear_checkpoint(self) -> None:
         """Call after a successful save; a stop request stays set, and so does a checkpoint
-        signal that arrived after the last `agree()` (it asks for the next save)."""
+        signal that arrived after the last `agree()` (it asks for the next save), except
+        this rank's own copy of the request the save answers: when the ranks agreed on a
+        save that this rank's flags did not ask for, the first checkpoint signal after the
+        `agree()` is that copy, come late (one request reaches the ranks at different
+        moments), not a new request."""
         agreed = self._checkpoint_signals_agreed
-        self._checkpoint = agreed is not None and self._checkpoint_signals != agreed
+        later = 0 if agreed is None else self._checkpoint_signals - agreed
+        if self._copy_owed and later > 0:
+            later -= 1
+        self._copy_owed = False
+        self._checkpoint = later > 0
 
     def agree(self) -> Tuple[bool, bool]:
         """(stop, checkpoint), agreed by every rank when torch.distributed is initialized.
@@ -271,12 +280,17 @@ class SignalFlags:
         same step and stop together. Without torch.distributed it just reads the flags.
         """
         self._checkpoint_signals_agreed = self._checkpoint_signals
+        self._copy_owed = False
         stop, checkpoint = self._stop, self._checkpoint
         torch = sys.modules.get("torch")
         dist = getattr(torch, "distributed", None) if torch is not None else None
         if dist is not None and dist.is_available() and dist.is_initialized():
             flags = torch.tensor([int(stop), int(checkpoint)], dtype=torch.int32)
             dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+            # A save this rank's flags did not ask for was asked by a peer's copy of a request
+            # whose copy here has not been handled yet: it comes during the save, and the
+            # save answers it (see clear_checkpoint).
+            self._copy_owed = bool(flags[1].item()) and not checkpoint
             stop, checkpoint = bool(flags[0].item()), bool(flags[1].item())
             # Return what every rank agreed, never the local flags read again: a signal
             # handled on this rank after the all-reduce would make it alone save (or stop)

@@ -109,9 +109,13 @@ class TorchrunSignals(TorchrunCase):
         self.assertGreaterEqual(len(answered), 3, log[-4000:])
         both = [e for e in sent if e["processes"] == "2" and len(e["workers"].split(",")) == 2]
         self.assertGreaterEqual(len(both), 3, sent)
-        # Fewer only while torchrun starts the workers (one without its handler yet is skipped,
-        # never killed) or as they finish.
-        self.assertLessEqual(len(sent) - len(both), 2, sent)
+        # Fewer only while torchrun starts the workers (none yet, or one without its handler yet:
+        # skipped, never killed) or as they finish: before the first request that reached both
+        # or after the last. How many fall before depends on how long torch's import takes
+        # (three 3 s intervals on a loaded machine), not on spotvisor.
+        reached = [i for i, e in enumerate(sent) if e in both]
+        middle = sent[reached[0]:reached[-1] + 1]
+        self.assertEqual([e for e in middle if e not in both], [], sent)
         # A request that lands before the workers train (torch's import, gloo's set-up: several
         # seconds for torch 2.x on a loaded machine, signals shielded or no handler yet) is
         # answered late or not at all; once they train, every request is answered in its interval.

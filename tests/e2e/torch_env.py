@@ -44,16 +44,23 @@ def _torchrun() -> List[str]:
     # Debian's python3-torch installs /usr/bin/torchrun; a venv's torchrun sits beside its
     # python (not resolved: the venv's python is a symlink to the base interpreter).
     program = "torchrun" if PYTHON == DEBIAN_PYTHON else str(Path(PYTHON).parent / "torchrun")
-    argv = [program, "--standalone", "--nproc_per_node=2"]
     if not TORCH_VERSION or TORCH_VERSION.split(".")[0] in ("0", "1"):
+        # torch 1.13's --standalone always puts the agent's rendezvous store on port 29400: a
+        # second launcher at once (another test, another checkout's run) joins the first one's
+        # store and loses it when that one exits (RendezvousConnectionError, Broken pipe).
+        # What --standalone means, on a port of the kernel's choosing (torch 2.x's own
+        # --standalone says localhost:0).
+        standalone = ["--rdzv_backend=c10d", f"--rdzv_endpoint={STANDALONE_HOST}:0"]
         # torch 1.13 under Python 3.11: the default --redirects 0 trips its enum handling.
-        # 2.x takes the default, so its tests run torchrun exactly as users type it.
-        argv += ["--redirects", "1", "--tee", "1"]
-    return argv + ["--monitor_interval", "0.5"]
+        return [program, *standalone, "--nproc_per_node=2", "--redirects", "1", "--tee", "1", "--monitor_interval", "0.5"]
+    # 2.x: exactly as users type it.
+    return [program, "--standalone", "--nproc_per_node=2", "--monitor_interval", "0.5"]
 
 
-# Plain torchrun as users type it. --standalone: a free port on torch 2.x, always 29400 on
-# 1.13 (so ctest runs the 1.13 classes that use it one at a time: RESOURCE_LOCK).
+# The agent's rendezvous store for a one-node torchrun (see _torchrun).
+STANDALONE_HOST = "127.0.0.1"
+# Plain torchrun as users type it: one node, two workers, the rendezvous store on a free port
+# (torch 2.x's --standalone; on 1.13 spelled out), so any number may run at once.
 TORCHRUN = _torchrun()
 
 

@@ -203,7 +203,10 @@ def torchrun_usable() -> bool:
     return dist.is_available() and dist.is_gloo_available()
 
 
-TORCHRUN_ARGS = ["--standalone", "--nproc_per_node=2", "--redirects", "1", "--tee", "1",
+# --standalone, but on a port of the kernel's choosing: torch 1.13's --standalone always takes
+# 29400, where another launcher at once (an e2e test, another checkout's run) would share its
+# rendezvous store and lose it when that one exits. (torch 2.x's --standalone says localhost:0.)
+TORCHRUN_ARGS = ["--rdzv_backend=c10d", "--rdzv_endpoint=127.0.0.1:0", "--nproc_per_node=2", "--redirects", "1", "--tee", "1",
                  "--monitor_interval", "0.5"]
 
 

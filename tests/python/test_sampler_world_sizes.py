@@ -18,7 +18,7 @@ from pathlib import Path
 import harness
 
 WORKER = r"""
-import json, sys, torch, torch.distributed as dist
+import json, os, sys, torch, torch.distributed as dist
 sys.path.insert(0, sys.argv[1])
 from spotvisor_helper import ResumableSampler
 store, world, rank, steps, state_in, state_out = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7]
@@ -55,7 +55,15 @@ while done < steps:
 if rank == 0:
     torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sampler": sampler.state_dict()}, state_out)
 if world > 1:
-    dist.destroy_process_group()
+    # Leave as examples/torch_trainer/train.py does: when every rank is past its last collective
+    # (and rank 0's save is on disk), at once. torch 2.x's destroy_process_group() does not end
+    # gloo (no shutdown for it; its threads and pairs live on), so they were torn down by the
+    # exit-time destructors, racing with the peer that had already gone: "terminate called
+    # without an active exception" (-6) now and then. torch 1.13 can deadlock there instead.
+    dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 """
 
 

@@ -198,3 +198,53 @@ class AgreeUnderTorchDistributedTest(unittest.TestCase):
             self.assertEqual(flags.agree(), (False, True))
             flags.clear_checkpoint()
             self.assertFalse(flags.checkpoint_requested)
+
+    def test_this_ranks_copy_of_a_request_its_peer_brought_is_answered_by_the_same_save(self):
+        # Seen under load with torchrun (e2e.TorchrunSignals, rebalance): spotvisor signals each
+        # worker once per request, but the copies land at different moments. Rank 0 handled its
+        # SIGUSR1 before the all-reduce; rank 1's landed after its agree() had read the flags,
+        # while the all-reduce (already "checkpoint", from rank 0) ran. Rank 1 saved with rank 0
+        # and then took its own copy for a new request: a second save at the next boundary, two
+        # saves for one request. The peer here is the all-reduce answering "checkpoint".
+        real = self.dist.all_reduce
+
+        def peer_has_the_request(flags_tensor, *args, **kwargs):
+            result = real(flags_tensor, *args, **kwargs)
+            flags_tensor[1] = 1                            # the peer's flag
+            os.kill(os.getpid(), signal.SIGUSR1)           # this rank's copy, late
+            time.sleep(0.05)                               # the handler runs in here
+            return result
+
+        with SignalFlags() as flags:
+            with mock.patch.object(self.dist, "all_reduce", peer_has_the_request):
+                self.assertEqual(flags.agree(), (False, True))
+            self.assertEqual(len(flags.received), 1)
+            flags.clear_checkpoint()                       # the save both ranks took
+            self.assertFalse(flags.checkpoint_requested)   # no second save for it
+            self.assertEqual(flags.agree(), (False, False))
+            # A request that comes during a save this rank asked for itself still asks for the next.
+            os.kill(os.getpid(), signal.SIGUSR1)
+            self.assertTrue(wait_until(lambda: flags.checkpoint_requested))
+            self.assertEqual(flags.agree(), (False, True))
+            os.kill(os.getpid(), signal.SIGUSR1)           # lands during the save
+            self.assertTrue(wait_until(lambda: len(flags.received) == 3))
+            flags.clear_checkpoint()
+            self.assertTrue(flags.checkpoint_requested)
+
+    def test_a_late_copy_and_a_new_request_during_one_save_leave_one_more_save(self):
+        real = self.dist.all_reduce
+
+        def peer_has_the_request(flags_tensor, *args, **kwargs):
+            result = real(flags_tensor, *args, **kwargs)
+            flags_tensor[1] = 1
+            os.kill(os.getpid(), signal.SIGUSR1)           # this rank's copy, late
+            time.sleep(0.05)
+            return result
+
+        with SignalFlags() as flags:
+            with mock.patch.object(self.dist, "all_reduce", peer_has_the_request):
+                self.assertEqual(flags.agree(), (False, True))
+            os.kill(os.getpid(), signal.SIGUSR1)           # a new request during the save
+            self.assertTrue(wait_until(lambda: len(flags.received) == 2))
+            flags.clear_checkpoint()
+            self.assertTrue(flags.checkpoint_requested)
