@@ -199,6 +199,19 @@ class AgreeUnderTorchDistributedTest(unittest.TestCase):
             flags.clear_checkpoint()
             self.assertFalse(flags.checkpoint_requested)
 
+    def peer_has_the_request(self):
+        """An all-reduce that answers as a peer that brought a checkpoint request would, with
+        this rank's own copy of the request landing late, while it runs."""
+        real = self.dist.all_reduce
+
+        def all_reduce(flags_tensor, *args, **kwargs):
+            result = real(flags_tensor, *args, **kwargs)
+            flags_tensor[1] = 1                            # the peer's flag
+            os.kill(os.getpid(), signal.SIGUSR1)           # this rank's copy, late
+            time.sleep(0.05)                               # the handler runs in here
+            return result
+        return all_reduce
+
     def test_this_ranks_copy_of_a_request_its_peer_brought_is_answered_by_the_same_save(self):
         # Seen under load with torchrun (e2e.TorchrunSignals, rebalance): spotvisor signals each
         # worker once per request, but the copies land at different moments. Rank 0 handled its
@@ -206,17 +219,8 @@ class AgreeUnderTorchDistributedTest(unittest.TestCase):
         # while the all-reduce (already "checkpoint", from rank 0) ran. Rank 1 saved with rank 0
         # and then took its own copy for a new request: a second save at the next boundary, two
         # saves for one request. The peer here is the all-reduce answering "checkpoint".
-        real = self.dist.all_reduce
-
-        def peer_has_the_request(flags_tensor, *args, **kwargs):
-            result = real(flags_tensor, *args, **kwargs)
-            flags_tensor[1] = 1                            # the peer's flag
-            os.kill(os.getpid(), signal.SIGUSR1)           # this rank's copy, late
-            time.sleep(0.05)                               # the handler runs in here
-            return result
-
         with SignalFlags() as flags:
-            with mock.patch.object(self.dist, "all_reduce", peer_has_the_request):
+            with mock.patch.object(self.dist, "all_reduce", self.peer_has_the_request()):
                 self.assertEqual(flags.agree(), (False, True))
             self.assertEqual(len(flags.received), 1)
             flags.clear_checkpoint()                       # the save both ranks took
@@ -232,17 +236,8 @@ class AgreeUnderTorchDistributedTest(unittest.TestCase):
             self.assertTrue(flags.checkpoint_requested)
 
     def test_a_late_copy_and_a_new_request_during_one_save_leave_one_more_save(self):
-        real = self.dist.all_reduce
-
-        def peer_has_the_request(flags_tensor, *args, **kwargs):
-            result = real(flags_tensor, *args, **kwargs)
-            flags_tensor[1] = 1
-            os.kill(os.getpid(), signal.SIGUSR1)           # this rank's copy, late
-            time.sleep(0.05)
-            return result
-
         with SignalFlags() as flags:
-            with mock.patch.object(self.dist, "all_reduce", peer_has_the_request):
+            with mock.patch.object(self.dist, "all_reduce", self.peer_has_the_request()):
                 self.assertEqual(flags.agree(), (False, True))
             os.kill(os.getpid(), signal.SIGUSR1)           # a new request during the save
             self.assertTrue(wait_until(lambda: len(flags.received) == 2))
