@@ -170,8 +170,15 @@ class TorchrunSignals(TorchrunCase):
         self.assertEqual(len(kill), 1, log)
         self.assertGreaterEqual(int(kill[0]["processes"]), 3)    # the agent and both workers
         self.assertEqual(events(log, "workers_gone"), [])
+        # SIGKILL cannot be caught or ignored, but the kernel tears a process down after it (a
+        # torch 2.x worker frees hundreds of MB): spotvisor, which has reaped the launcher, may
+        # exit while a worker it killed is still being torn down (seen once under load in the
+        # fresh-clone run). Gone within seconds, or it outlived the SIGKILL.
         for pid in [agent, *pids.values()]:
-            self.assertFalse(pid_alive(pid), f"pid {pid} outlived the SIGKILL")
+            until = time.monotonic() + 10
+            while pid_alive(pid) and time.monotonic() < until:
+                time.sleep(0.05)
+            self.assertFalse(pid_alive(pid), f"pid {pid} outlived the SIGKILL by 10 s")
         self.assertEqual(len(self.worker_pids()), 2, "torchrun restarted workers during the stop")
 
 
