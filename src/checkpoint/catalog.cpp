@@ -31,9 +31,11 @@ std::int64_t MtimeNs(const struct stat& st) {
   return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
 }
 
+}  // namespace
+
 // Size of every file, newest mtime of anything, inode of the top: the cache key. Never
 // follows symlinks inside a directory.
-Result<CacheKey> KeyOf(const fs::path& path, bool& is_directory) {
+Result<CacheKey> CheckpointKey(const fs::path& path, bool& is_directory) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     return Error{path.string() + ": cannot stat (" + std::string(std::strerror(errno)) + ")"};
@@ -60,11 +62,19 @@ Result<CacheKey> KeyOf(const fs::path& path, bool& is_directory) {
   return key;
 }
 
+namespace {
+// The catalog's key as the version store's (a fixed name's versions compare with it).
+std::optional<versions::ContentKey> ContentKeyOf(const fs::path& path, bool& is_directory) {
+  auto key = CheckpointKey(path, is_directory);
+  if (!key) return std::nullopt;
+  return versions::ContentKey{key->size, key->mtime_ns, key->inode};
+}
 }  // namespace
 
 Catalog::Catalog(CatalogOptions options, config::NamePattern pattern)
     : options_(std::move(options)), pattern_(std::move(pattern)), cache_(options_.dir, options_.cache_file) {
   cache_.Load();
+  if (pattern_.fixed()) versions_.emplace(options_.dir, pattern_.text(), options_.keep, ContentKeyOf);
 }
 
 Result<Catalog> Catalog::Create(CatalogOptions options) {
@@ -119,9 +129,10 @@ Result<std::vector<CatalogEntry>> Catalog::Scan() const {
     e.name = name;
     e.path = options_.dir / name;
     e.step = *step;
-    auto key = KeyOf(e.path, e.is_directory);
+    auto key = CheckpointKey(e.path, e.is_directory);
     if (key) e.key = *key;
     else e.scan_error = key.error().message;
+    if (versions_ && key) e.step = versions_->GenerationOf({e.key.size, e.key.mtime_ns, e.key.inode});
     entries.push_back(std::move(e));
   }
   std::sort(entries.begin(), entries.end(), [](const CatalogEntry& a, const CatalogEntry& b) {
@@ -138,7 +149,7 @@ std::vector<fs::path> Catalog::TempEntries(std::uint64_t& bytes) const {
     const std::string name = it->path().filename().string();
     if (!config::IsTempName(name) || name.rfind(".spotvisor-", 0) == 0) continue;
     bool is_directory = false;
-    if (auto key = KeyOf(it->path(), is_directory)) bytes += key->size;
+    if (auto key = CheckpointKey(it->path(), is_directory)) bytes += key->size;
     found.push_back(it->path());
   }
   std::sort(found.begin(), found.end());
@@ -252,6 +263,12 @@ Result<Selection> Catalog::Select(bool act, const VerdictCache* validated_now) {
     }
     selection.rejected.push_back(std::move(r));
   }
+  if (chosen == nullptr && act && versions_) {
+    if (auto restored = RestoreNewestVersion(selection)) {
+      entries->assign(1, std::move(*restored));  // the bad one is gone: replaced or quarantined
+      chosen = &entries->front();
+    }
+  }
   if (chosen != nullptr) selection.chosen = ResumePoint{chosen->path, chosen->step};
   // Only before a start: listings (the mirror's every scan among them) skip the walk.
   if (act) selection.temp_left = TempEntries(selection.temp_left_bytes);
@@ -295,6 +312,47 @@ Result<Selection> Catalog::Select(bool act, const VerdictCache* validated_now) {
   if (auto st = cache_.Save(); !st)
     Log(LogLevel::kWarning, "event=checkpoint_cache_not_saved error=" + Quote(st.error().message));
   return selection;
+}
+
+CatalogEntry Catalog::EntryOf(const versions::KeptVersion& version) const {
+  CatalogEntry e;
+  e.name = (fs::path(std::string(versions::kVersionsDir)) / version.path.parent_path().filename() / pattern_.text())
+               .string();
+  e.path = version.path;
+  e.step = version.generation;
+  e.is_directory = version.is_directory;
+  e.key = CacheKey{version.key.size, version.key.mtime_ns, version.key.inode};
+  return e;
+}
+
+std::optional<CatalogEntry> Catalog::RestoreNewestVersion(const Selection& selection) {
+  const auto& rejected = selection.rejected;
+  const std::string replaced = rejected.empty()            ? "nothing: the file was missing"
+                               : rejected.front().moved_to ? rejected.front().moved_to->string()
+                                                           : "a bad file (checkpoints.quarantine is off)";
+  for (const auto& version : versions_->List()) {
+    const Verdict v = Validate(EntryOf(version));
+    if (!v.good) {
+      Log(LogLevel::kWarning, "event=checkpoint_version_rejected path=" + Quote(version.path.string()) +
+                                  " generation=" + std::to_string(version.generation) + " reason=" + Quote(v.reason));
+      continue;
+    }
+    if (auto st = versions_->Restore(version); !st) {
+      Log(LogLevel::kError, "event=checkpoint_version_restore_failed path=" + Quote(version.path.string()) +
+                                " error=" + Quote(st.error().message));
+      return std::nullopt;
+    }
+    auto entries = Scan();
+    if (!entries || entries->empty() || !entries->front().scan_error.empty()) return std::nullopt;
+    CatalogEntry e = std::move(entries->front());
+    e.verdict = v;
+    cache_.Put(e.name, e.key, options_.validator.level, v);
+    Log(LogLevel::kWarning, "event=checkpoint_version_restored path=" + Quote(e.path.string()) +
+                                " from=" + Quote(version.path.string()) + " step=" + std::to_string(e.step) +
+                                " generation=" + std::to_string(version.generation) + " replaced=" + Quote(replaced));
+    return e;
+  }
+  return std::nullopt;
 }
 
 Status Catalog::AfterChoice(const CatalogEntry& chosen, bool fell_back) {

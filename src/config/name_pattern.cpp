@@ -44,18 +44,35 @@ std::optional<std::uint64_t> StepOf(std::string_view digits) {
 }
 
 bool IsDigit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
+
+// A pattern without {step}: the one name a trainer saves over in place.
+Status CheckFixedName(std::string_view pattern) {
+  const std::string text(pattern);
+  if (pattern.empty()) return Error{"pattern is empty: give a name such as 'ckpt.pt' or 'checkpoint-{step}'"};
+  if (pattern == "." || pattern == "..") return Error{"pattern '" + text + "' is not a name"};
+  if (pattern.find('*') != std::string_view::npos) {
+    return Error{"pattern '" + text + "' has '*' but no {step}: a name without {step} names one file or directory"};
+  }
+  if (IsTempName(pattern)) return Error{"pattern '" + text + "' is a temp name, which is never a checkpoint"};
+  return Ok{};
+}
 }  // namespace
 
 Result<NamePattern> NamePattern::Parse(std::string_view pattern) {
+  if (pattern.find('/') != std::string_view::npos) {
+    return Error{"pattern '" + std::string(pattern) + "' must be a name, without '/'"};
+  }
   const auto at = pattern.find(kStep);
   if (at == std::string_view::npos) {
-    return Error{"pattern '" + std::string(pattern) + "' has no {step} placeholder"};
+    if (auto st = CheckFixedName(pattern); !st) return st.error();
+    NamePattern p;
+    p.prefix_ = std::string(pattern);
+    p.prefix_and_suffix_text_ = std::string(pattern);
+    p.fixed_ = true;
+    return p;
   }
   if (pattern.find(kStep, at + 1) != std::string_view::npos) {
     return Error{"pattern '" + std::string(pattern) + "' has {step} more than once"};
-  }
-  if (pattern.find('/') != std::string_view::npos) {
-    return Error{"pattern '" + std::string(pattern) + "' must be a name, without '/'"};
   }
   NamePattern p;
   p.prefix_ = std::string(pattern.substr(0, at));
@@ -66,6 +83,7 @@ Result<NamePattern> NamePattern::Parse(std::string_view pattern) {
 
 std::optional<std::uint64_t> NamePattern::Match(std::string_view name) const {
   if (IsTempName(name)) return std::nullopt;
+  if (fixed_) return name == prefix_ ? std::optional<std::uint64_t>(0) : std::nullopt;
   // The leftmost place where the text before matches the prefix and a run of digits follows
   // whose rest matches the suffix; the longest such run (`*{step}` on "a12" is step 12).
   for (std::size_t at = 0; at < name.size(); ++at) {

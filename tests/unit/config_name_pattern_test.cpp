@@ -24,9 +24,35 @@ TEST(NamePattern, MatchesTheWholeNameWithLeadingZeros) {
   EXPECT_EQ(file->Match("step_42.pt.tmp"), std::nullopt);
 }
 
-TEST(NamePattern, NeedsStepExactlyOnce) {
-  EXPECT_FALSE(NamePattern::Parse("ckpt").ok());
-  EXPECT_FALSE(NamePattern::Parse("{step}_{step}").ok());
+TEST(NamePattern, NeedsStepAtMostOnce) {
+  auto twice = NamePattern::Parse("{step}_{step}");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.error().message.find("more than once"), std::string::npos) << twice.error().message;
+}
+
+// A name without {step} is the one file or directory a trainer saves over in place.
+TEST(NamePattern, AFixedNameMatchesItselfOnly) {
+  auto p = NamePattern::Parse("ckpt.pt");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_TRUE(p->fixed());
+  EXPECT_EQ(p->text(), "ckpt.pt");
+  EXPECT_EQ(p->Match("ckpt.pt"), 0u);
+  EXPECT_EQ(p->Match("ckpt.pt.tmp"), std::nullopt);
+  EXPECT_EQ(p->Match("xckpt.pt"), std::nullopt);
+  EXPECT_EQ(p->Match("ckpt"), std::nullopt);
+  EXPECT_FALSE(NamePattern::Parse("ckpt_step{step}")->fixed());
+
+  auto dir = NamePattern::Parse("out");
+  ASSERT_TRUE(dir.ok());
+  EXPECT_EQ(dir->Match("out"), 0u);
+}
+
+TEST(NamePattern, AFixedNameIsOneNameNotAGlobOrATempName) {
+  for (const char* bad : {"ckpt-*.pt", "", ".", "..", "ckpt.pt.tmp", ".spotvisor-versions", "out/ckpt.pt"}) {
+    auto p = NamePattern::Parse(bad);
+    EXPECT_FALSE(p.ok()) << bad;
+    if (!p.ok() && *bad != '\0') EXPECT_NE(p.error().message.find(bad), std::string::npos) << p.error().message;
+  }
 }
 
 TEST(NamePattern, TempNamesNeverCount) {

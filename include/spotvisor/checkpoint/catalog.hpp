@@ -19,6 +19,7 @@
 #include "spotvisor/checkpoint/verdict_cache.hpp"
 #include "spotvisor/config/job_config.hpp"
 #include "spotvisor/config/name_pattern.hpp"
+#include "spotvisor/versions/version_store.hpp"
 
 namespace spotvisor::checkpoint {
 
@@ -31,7 +32,7 @@ inline constexpr std::string_view kFiniteCacheFileName = "checkpoint-cache-finit
 struct CatalogEntry {
   std::string name;            // entry in checkpoints.dir
   std::filesystem::path path;  // checkpoints.dir / name
-  std::uint64_t step = 0;
+  std::uint64_t step = 0;      // a fixed name: its generation (version_store.hpp)
   bool is_directory = false;
   CacheKey key;                    // size (all files), newest mtime, inode
   std::optional<Verdict> verdict;  // after Judge
@@ -85,9 +86,10 @@ class Catalog {
 
   // The newest good checkpoint, validated now. With `act`, bad newer ones are
   // quarantined (when configured), then retention, the latest link, hints and the cache
-  // file are updated. Without `act` nothing on disk changes. `validated_now` holds verdicts
-  // reached by validation moments ago in the same selection (a mirror restore's): one
-  // whose key still matches counts as validated now instead of reading it twice.
+  // file are updated; for a fixed name whose file in place is missing or bad, the newest
+  // kept version that validates is put back in place and chosen. Without `act` nothing on disk changes. `validated_now`
+  // holds verdicts reached by validation moments ago in the same selection (a mirror restore's): one whose key still
+  // matches counts as validated now instead of reading it twice.
   Result<Selection> Select(bool act, const VerdictCache* validated_now = nullptr);
 
   // Deletes good checkpoints beyond `keep`, oldest first; never the newest good one,
@@ -99,6 +101,16 @@ class Catalog {
   // Why `entry` is fenced (fence.hpp), reading its manifest's epoch; none when it is not,
   // and nothing is read while the fence is empty.
   std::optional<std::string> FencedBecause(const CatalogEntry& entry) const;
+
+  // A verdict the cache holds for this entry's name and key; none when it holds none.
+  std::optional<Verdict> KnownVerdict(const CatalogEntry& entry) const {
+    return entry.scan_error.empty() ? cache_.Find(entry.name, entry.key, options_.validator.level) : std::nullopt;
+  }
+  // The kept versions of a fixed-name checkpoint; null for a pattern with {step}.
+  versions::VersionStore* versions() { return versions_ ? &*versions_ : nullptr; }
+  const versions::VersionStore* versions() const { return versions_ ? &*versions_ : nullptr; }
+  // A kept version as an entry (name: .spotvisor-versions/v<N>/<name>), for listings.
+  CatalogEntry EntryOf(const versions::KeptVersion& version) const;
 
   // Remembers a verdict reached elsewhere for this entry's name and key (memory only).
   void Remember(const CatalogEntry& entry, const Verdict& verdict) {
@@ -117,11 +129,15 @@ class Catalog {
   // A fenced entry becomes a Rejection (logged when `act`), never moved: true. Else false.
   bool PassOverFenced(const CatalogEntry& entry, bool act, Selection& selection) const;
   Status AfterChoice(const CatalogEntry& chosen, bool fell_back);
+  // The newest kept version that validates, put back in place; none when none is good.
+  // `selection` says what was in place (rejected, maybe quarantined), for the log.
+  std::optional<CatalogEntry> RestoreNewestVersion(const Selection& selection);
 
-  CatalogOptions options_;           // as given; dir absolute
-  config::NamePattern pattern_;      // parsed options_.pattern
-  VerdictCache cache_;               // loaded at creation
-  std::set<std::string> said_held_;  // held names already logged (retention_held, once each)
+  CatalogOptions options_;                          // as given; dir absolute
+  config::NamePattern pattern_;                     // parsed options_.pattern
+  VerdictCache cache_;                              // loaded at creation
+  std::set<std::string> said_held_;                 // held names already logged (retention_held, once each)
+  std::optional<versions::VersionStore> versions_;  // a fixed name's kept versions
 };
 
 }  // namespace spotvisor::checkpoint

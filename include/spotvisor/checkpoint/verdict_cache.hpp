@@ -22,6 +22,11 @@ struct CacheKey {
   bool operator==(const CacheKey&) const = default;
 };
 
+// The key of a checkpoint file or directory (every file's size, the newest mtime, the top
+// inode; a framework's marker beside a directory counts in its mtime). Never follows
+// symlinks inside a directory. Defined with the catalog, its first user.
+Result<CacheKey> CheckpointKey(const std::filesystem::path& path, bool& is_directory);
+
 class VerdictCache {
  public:
   // An empty cache for checkpoints in `dir`, stored at `file` (empty path: memory only).
