@@ -54,6 +54,10 @@ void CheckpointWatcher::OnAttemptEnded(const state::AttemptRecord&) {
   if (!stopped_ && io_) Tick();
 }
 
+void CheckpointWatcher::OnPhase(supervisor::Phase phase) {
+  keeper_->SetStopping(phase == supervisor::Phase::kStopping);
+}
+
 void CheckpointWatcher::OnExit(int, const std::string&) {
   stopped_ = true;
   if (timer_) timer_->Cancel();
@@ -84,6 +88,8 @@ void CheckpointWatcher::Tick() {
       if (std::exchange(again_, false)) Tick();
     });
     in_flight.reset();  // after the post
+    // After the news: a fixed name's version (a copy may take seconds) never delays it.
+    keeper_->KeepFixedVersion();
   });
 }
 

@@ -3,6 +3,7 @@
 #include "spotvisor/checkpoint_watch/dir_keeper.hpp"
 
 #include <chrono>
+#include <utility>
 
 #include "spotvisor/log/log.hpp"
 
@@ -131,6 +132,50 @@ void DirKeeper::NoteRestored(const std::filesystem::path& path) {
     const checkpoint::Verdict good{true, "restored from the mirror and validated there", ""};
     for_selection_.Put(e.name, e.key, job_.checkpoints.validate, good);
     validated_.Put(e.name, e.key, job_.checkpoints.validate, good);
+  }
+}
+
+void DirKeeper::KeepFixedVersion() {
+  auto* c = catalog();
+  auto* versions = c ? c->versions() : nullptr;
+  if (!versions) return;
+  auto entries = c->Scan();
+  if (!entries || entries->empty() || !entries->front().scan_error.empty()) return;
+  const auto& e = entries->front();
+  if (kept_key_ == e.key) return;
+  auto verdict = validated_.Find(e.name, e.key, job_.checkpoints.validate);
+  if (!verdict) verdict = c->KnownVerdict(e);
+  if (!verdict || !verdict->good) return;
+  const auto started = clock_.Now();
+  auto kept = versions->Keep({e.key.size, e.key.mtime_ns, e.key.inode}, [this] { return stopping_.load(); });
+  if (!kept) {
+    kept_key_ = e.key;  // not again for this content: the next save is another chance
+    Log(LogLevel::kError,
+        "event=checkpoint_version_not_kept path=" + Quote(e.path.string()) + " error=" + Quote(kept.error().message));
+    return;
+  }
+  using Kind = versions::KeepOutcome::Kind;
+  if (kept->kind == Kind::kAbandoned) {
+    if (!std::exchange(said_deferred_, true)) {
+      Log(LogLevel::kInfo, "event=checkpoint_version_deferred path=" + Quote(e.path.string()) +
+                               " reason=\"the trainer is being stopped and this filesystem has no reflink: the copy "
+                               "waits until the trainer has exited\"");
+    }
+    return;
+  }
+  said_deferred_ = false;
+  if (kept->kind == Kind::kChanged) return;  // a new save began; the watcher judges it
+  kept_key_ = e.key;
+  if (kept->kind == Kind::kAlreadyKept) return;
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now() - started);
+  Log(LogLevel::kInfo,
+      "event=checkpoint_version_kept path=" + Quote(e.path.string()) +
+          " version=" + Quote(kept->version.path.string()) + " step=" + std::to_string(kept->version.generation) +
+          " bytes=" + std::to_string(kept->stats.bytes) + " copied_bytes=" + std::to_string(kept->stats.copied_bytes) +
+          " method=" + (kept->stats.reflinked() ? "reflink" : "copy") + " ms=" + std::to_string(ms.count()));
+  for (const auto& gone : kept->deleted) {
+    Log(LogLevel::kInfo,
+        "event=checkpoint_version_deleted path=" + Quote(gone.string()) + " keep=" + std::to_string(versions->keep()));
   }
 }
 

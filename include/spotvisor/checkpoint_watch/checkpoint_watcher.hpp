@@ -4,8 +4,9 @@
 // told once the checkpoint held still for half a slow period (a save caught half-way is
 // judged again when it changes) — applies checkpoints.keep after a new good one, and hands
 // each verdict to its subscribers on the io thread: telemetry (the run record, metrics, on_checkpoint),
-// cadence (the cost of a request) and the mirror. What existed at start is the baseline,
-// not news. Polls, "held still" and detection times run on the run's Clock. A RunObserver;
+// cadence (the cost of a request) and the mirror; after each scan, a fixed-name checkpoint
+// judged good gets its version kept (DirKeeper::KeepFixedVersion). What existed at start
+// is the baseline, not news. Polls, "held still" and detection times run on the run's Clock. A RunObserver;
 // Subscribe and Hurry on the io thread.
 #pragma once
 
@@ -63,6 +64,8 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   void OnStart(supervisor::RunControl& control) override;
   void OnSelection(const checkpoint::Selection& selection) override;  // scans at once
   void OnAttemptEnded(const state::AttemptRecord& record) override;   // scans at once
+  // kStopping: a fixed name's version made by a byte copy waits (DirKeeper::SetStopping).
+  void OnPhase(supervisor::Phase phase) override;
   void OnExit(int code, const std::string& message) override;
 
  private:

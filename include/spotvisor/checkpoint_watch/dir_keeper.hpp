@@ -7,6 +7,7 @@
 // comes from the run's Clock.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <filesystem>
@@ -67,6 +68,14 @@ class DirKeeper {
   std::optional<checkpoint::ResumePoint> NewestGood(bool for_selection);
   // A mirror restore put `path` in place and validated it: good for the next selection.
   void NoteRestored(const std::filesystem::path& path);
+  // A fixed-name checkpoint (version_store.hpp): keeps a version of the file in place when
+  // a verdict of this process says it is good and no version holds it yet. A byte copy
+  // (no reflink here) gives way while the trainer is being stopped and is made after it.
+  void KeepFixedVersion();
+
+  // ---- any thread ----
+  // The trainer is being stopped (Phase::kStopping): byte copies wait until it is not.
+  void SetStopping(bool stopping) { stopping_ = stopping; }
 
   // ---- any thread: the mirror's hold on retention (issue 36) ----
   // From now on checkpoints.keep never deletes a checkpoint that is being uploaded or is
@@ -77,12 +86,15 @@ class DirKeeper {
   void MarkDurable(std::uint64_t step);  // the mirror holds this step (or a newer one)
 
  private:
-  const config::JobConfig& job_;                // not owned
-  Clock& clock_;                                // not owned; times validations
-  std::optional<checkpoint::Catalog> catalog_;  // keeper thread; remade at each selection
-  bool catalog_failed_ = false;                 // said once
-  checkpoint::VerdictCache validated_;          // keeper thread: verdicts this process validated
-  checkpoint::VerdictCache for_selection_;      // keeper thread: validated since the last selection, for it
+  const config::JobConfig& job_;                  // not owned
+  Clock& clock_;                                  // not owned; times validations
+  std::optional<checkpoint::Catalog> catalog_;    // keeper thread; remade at each selection
+  bool catalog_failed_ = false;                   // said once
+  checkpoint::VerdictCache validated_;            // keeper thread: verdicts this process validated
+  checkpoint::VerdictCache for_selection_;        // keeper thread: validated since the last selection, for it
+  std::optional<checkpoint::CacheKey> kept_key_;  // keeper thread: the content in place last kept (or failed)
+  bool said_deferred_ = false;                    // keeper thread: version_deferred logged for this content
+  std::atomic<bool> stopping_{false};             // the trainer is being stopped
   // Why retention must keep `e` (the mirror's hold), or none; any thread.
   std::optional<std::string> HeldBecause(const checkpoint::CatalogEntry& e);
   void SetHeld(checkpoint::Catalog& c);
