@@ -1,7 +1,8 @@
 // `spotvisor checkpoints`: the job's checkpoints as a table (or JSON) with path, step,
-// size, age, verdict and reason; a fenced one (written by an epoch the group had left,
-// per the state dir's attempts: fence.hpp) says so and why. Reads only; `--update-cache` may write the verdict cache
-// in the job's state dir, never anything in the checkpoints dir.
+// size, age, verdict and reason; for a fixed name (ckpt.pt), the file in place and then
+// the versions spotvisor keeps of it, each with its generation as the step; a fenced one (written by an epoch the group
+// had left, per the state dir's attempts: fence.hpp) says so and why. Reads only; `--update-cache` may write the
+// verdict cache in the job's state dir, never anything in the checkpoints dir.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -75,6 +76,7 @@ void PrintJson(const std::vector<checkpoint::CatalogEntry>& entries, const Fence
                    {"format", e.verdict->format},
                    {"reason", e.verdict->reason},
                    {"cached", e.from_cache},
+                   {"kept_version", e.name.rfind(versions::kVersionsDir, 0) == 0},
                    {"fenced", fenced[i] ? nlohmann::json(*fenced[i]) : nlohmann::json(nullptr)}});
   }
   std::puts(out.dump(2).c_str());
@@ -88,6 +90,8 @@ void AddCheckpointsCommand(CLI::App& app, int& exit_code) {
   cmd->footer(
       "Examples:\n  spotvisor checkpoints --config job.yaml\n"
       "  spotvisor checkpoints --dir ./ckpt --pattern 'ckpt_step{step}' --json\n"
+      "A fixed name (--pattern ckpt.pt) lists the file in place, then the versions spotvisor keeps of it in\n"
+      ".spotvisor-versions/ (STEP: the version's generation, 1 for the job's first).\n"
       "Exit codes: 0 every checkpoint is good, 1 none found or some are bad or fenced, 64 usage, 78 configuration "
       "error.");
   AddJobOptions(*cmd, o->job, /*with_command=*/false);
@@ -108,6 +112,9 @@ void AddCheckpointsCommand(CLI::App& app, int& exit_code) {
       std::fprintf(stderr, "spotvisor: %s\n", entries.error().message.c_str());
       exit_code = exit_code::kFailed;
       return;
+    }
+    if (const auto* versions = catalog->versions()) {
+      for (const auto& v : versions->List()) entries->push_back(catalog->EntryOf(v));
     }
     catalog->Judge(*entries, /*use_cache=*/true);
     Fenced fenced;

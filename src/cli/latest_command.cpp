@@ -1,9 +1,11 @@
 // `spotvisor latest`: the newest good checkpoint's path on stdout, exactly as {checkpoint}
 // expands (checkpoints.dir joined with the name), for shell scripts. Validates the
-// candidates now (newest first); changes nothing; never names a fenced checkpoint (one
+// candidates now (newest first); changes nothing (a fixed name's kept version is put back
+// only by `run`, so the path is the fixed name's when the file in place is good); never names a fenced checkpoint (one
 // written by an epoch the group had left: fence.hpp). Exit 1 when there is none.
 #include <cstdio>
 #include <memory>
+#include <vector>
 
 #include "commands.hpp"
 #include "job_options.hpp"
@@ -39,6 +41,11 @@ void AddLatestCommand(CLI::App& app, int& exit_code) {
     }
     if (!selection->chosen) {
       std::fprintf(stderr, "spotvisor: no good checkpoint in %s\n", catalog->options().dir.c_str());
+      const auto* versions = catalog->versions();
+      if (const auto kept = versions ? versions->List() : std::vector<versions::KeptVersion>{}; !kept.empty()) {
+        std::fprintf(stderr, "spotvisor: the newest kept version is %s; `spotvisor run` puts it back in place\n",
+                     kept.front().path.c_str());
+      }
       exit_code = exit_code::kFailed;
       return;
     }
