@@ -2,10 +2,15 @@
 // chosen by flags (exit N, die by a signal, ignore SIGTERM, spawn grandchildren, write a
 // checkpoint on SIGUSR1/SIGTERM, sleep). Standalone on purpose: it links nothing of ours.
 //
-//   child_helper --mode=exit|signal|ignore-term|sleep|grandchildren|checkpoint|close-output
+//   child_helper --mode=exit|signal|ignore-term|sleep|grandchildren|checkpoint|close-output|in-place
 //                [--code=N] [--signal=N] [--sleep-ms=N] [--record=FILE] [--ready=FILE]
 //                [--ckpt-dir=DIR] [--step=N] [--grandchildren=N] [--pids=FILE]
-//                [--fail-attempts=N] [--timestamps=FILE] [extra args...]
+//                [--fail-attempts=N] [--timestamps=FILE] [--saves=N] [--go=FILE] [extra args...]
+//
+// --mode=in-place is the common single-file trainer: it saves <ckpt-dir>/model.safetensors
+// over the same file (truncate, write) --saves times, then waits for --go to exist and dies
+// by SIGKILL half-way through the next save (a torn file). Started with
+// --resume_from=PATH it records "resumed=<the tag in PATH>" and exits 0.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -17,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,8 +40,11 @@ struct Options {
   std::string record, ready, ckpt_dir, pids;
   long step = 1;
   int grandchildren = 2;
-  std::string timestamps;  // append "start <ns>" / "exit <ns>" (CLOCK_REALTIME) for benchmarks
-  int fail_attempts = -1;  // with --mode=exit: fail only while SPOTVISOR_ATTEMPT <= this
+  std::string timestamps;   // append "start <ns>" / "exit <ns>" (CLOCK_REALTIME) for benchmarks
+  int fail_attempts = -1;   // with --mode=exit: fail only while SPOTVISOR_ATTEMPT <= this
+  int saves = 2;            // --mode=in-place: complete saves before the torn one
+  std::string go;           // --mode=in-place: the torn save waits for this file
+  std::string resume_from;  // --resume_from=PATH
 };
 
 Options Parse(int argc, char** argv) {
@@ -56,6 +65,9 @@ Options Parse(int argc, char** argv) {
     else if (key == "--pids") o.pids = value;
     else if (key == "--timestamps") o.timestamps = value;
     else if (key == "--fail-attempts") o.fail_attempts = std::atoi(value.c_str());
+    else if (key == "--saves") o.saves = std::atoi(value.c_str());
+    else if (key == "--go") o.go = value;
+    else if (key == "--resume_from") o.resume_from = value;
   }
   return o;
 }
@@ -119,6 +131,48 @@ void WriteCheckpoint(const Options& o, long step) {
     out << "step " << step << "\n";
   }
   std::rename(tmp.c_str(), final_path.c_str());
+}
+
+// A safetensors file (8-byte little-endian header length, JSON header, data) whose 8
+// data bytes are `tag`: what spotvisor's validator reads as complete, or not when torn.
+std::string SafetensorsBytes(std::string tag) {
+  tag.resize(8, '.');
+  const std::string header = R"({"w":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}})";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  return bytes + header + tag;
+}
+
+// Saves over the file in place as torch.save does: open with truncation, write, close.
+// `torn`: only the first half, then SIGKILL, as when the machine dies mid-save.
+void SaveInPlace(const std::string& path, const std::string& bytes, bool torn) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return;
+  const std::size_t n = torn ? bytes.size() / 2 : bytes.size();
+  [[maybe_unused]] ssize_t w = write(fd, bytes.data(), n);
+  if (torn) {
+    fsync(fd);
+    raise(SIGKILL);
+  }
+  close(fd);
+}
+
+int InPlace(const Options& o) {
+  if (!o.resume_from.empty()) {
+    std::ifstream in(o.resume_from, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(o.record, std::ios::app)
+        << "resumed=" << (bytes.size() >= 8 ? bytes.substr(bytes.size() - 8) : "") << "\n";
+    return 0;
+  }
+  const std::string path = o.ckpt_dir + "/model.safetensors";
+  for (int save = 1; save <= o.saves; ++save) {
+    SaveInPlace(path, SafetensorsBytes("save" + std::to_string(save)), false);
+    SleepMs(50);
+  }
+  while (access(o.go.c_str(), F_OK) != 0) SleepMs(20);
+  SaveInPlace(path, SafetensorsBytes("save" + std::to_string(o.saves + 1)), true);
+  return 1;  // not reached: SIGKILL
 }
 
 void Wait(const Options& o) {
@@ -193,6 +247,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (o.mode == "in-place") return InPlace(o);
   if (o.mode == "close-output") {  // says one line on each stream, closes both, keeps running
     std::printf("step=1 before closing stdout\n");
     std::fflush(stdout);
