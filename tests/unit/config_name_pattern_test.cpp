@@ -51,7 +51,9 @@ TEST(NamePattern, AFixedNameIsOneNameNotAGlobOrATempName) {
   for (const char* bad : {"ckpt-*.pt", "", ".", "..", "ckpt.pt.tmp", ".spotvisor-versions", "out/ckpt.pt"}) {
     auto p = NamePattern::Parse(bad);
     EXPECT_FALSE(p.ok()) << bad;
-    if (!p.ok() && *bad != '\0') EXPECT_NE(p.error().message.find(bad), std::string::npos) << p.error().message;
+    if (!p.ok() && *bad != '\0') {
+      EXPECT_NE(p.error().message.find(bad), std::string::npos) << p.error().message;
+    }
   }
 }
 

@@ -2,6 +2,7 @@
 // {step}): generations, the keep bound, content matched by size and mtime, a stale
 // judgement or a stop giving way, and the catalog's selection putting the newest good
 // version back over a torn or missing file in place (the torn one quarantined).
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -131,6 +132,7 @@ TEST(VersionStore, AByteCopyGivesWayWhenAskedAReflinkNeedNot) {
 TEST(VersionStore, ADirectoryCheckpointIsKeptWholeWithItsMtimes) {
   TempDir dir;
   VersionStore store(dir.path(), "out", 2, Measure);
+  fs::create_directories(dir / "out" / "sub");
   WriteFile(dir / "out" / "model.safetensors", Weights("a"));
   WriteFile(dir / "out" / "sub" / "opt.json", "{}");
   const KeepOutcome out = KeepNow(store);
