@@ -262,13 +262,18 @@ TEST(ConfigLoader, UnknownPlaceholder) {
   EXPECT_NE(job.error().message.find("placeholder {checkpiont_dir}"), std::string::npos) << job.error().message;
 }
 
-TEST(ConfigLoader, PatternWithoutStep) {
+// A name without {step} is a fixed name saved in place (ckpt.pt); a glob without {step}
+// names no one file and is refused with the file, line and key.
+TEST(ConfigLoader, PatternWithoutStepIsAFixedNameButNotAGlob) {
   TempDir dir;
-  auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\ncheckpoints:\n  pattern: ckpt\n");
-  ASSERT_FALSE(job);
-  EXPECT_NE(job.error().message.find("job.yaml:4: checkpoints.pattern: pattern 'ckpt' has no {step}"),
+  auto fixed = Load(dir, "job:\n  command: [\"/bin/true\"]\ncheckpoints:\n  pattern: ckpt.pt\n");
+  ASSERT_TRUE(fixed) << fixed.error().message;
+  EXPECT_EQ(fixed->checkpoints.pattern, "ckpt.pt");
+  auto glob = Load(dir, "job:\n  command: [\"/bin/true\"]\ncheckpoints:\n  pattern: \"ckpt-*.pt\"\n");
+  ASSERT_FALSE(glob);
+  EXPECT_NE(glob.error().message.find("job.yaml:4: checkpoints.pattern: pattern 'ckpt-*.pt' has '*' but no {step}"),
             std::string::npos)
-      << job.error().message;
+      << glob.error().message;
 }
 
 TEST(ConfigLoader, BackoffBoundsMustRelate) {
