@@ -19,6 +19,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${JOBS:-$(nproc)}
+# Test time limits ×N (scripts/load-check.sh: 3); see tests/CMakeLists.txt.
+scale=${SPOTVISOR_TEST_TIMEOUT_SCALE:-1}
 
 usage() {
   sed -n '/^# A selection/,/^# (-L and -R/p' "$0" | sed 's/^# \{0,1\}//'
@@ -134,7 +136,7 @@ build() {
   set -e
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" \
     -DSPOTVISOR_WERROR=ON -DSPOTVISOR_TORCH2_PYTHON="$torch2_python" \
-    -DSPOTVISOR_DEEPSPEED_PYTHON="$deepspeed_python" >/dev/null
+    -DSPOTVISOR_DEEPSPEED_PYTHON="$deepspeed_python" -DSPOTVISOR_TEST_TIMEOUT_SCALE="$scale" >/dev/null
   ninja -C build -j "$jobs"
 }
 
@@ -146,7 +148,7 @@ ctests() {
   if [[ $selected -eq 1 ]]; then
     [[ -n "$labels" ]] && select+=(-L "$labels")
     [[ -n "$regex" ]] && select+=(-R "$regex")
-    ctest --test-dir build "${select[@]}" --output-on-failure -j "$jobs" --timeout 900 \
+    ctest --test-dir build "${select[@]}" --output-on-failure -j "$jobs" --timeout $((900 * scale)) \
       --output-log build/ctest.out || rc=$?
   else
     # e2e.Slurm mostly waits on slurmctld: it runs beside the others (ctest -L beside), not in a slot.
