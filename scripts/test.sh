@@ -3,10 +3,9 @@
 # the layout (.clang-format, the rooms' order), builds spotvisor with warnings as errors, and runs every test — unit, integration, fault
 # (tests/fault: killed supervisors and trainers, full filesystems, flapping endpoints,
 # restart soak) and end-to-end, with real processes, real PyTorch and real HTTP on
-# loopback — clang-tidy alongside, then the unit and integration suites again under
-# ASan+UBSan, the hashing pool under TSan, the Python helper's tests, every fuzz target
-# briefly, and what users install (scripts/package.sh: the portable binary, the .deb, the
-# wheel) where they install it.
+# loopback — and beside them clang-tidy, the unit and integration suites again under
+# ASan+UBSan, the hashing pool under TSan, every fuzz target briefly, and what users install
+# (scripts/package.sh: the portable binary, the .deb, the wheel) where they install it.
 #
 # Every stage runs and reports, whatever an earlier one did (a stage that needs one that
 # failed says so instead of running); the end is a table of the stages with their times
@@ -20,6 +19,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${JOBS:-$(nproc)}
+# Test time limits ×N (scripts/load-check.sh: 3); see tests/CMakeLists.txt.
+scale=${SPOTVISOR_TEST_TIMEOUT_SCALE:-1}
 
 usage() {
   sed -n '/^# A selection/,/^# (-L and -R/p' "$0" | sed 's/^# \{0,1\}//'
@@ -135,7 +136,7 @@ build() {
   set -e
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" \
     -DSPOTVISOR_WERROR=ON -DSPOTVISOR_TORCH2_PYTHON="$torch2_python" \
-    -DSPOTVISOR_DEEPSPEED_PYTHON="$deepspeed_python" >/dev/null
+    -DSPOTVISOR_DEEPSPEED_PYTHON="$deepspeed_python" -DSPOTVISOR_TEST_TIMEOUT_SCALE="$scale" >/dev/null
   ninja -C build -j "$jobs"
 }
 
@@ -147,7 +148,7 @@ ctests() {
   if [[ $selected -eq 1 ]]; then
     [[ -n "$labels" ]] && select+=(-L "$labels")
     [[ -n "$regex" ]] && select+=(-R "$regex")
-    ctest --test-dir build "${select[@]}" --output-on-failure -j "$jobs" --timeout 900 \
+    ctest --test-dir build "${select[@]}" --output-on-failure -j "$jobs" --timeout $((900 * scale)) \
       --output-log build/ctest.out || rc=$?
   else
     # e2e.Slurm mostly waits on slurmctld: it runs beside the others (ctest -L beside), not in a slot.
@@ -169,30 +170,102 @@ ctests() {
   return $rc
 }
 
-# What users install (dist/: the portable binary, the .deb, the wheel), tested after the
-# rest (ctest -L package); a Debian 12 root for the .deb's test, made once and cached. Then
-# the sanitizer and fuzz builds. clang for the ASan build: it compiles the sanitized Debug
-# build in half gcc's time, and a second compiler's warnings are errors too.
-background_builds() {
+# The checks that need builds of their own, one after the other in the background while
+# ctest runs (most tests wait on child processes, so the CPU is often idle): each build at
+# the lowest priority, each check at the tests' own (a test must hold on a busy machine).
+# ASan first, the longest check; then what users install (dist/: the portable binary, the
+# .deb, the wheel; a Debian 12 root for the .deb's test, made once and cached), TSan and the
+# fuzz targets. clang for the ASan build: it compiles the sanitized Debug build in half gcc's
+# time, and a second compiler's warnings are errors too.
+asan_build() {
   set -e
-  SPOTVISOR_WERROR=ON nice -n 19 scripts/package.sh
-  nice -n 19 tests/package/debian_root.sh
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++-14 \
     -DSPOTVISOR_SANITIZE=ON -DSPOTVISOR_WERROR=ON >/dev/null
   nice -n 19 ninja -C build-asan -j "$jobs" spotvisor spotvisor_child_helper spotvisor_unit_tests \
     spotvisor_integration_tests
-  TSAN_BUILD_ONLY=1 nice -n 19 scripts/tsan.sh
-  FUZZ_BUILD_ONLY=1 nice -n 19 scripts/fuzz.sh
+}
+
+asan_tests() {
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan -L 'unit|integration' --output-on-failure -j 1 --timeout 600
+}
+
+package_builds() {
+  set -e
+  SPOTVISOR_WERROR=ON nice -n 19 scripts/package.sh
+  nice -n 19 tests/package/debian_root.sh
 }
 
 package_tests() { ctest --test-dir build -L package --output-on-failure -j "$jobs" --timeout 900; }
 
-asan_tests() {
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan -L 'unit|integration' --output-on-failure -j "$jobs" --timeout 600
+tsan_tests() {
+  set -e
+  TSAN_BUILD_ONLY=1 nice -n 19 scripts/tsan.sh
+  scripts/tsan.sh
 }
 
-fuzz_briefly() { FUZZ_SECONDS=${FUZZ_SECONDS:-5} scripts/fuzz.sh; }
+fuzz_briefly() {
+  set -e
+  FUZZ_BUILD_ONLY=1 nice -n 19 scripts/fuzz.sh
+  FUZZ_SECONDS=${FUZZ_SECONDS:-5} scripts/fuzz.sh
+}
+
+# The background checks: "name|function|the check it needs" (empty: none).
+background_checks=(
+  "ASan+UBSan build (clang, -Werror)|asan_build|"
+  "tests under ASan+UBSan: unit, integration|asan_tests|ASan+UBSan build (clang, -Werror)"
+  "packages: the portable binary, the .deb, the wheel (-Werror)|package_builds|"
+  "what users install: the portable binary in an empty root, the .deb in Debian 12, the wheel, the image|package_tests|packages: the portable binary, the .deb, the wheel (-Werror)"
+  "hashing pool under TSan (its build, then its tests)|tsan_tests|"
+  "fuzz targets, briefly (their build, then 5 s each)|fuzz_briefly|"
+)
+
+# Runs every background check in turn; check i leaves its output in build/checks/i.out and
+# "EXIT SECONDS" in build/checks/i.result ("skip" when the one it needs failed).
+run_background_checks() {
+  local i name fn needs start rc
+  declare -A failed=()
+  rm -rf build/checks
+  mkdir -p build/checks
+  for i in "${!background_checks[@]}"; do
+    IFS='|' read -r name fn needs <<<"${background_checks[$i]}"
+    if [[ -n "$needs" && -n "${failed[$needs]:-}" ]]; then
+      failed[$name]=1
+      echo "skip" >"build/checks/$i.result"
+      continue
+    fi
+    start=$SECONDS
+    rc=0
+    # In the background and waited for, as in stage(): `set -e` holds inside.
+    ("$fn") >"build/checks/$i.out" 2>&1 &
+    wait $! || rc=$?
+    [[ $rc -eq 0 ]] || failed[$name]=1
+    echo "$rc $((SECONDS - start))" >"build/checks/$i.result"
+  done
+}
+
+# Reports each background check as a stage of its own, once they have all ended.
+report_background_checks() {
+  local i name fn needs result rc secs
+  wait "$1" || true
+  for i in "${!background_checks[@]}"; do
+    IFS='|' read -r name fn needs <<<"${background_checks[$i]}"
+    result="$(cat "build/checks/$i.result" 2>/dev/null || echo "lost 0")"
+    if [[ "$result" == skip ]]; then
+      skipped "$name" "'$needs' failed"
+      continue
+    fi
+    read -r rc secs <<<"$result"
+    step "$name"
+    cat "build/checks/$i.out" 2>/dev/null || true
+    if [[ "$rc" == 0 ]]; then
+      record "$name" "$secs" passed
+    else
+      echo "!! $name failed (exit $rc)"
+      record "$name" "$secs" "failed (exit $rc)"
+    fi
+  done
+}
 
 mkdir -p build
 if ! stage "setup" set_up; then
@@ -215,27 +288,15 @@ if [[ $selected -eq 1 ]]; then
   exit $((failed_stages > 0))
 fi
 
-# Most tests wait on child processes, so the CPU is often idle while they run. At the
-# lowest priority (the tests keep theirs) two jobs use it meanwhile: clang-tidy over every
-# source, and the packages, the sanitizer and fuzz builds, one after the other.
+# Beside the tests: clang-tidy over every source at the lowest priority, and the
+# background checks above, one after the other.
 tidy_start=$SECONDS
 nice -n 19 scripts/tidy.sh >build/tidy.out 2>&1 &
 tidy_pid=$!
-builds_start=$SECONDS
-(background_builds) >build/sanitizer-builds.out 2>&1 &
-builds_pid=$!
+run_background_checks >build/background-checks.out 2>&1 &
+checks_pid=$!
 
 stage "tests: unit, integration, fault, e2e, formats, frameworks, helper (and beside them: ctest -L beside)" ctests || true
 finish "$tidy_pid" "clang-tidy (checks in .clang-tidy, all errors)" "$tidy_start" build/tidy.out || true
-if finish "$builds_pid" "packages, sanitizer and fuzz builds (-Werror)" "$builds_start" build/sanitizer-builds.out; then
-  stage "what users install: the portable binary in an empty root, the .deb in Debian 12, the wheel, the image" \
-    package_tests || true
-  stage "tests under ASan+UBSan: unit, integration" asan_tests || true
-  stage "hashing pool under TSan" scripts/tsan.sh || true
-  stage "fuzz targets, briefly" fuzz_briefly || true
-else
-  for s in "what users install" "tests under ASan+UBSan" "hashing pool under TSan" "fuzz targets"; do
-    skipped "$s" "the packages, sanitizer and fuzz builds failed"
-  done
-fi
+report_background_checks "$checks_pid"
 exit $((failed_stages > 0))
