@@ -2,10 +2,10 @@
 // chosen by flags (exit N, die by a signal, ignore SIGTERM, spawn grandchildren, write a
 // checkpoint on SIGUSR1/SIGTERM, sleep). Standalone on purpose: it links nothing of ours.
 //
-//   child_helper --mode=exit|signal|ignore-term|sleep|grandchildren|checkpoint|close-output
+//   child_helper --mode=exit|signal|ignore-term|sleep|grandchildren|checkpoint|periodic|close-output
 //                [--code=N] [--signal=N] [--sleep-ms=N] [--record=FILE] [--ready=FILE]
 //                [--ckpt-dir=DIR] [--step=N] [--grandchildren=N] [--pids=FILE]
-//                [--fail-attempts=N] [--timestamps=FILE] [extra args...]
+//                [--fail-attempts=N] [--timestamps=FILE] [--every-ms=N] [extra args...]
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -36,6 +36,7 @@ struct Options {
   int grandchildren = 2;
   std::string timestamps;  // append "start <ns>" / "exit <ns>" (CLOCK_REALTIME) for benchmarks
   int fail_attempts = -1;  // with --mode=exit: fail only while SPOTVISOR_ATTEMPT <= this
+  long every_ms = 1000;    // with --mode=periodic: the save interval
 };
 
 Options Parse(int argc, char** argv) {
@@ -56,6 +57,7 @@ Options Parse(int argc, char** argv) {
     else if (key == "--pids") o.pids = value;
     else if (key == "--timestamps") o.timestamps = value;
     else if (key == "--fail-attempts") o.fail_attempts = std::atoi(value.c_str());
+    else if (key == "--every-ms") o.every_ms = std::atol(value.c_str());
   }
   return o;
 }
@@ -190,6 +192,20 @@ int main(int argc, char** argv) {
       }
       if (o.sleep_ms >= 0 && std::chrono::steady_clock::now() - start > std::chrono::milliseconds(o.sleep_ms)) {
         return o.code;
+      }
+    }
+  }
+  if (o.mode == "periodic") {  // a script as it is: no handler at all, a save every --every-ms
+    Touch(o.ready);
+    long step = o.step;
+    auto saved = std::chrono::steady_clock::now();
+    for (;;) {
+      SleepMs(5);
+      std::printf("step=%ld\n", ++step);
+      std::fflush(stdout);
+      if (std::chrono::steady_clock::now() - saved >= std::chrono::milliseconds(o.every_ms)) {
+        WriteCheckpoint(o, step);
+        saved = std::chrono::steady_clock::now();
       }
     }
   }
