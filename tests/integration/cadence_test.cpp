@@ -286,6 +286,44 @@ TEST(DeferredStop, ATrainerThatCatchesSigtermIsStoppedAtOnce) {
   EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
 }
 
+// Issue 35, item 5: with the stop not deferred, a trainer without a SIGTERM handler loses the
+// steps since its last save; the record names that save and counts the steps from its
+// progress lines. An empty directory it made and has not written into is not "corrupt".
+TEST(DeferredStop, NeverDeferredTheRecordNamesTheNewestGoodCheckpointAndTheStepsLost) {
+  TempDir dir;
+  MockThread mock;
+  std::filesystem::create_directories(dir / "ckpt");
+  std::string yaml = NoticeJob(dir, mock,
+                               "\"--mode=periodic\", \"--every-ms=1000\", \"--ckpt-dir=" + (dir / "ckpt").string() +
+                                   "\", \"--ready=" + (dir / "ready").string() + "\"");
+  const std::string kill_line = "  kill_timeout: 5s\n";
+  yaml.replace(yaml.find(kill_line), kill_line.size(), kill_line + "  defer_stop: never\n");
+  WriteFile(dir / "job.yaml", yaml);
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
+  std::filesystem::create_directories(dir / "ckpt" / "ckpt_step0");  // made, not written yet
+  auto good_seen = [&] {
+    const std::string out = ReadFile(dir / "out.txt");
+    std::size_t n = 0;
+    for (auto at = out.find("verdict=good"); at != std::string::npos; at = out.find("verdict=good", at + 1)) ++n;
+    return n;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return good_seen() >= 2; }, 20s)) << ReadFile(dir / "out.txt");
+  mock.Notice(std::chrono::minutes(2));
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=drained") != std::string::npos; }, 30s))
+      << ReadFile(dir / "out.txt");
+  kill(sv.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
+  const std::string out = ReadFile(dir / "out.txt");
+  EXPECT_EQ(out.find("event=stop_deferred"), std::string::npos) << out;
+  const auto at = out.find("event=notice_not_saved");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string line = out.substr(at, out.find('\n', at) - at);
+  EXPECT_NE(line.find("checkpoint=ckpt_step"), std::string::npos) << line;
+  EXPECT_EQ(line.find("steps_lost=unknown"), std::string::npos) << line;
+  EXPECT_EQ(out.find("empty directory"), std::string::npos) << out;
+}
+
 // No periodic request while a stop is in progress: the trainer (ignoring SIGTERM, with
 // SIGUSR1 at its default action, so a request would kill it) sits out its whole grace
 // window and goes by SIGKILL, not by a cadence SIGUSR1.
