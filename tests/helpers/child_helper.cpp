@@ -77,7 +77,7 @@ void Record(const Options& o, int argc, char** argv) {
   for (const char* name :
        {"SPOTVISOR_RESUME_FROM", "SPOTVISOR_RESUME_STEP", "SPOTVISOR_ATTEMPT", "SPOTVISOR_RESTART_COUNT",
         "SPOTVISOR_JOB", "SPOTVISOR_CHECKPOINT_DIR", "SPOTVISOR_NOTICE_FILE", "SPOTVISOR_NODE_RANK", "SPOTVISOR_NNODES",
-        "SPOTVISOR_EPOCH", "HELPER_ENV"}) {
+        "SPOTVISOR_EPOCH", "HELPER_ENV", "PYTHONUNBUFFERED"}) {
     const char* v = std::getenv(name);
     line += std::string(" ") + name + "=" + (v ? v : "");
   }
