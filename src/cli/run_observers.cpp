@@ -11,6 +11,26 @@
 #include "spotvisor/telemetry/telemetry_observer.hpp"
 
 namespace spotvisor::cli {
+namespace {
+
+// Hands the watcher's new good checkpoints to the run's Fsm (RunControl::CheckpointLanded):
+// a stop deferred for a trainer that cannot save on a signal waits for the next one.
+class LandedCheckpoints final : public supervisor::RunObserver {
+ public:
+  explicit LandedCheckpoints(checkpoint_watch::CheckpointWatcher& watcher) {
+    watcher.Subscribe([this](const std::vector<checkpoint_watch::CheckpointVerdict>& verdicts) {
+      for (const auto& v : verdicts) {
+        if (v.good && control_) control_->CheckpointLanded(v.path, v.step);
+      }
+    });
+  }
+  void OnStart(supervisor::RunControl& control) override { control_ = &control; }
+
+ private:
+  supervisor::RunControl* control_ = nullptr;  // the run's, from OnStart
+};
+
+}  // namespace
 
 Result<RunParts> AssembleRun(const config::JobConfig& job) {
   RunParts parts;
@@ -22,6 +42,7 @@ Result<RunParts> AssembleRun(const config::JobConfig& job) {
     auto owned = std::make_unique<checkpoint_watch::CheckpointWatcher>(std::move(keeper), SystemClock());
     watcher = owned.get();
     parts.observers.push_back(std::move(owned));
+    parts.observers.push_back(std::make_unique<LandedCheckpoints>(*watcher));
   }
   if (job.cadence.mode != config::CadenceMode::kOff) {
     parts.observers.push_back(

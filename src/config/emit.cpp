@@ -192,6 +192,7 @@ std::string ToYaml(const JobConfig& c) {
   }
   y << YAML::Key << "grace" << YAML::Value << FormatDuration(s.grace);
   y << YAML::Key << "kill_timeout" << YAML::Value << FormatDuration(s.kill_timeout);
+  y << YAML::Key << "defer_stop" << YAML::Value << (s.defer_stop ? "auto" : "never");
   y << YAML::EndMap;
 
   const auto& k = c.checkpoints;

@@ -119,6 +119,9 @@ class Reader : public NodeReader {
          }},
         {"grace", [&](const YAML::Node& n, const std::string& k) { v.grace = Dur(n, k); }},
         {"kill_timeout", [&](const YAML::Node& n, const std::string& k) { v.kill_timeout = Dur(n, k); }},
+        {"defer_stop", [&](const YAML::Node& n, const std::string& k) {
+           v.defer_stop = Enum<bool>(n, k, {{"auto", true}, {"never", false}});
+         }},
     });
   }
 

@@ -1,6 +1,8 @@
 // Argv and environment of one attempt; see child_environment.hpp.
 #include "child_environment.hpp"
 
+#include <cstdlib>
+
 #include "spotvisor/supervisor/group_vars.hpp"
 
 namespace spotvisor::supervisor {
@@ -41,6 +43,13 @@ Result<process::SpawnSpec> BuildSpawnSpec(const config::JobConfig& job, const Sp
   spec.env["SPOTVISOR_RESUME_FROM"] = attempt.resume ? attempt.resume->path.string() : "";
   spec.env["SPOTVISOR_RESUME_STEP"] = attempt.resume ? std::to_string(attempt.resume->step) : "";
   for (auto& [name, value] : GroupEnvironment(attempt.place)) spec.env[name] = value;
+  // Python buffers stdout in blocks when it is not a terminal (our relay's pipe, an output
+  // file, journald): a trainer killed by a signal would take its last lines with it. On a
+  // terminal (line-buffered anyway) it changes nothing; job.env or our own environment
+  // overrides it (PYTHONUNBUFFERED="" turns it off).
+  if (!job.job.env.contains(kPythonUnbuffered) && std::getenv(kPythonUnbuffered) == nullptr) {
+    spec.env[kPythonUnbuffered] = "1";
+  }
   return spec;
 }
 

@@ -102,7 +102,19 @@ void Driver::Impl::RequestStop(StopReason reason, const std::string& detail) {
 }
 
 void Driver::Impl::RequestCheckpoint(const std::string& detail) {
-  asio::post(io_, [this, detail] { Dispatch(CheckpointRequestedEvent{detail}); });
+  asio::post(io_, [this, detail] { Dispatch(CheckpointRequest(detail)); });
+}
+
+void Driver::Impl::CheckpointLanded(const std::filesystem::path& path, std::uint64_t step) {
+  asio::post(io_, [this, path, step] { Dispatch(CheckpointLandedEvent{path, step}); });
+}
+
+// The Fsm decides; the fact it needs is read here, at the moment of the request (a trainer
+// installs its handler some time after it starts).
+CheckpointRequestedEvent Driver::Impl::CheckpointRequest(const std::string& detail) const {
+  CheckpointRequestedEvent e{detail};
+  if (trainer_) e.nobody_catches = trainer_->Catchers(job_.signals.checkpoint, job_.signals.Recipients()) == 0;
+  return e;
 }
 
 // A child of a SIGKILLed supervisor died with it (PDEATHSIG), but its group may live on.
@@ -137,7 +149,7 @@ bool Driver::Impl::StopLeftovers() {
 
 void Driver::Impl::OnSignal(int signo) {
   if (!StopsOn(signo)) {
-    Dispatch(CheckpointRequestedEvent{"SIGUSR1 to spotvisor"});
+    Dispatch(CheckpointRequest("SIGUSR1 to spotvisor"));
     return;
   }
   for (auto& o : observers_) o->OnStopSignal(signo);

@@ -45,12 +45,15 @@ class Driver::Impl final : public RunControl {
   process::ChildTable& children() override { return host_->children(); }
   void RequestStop(StopReason reason, const std::string& detail) override;
   void RequestCheckpoint(const std::string& detail) override;
+  void CheckpointLanded(const std::filesystem::path& path, std::uint64_t step) override;
 
  private:
   // driver.cpp
   bool StopLeftovers();
   void OnSignal(int signo);
   bool StopsOn(int signo) const;  // signo is in signals.stop_on
+  // "Checkpoint now", with whether any process of signals.target catches the signal.
+  CheckpointRequestedEvent CheckpointRequest(const std::string& detail) const;
   void Dispatch(const Event& event);
   void Perform(const ArmTimerAction& a);
   void Perform(const CancelTimerAction& a);

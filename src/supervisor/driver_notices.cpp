@@ -67,13 +67,16 @@ void Driver::Impl::OnNotice(const preemption::Notice& n) {
                               " detail=" + Quote(n.detail));
   for (auto& o : observers_) o->OnNotice(n);
   if (n.action == preemption::NoticeAction::kCheckpoint) {
-    Dispatch(CheckpointRequestedEvent{n.provider + " " + n.kind});
+    Dispatch(CheckpointRequest(n.provider + " " + n.kind));
     return;
   }
   notice_ = n;
   WriteNoticeFile(n);
-  Dispatch(
-      StopRequestedEvent{StopReason::kNotice, std::nullopt, n.provider + " " + n.kind, NoticeDeadline{until_deadline}});
+  StopRequestedEvent stop{StopReason::kNotice, std::nullopt, n.provider + " " + n.kind,
+                          NoticeDeadline{until_deadline, now}};
+  // Whether the stop would save anything: the Fsm decides whether to defer it.
+  stop.nobody_catches = trainer_ && trainer_->Catchers(job_.signals.on_notice, job_.signals.Recipients()) == 0;
+  Dispatch(stop);
 }
 
 // The Fsm waits provider.resume_after before it resumes; a withdrawn notice is never

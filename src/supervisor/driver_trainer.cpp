@@ -87,9 +87,7 @@ void Driver::Impl::Perform(const SignalAction& a) {
       "event=signal_sent signal=" + config::SignalName(a.signo) + " target=" + config::ToString(a.to) +
           " pid=" + std::to_string(trainer_->pid()) + " processes=" + std::to_string(reached) +
           (a.to == config::SignalTarget::kWorkers ? " workers=" + trainer_->LastPids() : "") +
-          (skipped > 0
-               ? " skipped=" + std::to_string(skipped) + " skipped_why=\"no handler for it yet (still starting)\""
-               : "") +
+          (skipped > 0 ? " skipped=" + std::to_string(skipped) + " skipped_why=\"no handler for it\"" : "") +
           (reached > 0 ? "" : none));
   if (reached > 0) {
     for (auto& o : observers_) o->OnSignalSent(a.signo, a.to);

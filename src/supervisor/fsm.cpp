@@ -28,6 +28,8 @@ const char* PhaseName(Phase p) {
       return "joining";
     case Phase::kRunning:
       return "running";
+    case Phase::kDeferred:
+      return "deferred";
     case Phase::kStopping:
       return "stopping";
     case Phase::kBackoff:
@@ -70,6 +72,7 @@ std::vector<Action> Fsm::Handle(const Event& event, TimePoint now) {
         if constexpr (std::is_same_v<E, DrainedValidatedEvent>) return OnDrainedValidated();
         if constexpr (std::is_same_v<E, GroupSpareEvent>) return OnGroupSpare(e, now);
         if constexpr (std::is_same_v<E, GroupCutOffEvent>) return OnGroupCutOff(e, now);
+        if constexpr (std::is_same_v<E, CheckpointLandedEvent>) return OnCheckpointLanded(e, now);
       },
       event);
 }
@@ -156,7 +159,7 @@ std::vector<Action> Fsm::OnSelectionFailed(const SelectionFailedEvent& e) {
 
 std::vector<Action> Fsm::OnGroupSurvivedKill(const GroupSurvivedKillEvent& e) {
   // Only while a trainer's group is there to outlive anything (a late report is no news).
-  if (phase_ != Phase::kRunning && phase_ != Phase::kStopping) return {};
+  if (phase_ != Phase::kRunning && phase_ != Phase::kStopping && phase_ != Phase::kDeferred) return {};
   return Finish(ExitCode::kFailed, "processes of the trainer's group " + std::to_string(e.pgid) +
                                        " survive SIGKILL; refusing to start a second trainer");
 }
@@ -191,29 +194,42 @@ std::vector<Action> Fsm::OnGroupAgreed(const GroupAgreedEvent& e, TimePoint now)
   if (phase_ != Phase::kJoining) return {};  // a late answer: the start was given up
   std::vector<Action> actions{CancelTimerAction{TimerKind::kJoin}};
   const auto step = e.point ? std::optional<std::uint64_t>(e.point->step) : std::nullopt;
-  if (counters_.attempts > 0 && job_.restart.no_progress_limit > 0) {
-    const bool advanced = step && (!counters_.last_resume_step || *step > *counters_.last_resume_step);
-    counters_.no_progress_streak = advanced ? 0 : counters_.no_progress_streak + 1;
-    if (counters_.no_progress_streak >= job_.restart.no_progress_limit) {
-      const std::string at = step ? "step " + std::to_string(*step) : "no checkpoint";
-      return Finish(ExitCode::kFailed,
-                    "giving up: " + std::to_string(counters_.no_progress_streak) +
-                        " restarts in a row without progress (each resumed from " + at +
-                        "; restart.no_progress_limit = " + std::to_string(job_.restart.no_progress_limit) + ")",
-                    std::move(actions));
-    }
-  }
+  if (std::string why = CountProgress(step); !why.empty()) return Finish(ExitCode::kFailed, why, std::move(actions));
   // A multi-node job has one failure budget: the group's count when it is higher.
   counters_.failures = std::max(counters_.failures, e.group_failures);
   counters_.last_resume_step = step;
+  counters_.last_attempt_failed = false;  // Fail() says otherwise when this one fails
   counters_.attempts += 1;
   phase_ = Phase::kRunning;
   world_ = e.place.world;
   started_at_ = now;
   stop_reason_ = StopReason::kNone;
   stop_requests_ = 0;
+  skip_told_ = false;
   actions.push_back(SpawnAction{e.point, counters_.attempts, counters_.attempts - 1, e.place});
   return actions;
+}
+
+// Progress is a newer good checkpoint: a higher step than the last start resumed from
+// (a fixed-name checkpoint's version carries its step the same way). The rule exists for
+// crash loops that make none, so only a restart after a failure or a hang counts; one
+// after a notice, a stop request or a peer's stop never does, though its progress still
+// resets the streak.
+std::string Fsm::CountProgress(std::optional<std::uint64_t> step) {
+  const int limit = job_.restart.no_progress_limit;
+  if (counters_.attempts == 0 || limit <= 0) return {};
+  const bool advanced = step && (!counters_.last_resume_step || *step > *counters_.last_resume_step);
+  if (advanced) {
+    counters_.no_progress_streak = 0;
+    return {};
+  }
+  if (!counters_.last_attempt_failed) return {};
+  counters_.no_progress_streak += 1;
+  if (counters_.no_progress_streak < limit) return {};
+  const std::string at = step ? "step " + std::to_string(*step) : "no checkpoint";
+  return "giving up: " + std::to_string(counters_.no_progress_streak) +
+         " restarts in a row without progress (each resumed from " + at +
+         "; restart.no_progress_limit = " + std::to_string(limit) + ")";
 }
 
 // Every node's trainer succeeded in this epoch: the job is done.
@@ -246,14 +262,16 @@ bool Fsm::IsSuccess(const ExitStatus& status) const {
 }
 
 std::vector<Action> Fsm::OnChildExited(const ChildExitedEvent& e, TimePoint now) {
-  if (phase_ != Phase::kRunning && phase_ != Phase::kStopping) return {};
+  if (phase_ != Phase::kRunning && phase_ != Phase::kStopping && phase_ != Phase::kDeferred) return {};
   std::vector<Action> actions{CancelTimerAction{TimerKind::kGrace}, CancelTimerAction{TimerKind::kKill},
                               CancelTimerAction{TimerKind::kLauncher}};
+  if (phase_ == Phase::kDeferred) actions.push_back(CancelTimerAction{TimerKind::kDefer});
   launchers_held_ = false;  // they are gone with the group
   launcher_released_ = false;
   launcher_runs_for_workers_ = false;
   const ExitStatus& st = e.status;
-  const StopReason reason = stop_reason_;
+  // A trainer that finished while its stop was deferred is done; any other end is the notice's.
+  const StopReason reason = phase_ == Phase::kDeferred && IsSuccess(st) ? StopReason::kNone : stop_reason_;
   stop_reason_ = StopReason::kNone;
   switch (reason) {
     case StopReason::kNone:
@@ -311,6 +329,7 @@ std::vector<Action> Fsm::OnChildExited(const ChildExitedEvent& e, TimePoint now)
 
 std::vector<Action> Fsm::Fail(const ExitStatus& status, Outcome outcome, TimePoint now) {
   std::vector<Action> actions;
+  counters_.last_attempt_failed = true;
   const auto& r = job_.restart;
   if (now - started_at_ >= r.backoff.reset_after) counters_.consecutive_failures = 0;
   counters_.consecutive_failures += 1;

@@ -5,6 +5,7 @@
 
 #include "fsm_detail.hpp"
 #include "spotvisor/config/signals.hpp"
+#include "spotvisor/preemption/time_format.hpp"
 #include "spotvisor/supervisor/fsm.hpp"
 #include "spotvisor/supervisor/notice_grace.hpp"
 
@@ -66,6 +67,8 @@ std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint 
       return StopWhileStopping(e, now);
     case Phase::kRunning:
       return StopTheTrainer(e, now);
+    case Phase::kDeferred:
+      return StopWhileDeferred(e, now);
     case Phase::kFinished:
       return {};
   }
@@ -179,13 +182,22 @@ std::vector<Action> Fsm::StopTheTrainer(const StopRequestedEvent& e, TimePoint n
   return actions;
 }
 
+// "Checkpoint now" never ends a trainer: with no process that catches the signal, nothing
+// is sent, and the log says so once per attempt at warning level (a cadence would say it
+// every interval), later ones at debug.
 std::vector<Action> Fsm::OnCheckpointRequested(const CheckpointRequestedEvent& e) {
-  if (phase_ != Phase::kRunning) {
+  if (phase_ != Phase::kRunning && phase_ != Phase::kDeferred) {
     return {Note(LogLevel::kInfo,
                  "event=checkpoint_request_ignored detail=\"" + e.detail + "\" reason=\"no running trainer\"")};
   }
-  return {Note(LogLevel::kInfo, "event=checkpoint_requested detail=\"" + e.detail +
-                                    "\" signal=" + config::SignalName(job_.signals.checkpoint)),
+  const std::string signal = config::SignalName(job_.signals.checkpoint);
+  if (e.nobody_catches) {
+    const LogLevel level = skip_told_ ? LogLevel::kDebug : LogLevel::kWarning;
+    skip_told_ = true;
+    return {Note(level, "event=checkpoint_request_skipped detail=\"" + e.detail + "\" reason=\"no process catches " +
+                            signal + "\" target=" + config::ToString(job_.signals.Recipients()))};
+  }
+  return {Note(LogLevel::kInfo, "event=checkpoint_requested detail=\"" + e.detail + "\" signal=" + signal),
           SignalAction{job_.signals.checkpoint, job_.signals.Recipients(), /*only_to_handlers=*/true}};
 }
 
@@ -200,6 +212,14 @@ std::vector<Action> Fsm::OnNoticeCleared(TimePoint now) {
     return {Note(LogLevel::kInfo,
                  "event=notice_cleared detail=\"the notice went away while the trainer stopped for it: resuming once "
                  "it has\"")};
+  }
+  if (phase_ == Phase::kDeferred) {
+    phase_ = Phase::kRunning;
+    stop_reason_ = StopReason::kNone;
+    return {
+        CancelTimerAction{TimerKind::kDefer},
+        Note(LogLevel::kInfo,
+             "event=notice_cleared detail=\"the notice went away while its stop was deferred: the trainer runs on\"")};
   }
   if (phase_ != Phase::kDrained) return {};
   const auto wait = job_.provider.resume_after;
@@ -229,7 +249,8 @@ std::vector<Action> Fsm::OnNotice(const StopRequestedEvent& e, TimePoint now) {
                  (grace.window.count() <= 0 ? "has already passed" : "is nearer than provider.safety_margin") +
                  " (clock skew or a late notice): the trainer still gets provider.min_grace\""));
   }
-  auto more = OnStopRequested(capped, now);
+  auto more = phase_ == Phase::kRunning ? MaybeDefer(e, grace.cap, grace.deadline_near, now) : std::vector<Action>{};
+  if (more.empty()) more = OnStopRequested(capped, now);
   actions.insert(actions.end(), more.begin(), more.end());
   return actions;
 }
@@ -295,6 +316,9 @@ std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
     case TimerKind::kResume:
       if (phase_ != Phase::kDrained) return {};
       return Resume(now);
+    case TimerKind::kDefer:
+      if (phase_ != Phase::kDeferred) return {};
+      return EndDeferral("the deadline less provider.safety_margin has come", now);
   }
   return {};
 }
@@ -365,6 +389,66 @@ std::vector<Action> Fsm::OnWorkersStalled(const WorkersStalledEvent& e) {
                    " detail=\"no worker used CPU while the launcher was held: they may be waiting on its "
                    "rendezvous store, so it runs again; the workers still have the stop\""),
           ReleaseLaunchersAction{0}};
+}
+
+// A trainer none of whose processes catches signals.on_notice dies on it at once and loses
+// every step since its last save, so an early stop gains nothing: it runs on until its next
+// periodic save lands or the notice's grace is spent, whichever comes first. Only with a
+// deadline (a stop from systemd or SLURM has none: the sender waits for no one), only with
+// the grace not already at provider.min_grace, and only alone: a group's stop is the
+// group's, its other nodes stop at once and a trainer left running would block on them.
+std::vector<Action> Fsm::MaybeDefer(const StopRequestedEvent& e, std::chrono::milliseconds cap, bool near,
+                                    TimePoint now) {
+  if (!job_.signals.defer_stop || !e.nobody_catches || !e.notice || !e.notice->left || near || world_ > 1 ||
+      cap.count() <= 0) {
+    return {};
+  }
+  phase_ = Phase::kDeferred;
+  stop_reason_ = StopReason::kNotice;
+  stop_detail_ = e.detail;
+  deferred_detail_ = e.detail;
+  deferred_until_ = now + cap;
+  notice_cleared_early_ = false;
+  const std::string signal = config::SignalName(job_.signals.on_notice);
+  return {
+      Note(LogLevel::kWarning, "event=stop_deferred reason=\"no process catches " + signal +
+                                   "\" until=" + preemption::FormatIso8601(e.notice->seen_at + cap) +
+                                   " in=" + FormatDuration(cap) + " notice=\"" + e.detail +
+                                   "\" detail=\"the trainer runs on until its next good checkpoint lands, then stops "
+                                   "(signals.defer_stop)\""),
+      ArmTimerAction{TimerKind::kDefer, deferred_until_}};
+}
+
+// The notice's stop, now: what is left of its grace (at least provider.min_grace).
+std::vector<Action> Fsm::EndDeferral(const std::string& why, TimePoint now) {
+  const auto left = std::chrono::duration_cast<milliseconds>(deferred_until_ - now);
+  const auto grace = std::max(left, std::chrono::duration_cast<milliseconds>(job_.provider.min_grace));
+  std::vector<Action> actions{CancelTimerAction{TimerKind::kDefer},
+                              Note(LogLevel::kWarning, "event=deferred_stop_ends why=\"" + why + "\"")};
+  phase_ = Phase::kRunning;
+  auto more = StopTheTrainer(StopRequestedEvent{StopReason::kNotice, grace, deferred_detail_}, now);
+  actions.insert(actions.end(), more.begin(), more.end());
+  return actions;
+}
+
+std::vector<Action> Fsm::OnCheckpointLanded(const CheckpointLandedEvent& e, TimePoint now) {
+  if (phase_ != Phase::kDeferred) return {};
+  return EndDeferral("a new good checkpoint landed: " + e.path.string() + " (step " + std::to_string(e.step) + ")",
+                     now);
+}
+
+// While deferred the notice still stands: another notice changes nothing; a stop request
+// or the budget ends the deferral with its own stop; a hang ends it with the notice's.
+std::vector<Action> Fsm::StopWhileDeferred(const StopRequestedEvent& e, TimePoint now) {
+  if (e.reason == StopReason::kNotice) return {};
+  if (e.reason == StopReason::kHang || e.reason == StopReason::kPeer) {
+    return EndDeferral(std::string("the trainer was to stop anyway (") + ReasonName(e.reason) + ": " + e.detail + ")",
+                       now);
+  }
+  phase_ = Phase::kRunning;
+  auto actions = StopTheTrainer(e, now);
+  actions.insert(actions.begin(), CancelTimerAction{TimerKind::kDefer});
+  return actions;
 }
 
 }  // namespace spotvisor::supervisor

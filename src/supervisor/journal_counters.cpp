@@ -34,7 +34,13 @@ Counters RestoreCounters(const state::PersistedState& s, const std::vector<state
   Counters c;
   CopyCounts(s, c);
   for (auto ms : s.recent_failures_ms) c.recent_failures.push_back(now - std::chrono::milliseconds(now_ms - ms));
+  int last = 0;
   for (const auto& r : attempts) {
+    if (r.attempt >= last) {
+      last = r.attempt;
+      const auto ended = ParseOutcome(r.outcome);
+      c.last_attempt_failed = ended == Outcome::kFailed || ended == Outcome::kSpawnFailed || ended == Outcome::kHang;
+    }
     if (r.attempt <= s.attempts) continue;
     c.attempts = std::max(c.attempts, r.attempt);
     const auto outcome = ParseOutcome(r.outcome);

@@ -40,6 +40,7 @@ class PosixTrainer final : public Trainer {
   std::size_t Send(int signo, config::SignalTarget to, bool only_to_handlers) override {
     return signals_.Send(signo, to, only_to_handlers);
   }
+  std::size_t Catchers(int signo, config::SignalTarget to) const override { return signals_.Catchers(signo, to); }
   std::size_t KillGroup() override { return signals_.KillGroup(); }
   std::size_t HoldLaunchers() override { return signals_.HoldLaunchers(); }
   std::size_t ReleaseLaunchers(int signo) override { return signals_.ReleaseLaunchers(signo); }

@@ -9,30 +9,45 @@
 
 namespace spotvisor::supervisor {
 
+std::vector<pid_t> TrainerSignals::Targets(config::SignalTarget to) const {
+  switch (to) {
+    case config::SignalTarget::kMain:
+      return {leader_};
+    case config::SignalTarget::kWorkers:
+      return process::FindWorkers(leader_).workers;
+    case config::SignalTarget::kAuto:  // resolved by config::Finalize; the group is the safe reading
+    case config::SignalTarget::kGroup:
+      break;
+  }
+  return process::GroupMembers(leader_);
+}
+
 std::size_t TrainerSignals::Send(int signo, config::SignalTarget to, bool only_to_handlers) {
   last_.clear();
   skipped_ = 0;
-  switch (to) {
-    case config::SignalTarget::kMain:
-      if (process::SignalProcess(leader_, signo)) last_.push_back(leader_);
-      break;
-    case config::SignalTarget::kWorkers:
-      for (pid_t pid : process::FindWorkers(leader_).workers) {
-        if (only_to_handlers && !process::CatchesSignal(pid, signo)) {
-          ++skipped_;
-        } else if (process::SignalProcess(pid, signo)) {
-          last_.push_back(pid);
-        }
-      }
-      break;
-    case config::SignalTarget::kAuto:  // resolved by config::Finalize; the group is the safe reading
-    case config::SignalTarget::kGroup: {
-      const auto members = process::GroupMembers(leader_);
-      if (process::SignalGroup(leader_, signo)) last_ = std::move(members);
-      break;
+  const bool whole_group = to == config::SignalTarget::kGroup || to == config::SignalTarget::kAuto;
+  if (whole_group && !only_to_handlers) {
+    // One kill(-pgid): a member forked meanwhile gets it too.
+    const auto members = process::GroupMembers(leader_);
+    if (process::SignalGroup(leader_, signo)) last_ = members;
+    return last_.size();
+  }
+  // One by one, so that a process without a handler (the default action would end it) is
+  // left out: "checkpoint now" must never kill.
+  for (pid_t pid : Targets(to)) {
+    if (only_to_handlers && !process::CatchesSignal(pid, signo)) {
+      ++skipped_;
+    } else if (process::SignalProcess(pid, signo)) {
+      last_.push_back(pid);
     }
   }
   return last_.size();
+}
+
+std::size_t TrainerSignals::Catchers(int signo, config::SignalTarget to) const {
+  std::size_t n = 0;
+  for (pid_t pid : Targets(to)) n += process::CatchesSignal(pid, signo) ? 1 : 0;
+  return n;
 }
 
 std::size_t TrainerSignals::KillGroup() {

@@ -22,8 +22,10 @@ class TrainerSignals {
   explicit TrainerSignals(pid_t leader) : leader_(leader) {}
 
   // Sends `signo` to `to` (never kAuto); how many processes it reached. With
-  // `only_to_handlers`, workers that do not catch `signo` yet are skipped.
+  // `only_to_handlers`, processes of `to` that do not catch `signo` (SigCgt) are skipped.
   std::size_t Send(int signo, config::SignalTarget to, bool only_to_handlers = false);
+  // How many processes of `to` catch `signo` now (a handler installed, not ignored).
+  std::size_t Catchers(int signo, config::SignalTarget to) const;
   // SIGKILL to the whole group and to a launcher's workers outside it (torch 2.x starts
   // each in a session of its own); how many processes that was. What each was doing just
   // before is in KilledStates().
@@ -40,14 +42,17 @@ class TrainerSignals {
   WorkersActivity Workers() const;
   // The pids the last Send reached, "123,124" (for the log).
   std::string LastPids() const;
-  // Workers the last Send left out because they had no handler for the signal yet.
+  // Processes the last Send left out because they had no handler for the signal.
   std::size_t LastSkipped() const { return skipped_; }
 
  private:
+  // The processes of `to` as /proc shows them now.
+  std::vector<pid_t> Targets(config::SignalTarget to) const;
+
   pid_t leader_;             // main pid and pgid
   std::vector<pid_t> held_;  // launchers paused by HoldLaunchers
   std::vector<pid_t> last_;  // reached by the last Send
-  std::size_t skipped_ = 0;  // workers the last Send left out (no handler yet)
+  std::size_t skipped_ = 0;  // processes the last Send left out (no handler)
   std::string killed_;       // the group's members as KillGroup found them
 };
 

@@ -125,7 +125,8 @@ json NoticesJson(const RunLedger& l, const RunSummary& s) {
     item["outcome"] = *outcome;
     item["checkpoint"] = n.checkpoint.empty() ? json(nullptr) : json(n.checkpoint);
     item["step"] = OptJson(n.step);
-    const auto lost = *outcome == "not-saved" ? StepsLost(s, n.attempt) : std::nullopt;
+    auto lost = *outcome == "not-saved" ? StepsLost(s, n.attempt) : std::nullopt;
+    if (*outcome == "not-saved" && n.steps_lost) lost = static_cast<double>(*n.steps_lost);  // measured
     item["steps_lost"] = lost ? json(Round(*lost, 1)) : json(nullptr);
     out.push_back(item);
   }

@@ -51,6 +51,7 @@ json ToJson(const NoticeRecord& n) {
               {"mirrored_ms", OptJson(n.mirrored_ms)},
               {"checkpoint", n.checkpoint},
               {"step", OptJson(n.step)},
+              {"steps_lost", OptJson(n.steps_lost)},
               {"outcome", n.outcome}};
 }
 NoticeRecord NoticeFrom(const json& j) {
@@ -67,6 +68,7 @@ NoticeRecord NoticeFrom(const json& j) {
   n.mirrored_ms = GetOpt<std::int64_t>(j, "mirrored_ms");
   n.checkpoint = j.value("checkpoint", "");
   n.step = GetOpt<std::uint64_t>(j, "step");
+  n.steps_lost = GetOpt<std::uint64_t>(j, "steps_lost");
   n.outcome = j.value("outcome", "");
   return n;
 }

@@ -86,8 +86,8 @@ std::string RenderRunMetrics(const LiveView& v) {
                {"zone", l.host.zone},
                {"region", l.host.region}});
   m.Family("spotvisor_phase", "gauge", "1 for the supervisor's current phase");
-  for (const char* p : {"idle", "selecting", "joining", "running", "stopping", "backoff", "drained", "finishing",
-                        "spare", "finished"}) {
+  for (const char* p : {"idle", "selecting", "joining", "running", "deferred", "stopping", "backoff", "drained",
+                        "finishing", "spare", "finished"}) {
     m.Sample(v.phase == p ? 1 : 0, {{"phase", p}});
   }
   m.Family("spotvisor_attempts_total", "counter", "trainer starts of this job, across supervisor restarts");

@@ -60,6 +60,7 @@ void TelemetryObserver::OnStart(supervisor::RunControl& control) {
 
 void TelemetryObserver::OnSelection(const checkpoint::Selection& selection) {
   auto& ledger = record_->ledger();
+  if (selection.chosen) newest_good_.emplace(selection.chosen->path.filename().string(), selection.chosen->step);
   for (const auto& rejected : selection.rejected) {
     // A fenced one is not corrupt (its bytes may be fine); event=checkpoint_fenced says why.
     if (rejected.fenced) continue;
@@ -89,6 +90,7 @@ void TelemetryObserver::OnAttemptStarted(const supervisor::SpawnAction& start, p
   group_world_ = start.place.world;
   record_->AttemptStarted(start.attempt);
   Settle(SettleOpen(record_->ledger(), start.attempt));  // earlier attempts' notices: no save comes now
+  last_step_.reset();  // after the settling: the notices of the attempt before were named with it
   TrackProgress();
   trainer_started_ = clock_->Now();
   stop_signal_at_.reset();

@@ -72,6 +72,8 @@ class TelemetryObserver final : public supervisor::RunObserver {
   void FirstProgress(std::int64_t ms);
   void PollHeartbeat();
   void Settle(const std::vector<std::size_t>& notices);  // logs them; saves
+  // A notice the trainer could not save on: the newest good checkpoint and the steps lost.
+  void NameWhatWasLost(NoticeRecord& n) const;
   void TrackWaiting(supervisor::Phase phase);
   void OnMirrored(const std::string& name);
   void DetachMirror();
@@ -103,7 +105,10 @@ class TelemetryObserver final : public supervisor::RunObserver {
   std::unique_ptr<Timer> progress_timer_;                  // polls health.heartbeat_file until it moves
   std::optional<std::regex> progress_;                     // health.progress_pattern
   bool awaiting_progress_ = false;                         // the current attempt has shown none yet
-  std::optional<std::int64_t> waiting_since_;              // multi-node: joining or finishing since
+  std::optional<std::uint64_t> last_step_;                 // the current attempt's last progress_pattern step
+  // The newest good checkpoint known (the selection's choice, then each new good one): name, step.
+  std::optional<std::pair<std::string, std::uint64_t>> newest_good_;
+  std::optional<std::int64_t> waiting_since_;  // multi-node: joining or finishing since
   int group_world_ = 1;
   std::shared_ptr<MirrorFeed>
       mirror_feed_;  // with a mirror                                    // members of the current start's group

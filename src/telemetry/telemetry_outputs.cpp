@@ -75,6 +75,12 @@ void TelemetryObserver::Subscribe(checkpoint_watch::CheckpointWatcher* watcher) 
 
 void TelemetryObserver::OnCheckpoint(const checkpoint_watch::CheckpointVerdict& v) {
   if (exited_ || !record_) return;
+  if (!v.good && v.shape.bytes == 0) {
+    // An empty directory (or file) the trainer made and has not written into yet: not
+    // corrupt, nothing to record; it is judged again when it changes.
+    Log(LogLevel::kDebug, "event=checkpoint_pending name=" + Quote(v.name) + " reason=\"empty: not written yet\"");
+    return;
+  }
   CheckpointRecord r;
   r.name = v.name;
   r.step = v.step;
@@ -85,6 +91,7 @@ void TelemetryObserver::OnCheckpoint(const checkpoint_watch::CheckpointVerdict& 
   r.reason = v.reason;
   r.seen_ms = std::chrono::duration_cast<std::chrono::milliseconds>(v.detected_at.time_since_epoch()).count();
   r.attempt = current_ ? current_->attempt : record_->last_attempt();
+  if (r.good && (!newest_good_ || r.step >= newest_good_->second)) newest_good_.emplace(r.name, r.step);
   record_->ledger().AddCheckpoint(r);
   record_->Save();
   Settle(MatchCheckpoint(record_->ledger(), r));

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <boost/asio/post.hpp>
+#include <charconv>
 #include <cstdio>
 
 #include "spotvisor/log/log.hpp"
@@ -50,9 +51,16 @@ void TelemetryObserver::PollHeartbeat() {
 }
 
 void TelemetryObserver::OnTrainerLine(std::string_view line) {
-  if (!awaiting_progress_ || !progress_ || job_.health.heartbeat_file || !current_) return;
+  if (!progress_ || !current_) return;
   std::match_results<std::string_view::const_iterator> m;
-  if (std::regex_search(line.begin(), line.end(), m, *progress_)) FirstProgress(NowMs());
+  if (!std::regex_search(line.begin(), line.end(), m, *progress_)) return;
+  // The pattern's group, when it has one, is the step (health.progress_pattern).
+  if (m.size() > 1 && m[1].matched) {
+    std::uint64_t step = 0;
+    const std::string_view digits(&*m[1].first, static_cast<std::size_t>(m[1].length()));
+    if (std::from_chars(digits.data(), digits.data() + digits.size(), step).ec == std::errc{}) last_step_ = step;
+  }
+  if (awaiting_progress_ && !job_.health.heartbeat_file) FirstProgress(NowMs());
 }
 
 void TelemetryObserver::FirstProgress(std::int64_t ms) {
@@ -64,16 +72,27 @@ void TelemetryObserver::FirstProgress(std::int64_t ms) {
   record_->Save();
 }
 
+// Never "checkpoint=none" when a good one exists: a resume starts from the newest good
+// checkpoint, and the steps the trainer had reached beyond it are the ones lost.
+void TelemetryObserver::NameWhatWasLost(NoticeRecord& n) const {
+  if (n.validated_ms || !n.checkpoint.empty() || !newest_good_) return;
+  n.checkpoint = newest_good_->first;
+  n.step = newest_good_->second;
+  if (last_step_ && *last_step_ >= newest_good_->second) n.steps_lost = *last_step_ - newest_good_->second;
+}
+
 void TelemetryObserver::Settle(const std::vector<std::size_t>& settled) {
   if (settled.empty()) return;
   const auto summary = record_->Summary(current_);
-  const auto& notices = record_->ledger().notices;
+  auto& notices = record_->ledger().notices;
   for (const std::size_t i : settled) {
-    const auto& n = notices[i];
+    auto& n = notices[i];
+    NameWhatWasLost(n);
     std::optional<double> steps_lost;
     for (const auto& a : summary.attempts) {
       if (a.record.attempt == n.attempt) steps_lost = a.steps_lost_estimated;
     }
+    if (n.steps_lost) steps_lost = static_cast<double>(*n.steps_lost);  // measured beats estimated
     Log(n.outcome == "saved" || n.outcome == "no-deadline" ? LogLevel::kInfo : LogLevel::kWarning,
         NoticeEventLine(n, steps_lost));
   }

@@ -2,10 +2,10 @@
 // chosen by flags (exit N, die by a signal, ignore SIGTERM, spawn grandchildren, write a
 // checkpoint on SIGUSR1/SIGTERM, sleep). Standalone on purpose: it links nothing of ours.
 //
-//   child_helper --mode=exit|signal|ignore-term|sleep|grandchildren|checkpoint|close-output|in-place
+//   child_helper --mode=exit|signal|ignore-term|sleep|grandchildren|checkpoint|periodic|close-output|in-place
 //                [--code=N] [--signal=N] [--sleep-ms=N] [--record=FILE] [--ready=FILE]
 //                [--ckpt-dir=DIR] [--step=N] [--grandchildren=N] [--pids=FILE]
-//                [--fail-attempts=N] [--timestamps=FILE] [--saves=N] [--go=FILE] [extra args...]
+//                [--fail-attempts=N] [--timestamps=FILE] [--every-ms=N] [--saves=N] [--go=FILE] [extra args...]
 //
 // --mode=in-place is the common single-file trainer: it saves <ckpt-dir>/model.safetensors
 // over the same file (truncate, write) --saves times, then waits for --go to exist and dies
@@ -42,6 +42,7 @@ struct Options {
   int grandchildren = 2;
   std::string timestamps;   // append "start <ns>" / "exit <ns>" (CLOCK_REALTIME) for benchmarks
   int fail_attempts = -1;   // with --mode=exit: fail only while SPOTVISOR_ATTEMPT <= this
+  long every_ms = 1000;     // with --mode=periodic: the save interval
   int saves = 2;            // --mode=in-place: complete saves before the torn one
   std::string go;           // --mode=in-place: the torn save waits for this file
   std::string resume_from;  // --resume_from=PATH
@@ -68,6 +69,7 @@ Options Parse(int argc, char** argv) {
     else if (key == "--saves") o.saves = std::atoi(value.c_str());
     else if (key == "--go") o.go = value;
     else if (key == "--resume_from") o.resume_from = value;
+    else if (key == "--every-ms") o.every_ms = std::atol(value.c_str());
   }
   return o;
 }
@@ -87,7 +89,7 @@ void Record(const Options& o, int argc, char** argv) {
   for (const char* name :
        {"SPOTVISOR_RESUME_FROM", "SPOTVISOR_RESUME_STEP", "SPOTVISOR_ATTEMPT", "SPOTVISOR_RESTART_COUNT",
         "SPOTVISOR_JOB", "SPOTVISOR_CHECKPOINT_DIR", "SPOTVISOR_NOTICE_FILE", "SPOTVISOR_NODE_RANK", "SPOTVISOR_NNODES",
-        "SPOTVISOR_EPOCH", "HELPER_ENV"}) {
+        "SPOTVISOR_EPOCH", "HELPER_ENV", "PYTHONUNBUFFERED"}) {
     const char* v = std::getenv(name);
     line += std::string(" ") + name + "=" + (v ? v : "");
   }
@@ -248,6 +250,20 @@ int main(int argc, char** argv) {
     }
   }
   if (o.mode == "in-place") return InPlace(o);
+  if (o.mode == "periodic") {  // a script as it is: no handler at all, a save every --every-ms
+    Touch(o.ready);
+    long step = o.step;
+    auto saved = std::chrono::steady_clock::now();
+    for (;;) {
+      SleepMs(5);
+      std::printf("step=%ld\n", ++step);
+      std::fflush(stdout);
+      if (std::chrono::steady_clock::now() - saved >= std::chrono::milliseconds(o.every_ms)) {
+        WriteCheckpoint(o, step);
+        saved = std::chrono::steady_clock::now();
+      }
+    }
+  }
   if (o.mode == "close-output") {  // says one line on each stream, closes both, keeps running
     std::printf("step=1 before closing stdout\n");
     std::fflush(stdout);

@@ -162,6 +162,14 @@ class MockThread {
       server_.Preempt(spec);
     });
   }
+  // An interruption notice whose deadline is `deadline_in` away.
+  void Notice(Duration deadline_in) {
+    boost::asio::post(io_, [this, deadline_in] {
+      mock::PreemptSpec spec;
+      spec.deadline_in = deadline_in;
+      server_.Preempt(spec);
+    });
+  }
   std::string url() const { return server_.url(); }
 
  private:
@@ -194,6 +202,126 @@ TEST(Cadence, RebalanceRecommendationAsksForOneCheckpointWithoutStopping) {
   int rebalance = 0;
   for (const auto& r : Records(dir, "checkpoint")) rebalance += r["reason"] == "notice aws rebalance";
   EXPECT_EQ(rebalance, 1);
+}
+
+// Issue 35: a recommendation must never kill. The helper in `sleep` mode keeps SIGUSR1 at its
+// default action (a script with no handler): the rebalance's checkpoint request is skipped,
+// said once, and the trainer keeps running.
+TEST(Cadence, ARebalanceNeverSignalsATrainerThatDoesNotCatchTheCheckpointSignal) {
+  TempDir dir;
+  MockThread mock;
+  WriteFile(dir / "job.yaml", HelperJob(dir, "\"--mode=sleep\", \"--ready=" + (dir / "ready").string() + "\"",
+                                        "provider:\n  kind: aws\n  endpoint: " + mock.url() +
+                                            "\n  poll_interval: 100ms\n  rebalance: checkpoint\n"));
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
+  const pid_t trainer = std::stoi(ReadFile(dir / "ready"));
+  mock.Rebalance();
+  ASSERT_TRUE(WaitUntil(
+      [&] { return ReadFile(dir / "out.txt").find("event=checkpoint_request_skipped") != std::string::npos; }, 20s))
+      << ReadFile(dir / "out.txt");
+  const std::string out = ReadFile(dir / "out.txt");
+  EXPECT_NE(out.find("event=checkpoint_request_skipped detail=\"aws rebalance\" reason=\"no process catches SIGUSR1\""),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("event=signal_sent signal=SIGUSR1"), std::string::npos) << out;
+  EXPECT_TRUE(testing::ProcessAlive(trainer)) << out;
+  EXPECT_TRUE(testing::ProcessAlive(sv.pid)) << out;
+  kill(sv.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
+  // Ended by the stop (SIGTERM), not by the recommendation.
+  EXPECT_NE(ReadFile(dir / "out.txt").find("killed by SIGTERM"), std::string::npos) << ReadFile(dir / "out.txt");
+}
+
+std::string NoticeJob(const TempDir& dir, const MockThread& mock, const std::string& mode_args) {
+  return HelperJob(dir, mode_args, "provider:\n  kind: aws\n  endpoint: " + mock.url() + "\n  poll_interval: 100ms\n") +
+         "health:\n  progress_pattern: \"step=(\\\\d+)\"\n";
+}
+
+// Issue 35, item 2: a trainer with no SIGTERM handler (a script as it is) saves every 1.5 s; a
+// notice with two minutes to its deadline lets it run on until its next save lands, then stops
+// it: the stop comes after that save, which is the notice's.
+TEST(DeferredStop, ATrainerThatCannotSaveOnSigtermRunsUntilItsNextCheckpoint) {
+  TempDir dir;
+  MockThread mock;
+  std::filesystem::create_directories(dir / "ckpt");
+  WriteFile(dir / "job.yaml",
+            NoticeJob(dir, mock,
+                      "\"--mode=periodic\", \"--every-ms=1500\", \"--ckpt-dir=" + (dir / "ckpt").string() +
+                          "\", \"--ready=" + (dir / "ready").string() + "\""));
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
+  mock.Notice(std::chrono::minutes(2));
+  ASSERT_TRUE(
+      WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=stop_deferred") != std::string::npos; }, 20s))
+      << ReadFile(dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=drained") != std::string::npos; }, 30s))
+      << ReadFile(dir / "out.txt");
+  const std::string out = ReadFile(dir / "out.txt");
+  EXPECT_NE(out.find("event=stop_deferred reason=\"no process catches SIGTERM\" until="), std::string::npos) << out;
+  const auto ends = out.find("event=deferred_stop_ends why=\"a new good checkpoint landed");
+  ASSERT_NE(ends, std::string::npos) << out;
+  EXPECT_LT(ends, out.find("event=signal_sent signal=SIGTERM")) << out;
+  // The save made after the notice is the notice's: it counts as saved.
+  EXPECT_NE(out.find("event=notice_saved"), std::string::npos) << out;
+  kill(sv.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
+}
+
+// A trainer that catches SIGTERM (the helper in `checkpoint` mode saves on it) is stopped at
+// once, as before.
+TEST(DeferredStop, ATrainerThatCatchesSigtermIsStoppedAtOnce) {
+  TempDir dir;
+  MockThread mock;
+  WriteFile(dir / "job.yaml", NoticeJob(dir, mock, CheckpointArgs(dir)));
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
+  mock.Notice(std::chrono::minutes(2));
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=drained") != std::string::npos; }, 30s))
+      << ReadFile(dir / "out.txt");
+  const std::string out = ReadFile(dir / "out.txt");
+  EXPECT_EQ(out.find("event=stop_deferred"), std::string::npos) << out;
+  EXPECT_NE(out.find("event=signal_sent signal=SIGTERM"), std::string::npos) << out;
+  kill(sv.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
+}
+
+// Issue 35, item 5: with the stop not deferred, a trainer without a SIGTERM handler loses the
+// steps since its last save; the record names that save and counts the steps from its
+// progress lines. An empty directory it made and has not written into is not "corrupt".
+TEST(DeferredStop, NeverDeferredTheRecordNamesTheNewestGoodCheckpointAndTheStepsLost) {
+  TempDir dir;
+  MockThread mock;
+  std::filesystem::create_directories(dir / "ckpt");
+  std::string yaml = NoticeJob(dir, mock,
+                               "\"--mode=periodic\", \"--every-ms=1000\", \"--ckpt-dir=" + (dir / "ckpt").string() +
+                                   "\", \"--ready=" + (dir / "ready").string() + "\"");
+  const std::string kill_line = "  kill_timeout: 5s\n";
+  yaml.replace(yaml.find(kill_line), kill_line.size(), kill_line + "  defer_stop: never\n");
+  WriteFile(dir / "job.yaml", yaml);
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
+  std::filesystem::create_directories(dir / "ckpt" / "ckpt_step0");  // made, not written yet
+  auto good_seen = [&] {
+    const std::string out = ReadFile(dir / "out.txt");
+    std::size_t n = 0;
+    for (auto at = out.find("verdict=good"); at != std::string::npos; at = out.find("verdict=good", at + 1)) ++n;
+    return n;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return good_seen() >= 2; }, 20s)) << ReadFile(dir / "out.txt");
+  mock.Notice(std::chrono::minutes(2));
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=drained") != std::string::npos; }, 30s))
+      << ReadFile(dir / "out.txt");
+  kill(sv.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
+  const std::string out = ReadFile(dir / "out.txt");
+  EXPECT_EQ(out.find("event=stop_deferred"), std::string::npos) << out;
+  const auto at = out.find("event=notice_not_saved");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string line = out.substr(at, out.find('\n', at) - at);
+  EXPECT_NE(line.find("checkpoint=ckpt_step"), std::string::npos) << line;
+  EXPECT_EQ(line.find("steps_lost=unknown"), std::string::npos) << line;
+  EXPECT_EQ(out.find("empty directory"), std::string::npos) << out;
 }
 
 // No periodic request while a stop is in progress: the trainer (ignoring SIGTERM, with

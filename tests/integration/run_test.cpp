@@ -87,6 +87,31 @@ TEST(Run, CleanExitIsDoneWithCode0AndAPristineChild) {
   EXPECT_NE(out.find("event=exit code=0"), std::string::npos) << out;
 }
 
+// Issue 35: a Python trainer's last lines reach the log even when it is killed, because its
+// stdout is unbuffered by default; job.env, or spotvisor's own environment, decides otherwise.
+TEST(Run, PythonUnbufferedReachesTheTrainerUnlessTheJobOrTheEnvironmentSetsIt) {
+  unsetenv("PYTHONUNBUFFERED");
+  const std::string relayed = "health:\n  progress_pattern: \"step=(\\\\d+)\"\n";  // output through our pipes
+  // What the trainer got: by default, with job.env's "" (off), with spotvisor's own "0".
+  auto run = [&](bool job_env_off, const char* inherited) {
+    TempDir dir;
+    std::string yaml = JobYaml(dir, "--mode=exit", relayed);
+    if (job_env_off) {
+      yaml.replace(yaml.find("HELPER_ENV: \"from-job\""), 22, "HELPER_ENV: \"from-job\", PYTHONUNBUFFERED: \"\"");
+    }
+    WriteFile(dir / "job.yaml", yaml);
+    if (inherited) setenv("PYTHONUNBUFFERED", inherited, 1);
+    std::string out;
+    EXPECT_EQ(RunSpotvisor({"run", "--config", (dir / "job.yaml").string()}, &out), 0) << out;
+    unsetenv("PYTHONUNBUFFERED");
+    const auto lines = ReadLines(dir / "record.txt");
+    return lines.size() == 1 ? Field(lines[0], "PYTHONUNBUFFERED") : "<" + std::to_string(lines.size()) + " lines>";
+  };
+  EXPECT_EQ(run(false, nullptr), "1");
+  EXPECT_EQ(run(true, nullptr), "");
+  EXPECT_EQ(run(false, "0"), "0");
+}
+
 TEST(Run, CrashRestartsWithTheNewestCheckpointsResumeArgs) {
   TempDir dir;
   testing::WriteValidCheckpoint(dir / "ckpt" / "ckpt_step5");

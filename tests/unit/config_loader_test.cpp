@@ -156,6 +156,19 @@ TEST(ConfigLoader, WrongTypeNamesWhatWasExpected) {
       << job.error().message;
 }
 
+TEST(ConfigLoader, SignalsDeferStopIsAutoByDefaultAndNeverWhenSaid) {
+  TempDir dir;
+  auto job = Load(dir, "job:\n  command: [\"/bin/true\"]\n");
+  ASSERT_TRUE(job) << job.error().message;
+  EXPECT_TRUE(job->signals.defer_stop);
+  auto never = Load(dir, "job:\n  command: [\"/bin/true\"]\nsignals:\n  defer_stop: never\n");
+  ASSERT_TRUE(never) << never.error().message;
+  EXPECT_FALSE(never->signals.defer_stop);
+  auto bad = Load(dir, "job:\n  command: [\"/bin/true\"]\nsignals:\n  defer_stop: always\n");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("signals.defer_stop"), std::string::npos) << bad.error().message;
+}
+
 TEST(ConfigLoader, CommandAsShellStringIsRefused) {
   TempDir dir;
   auto job = Load(dir, "job:\n  command: python train.py\n");

@@ -6,6 +6,7 @@
 // Everything they are asked to do is recorded, with the virtual time it happened at.
 #pragma once
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <csignal>
@@ -35,6 +36,7 @@ struct Script {
   // no CPU (they wait on its rendezvous store); released, they stop `after_release` later.
   bool launcher_serves_workers = false;
   milliseconds after_release{0};
+  std::vector<int> no_handler_for;  // signals its processes do not catch (Catchers: 0)
 };
 
 class FakeHost;
@@ -45,6 +47,9 @@ class FakeTrainer final : public Trainer {
   pid_t pid() const override { return pid_; }
   process::ChildIdentity Identity() const override { return {pid_, 1, "fake-boot"}; }
   std::size_t Send(int signo, config::SignalTarget to, bool only_to_handlers) override;
+  std::size_t Catchers(int signo, config::SignalTarget) const override {
+    return std::ranges::find(script_.no_handler_for, signo) == script_.no_handler_for.end() ? 1 : 0;
+  }
   std::size_t KillGroup() override;
   std::size_t HoldLaunchers() override;
   std::size_t ReleaseLaunchers(int signo) override;
@@ -232,8 +237,9 @@ class FakeHost final : public Host {
 
 inline void FakeTrainer::ExitMain(ExitStatus status) { host_.MainExited(this, status); }
 
-inline std::size_t FakeTrainer::Send(int signo, config::SignalTarget to, bool) {
+inline std::size_t FakeTrainer::Send(int signo, config::SignalTarget to, bool only_to_handlers) {
   if (main_exited_) return 0;
+  if (only_to_handlers && Catchers(signo, to) == 0) return 0;
   host_.signals_.emplace_back(signo, to);
   host_.signalled_at_.push_back(host_.clock_.elapsed());
   if (script_.exits_on == signo) {

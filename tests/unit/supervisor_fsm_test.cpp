@@ -10,6 +10,7 @@
 
 #include "spotvisor/config/loader.hpp"
 #include "spotvisor/config/signals.hpp"
+#include "spotvisor/preemption/time_format.hpp"
 #include "spotvisor/supervisor/coordinator.hpp"
 #include "spotvisor/supervisor/fsm.hpp"
 
@@ -428,6 +429,132 @@ TEST_F(FsmTest, CheckpointRequestIsForwarded) {
         {CheckpointRequestedEvent{"SIGUSR1"}, 5, {"signal:SIGUSR1/group"}}});
 }
 
+// Issue 35: "checkpoint now" never ends a trainer. With no process of the target that
+// catches the signal (its default action would kill it), nothing is sent, for every target,
+// and the log says so: at warning level once per attempt, at debug after that.
+TEST_F(FsmTest, ACheckpointRequestNobodyCatchesIsSkippedAndSaidOncePerAttempt) {
+  for (auto target : {config::SignalTarget::kGroup, config::SignalTarget::kMain, config::SignalTarget::kWorkers}) {
+    job_.signals.target = target;
+    const CheckpointRequestedEvent uncaught{"aws rebalance", /*nobody_catches=*/true};
+    Play({{StartEvent{}, 0, {"select", "arm:3"}},
+          {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
+          {uncaught, 5, {}},
+          {uncaught, 6, {}},
+          {CheckpointRequestedEvent{"cadence"}, 7, {std::string("signal:SIGUSR1/") + config::ToString(target)}},
+          {kExit1, 50, {"ended:failed", "arm:2"}},
+          {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select", "arm:3"}},
+          {At(std::nullopt), 201, {"propose", "arm:5", "spawn"}},
+          {uncaught, 205, {}}});
+    ASSERT_EQ(last_.size(), 1u);
+    const auto& said = std::get<LogAction>(last_[0]);
+    EXPECT_EQ(said.level, LogLevel::kWarning) << "a new attempt says it again";
+    EXPECT_NE(said.text.find(std::string("event=checkpoint_request_skipped detail=\"aws rebalance\" reason=\"no "
+                                         "process catches SIGUSR1\" target=") +
+                             config::ToString(target)),
+              std::string::npos)
+        << said.text;
+  }
+  Fsm fsm(job_, {}, 1);
+  HandleAsTheDriver(fsm, StartEvent{}, t0_);
+  HandleAsTheDriver(fsm, At(std::nullopt), t0_);
+  const auto first = fsm.Handle(CheckpointRequestedEvent{"cadence", true}, t0_);
+  const auto second = fsm.Handle(CheckpointRequestedEvent{"cadence", true}, t0_);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(std::get<LogAction>(first[0]).level, LogLevel::kWarning);
+  EXPECT_EQ(std::get<LogAction>(second[0]).level, LogLevel::kDebug);
+}
+
+// Issue 35, item 2: a trainer none of whose processes catches SIGTERM would die on it and lose
+// every step since its last save. Under a notice with a deadline it runs on until its next
+// good checkpoint lands, then stops at once.
+TEST_F(FsmTest, ANoticeForATrainerThatCannotSaveOnItWaitsForItsNextCheckpoint) {
+  const auto seen = std::chrono::system_clock::time_point{} + std::chrono::hours(24 * 365 * 55);
+  const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws spot-itn", NoticeDeadline{seconds(120), seen},
+                                  /*nobody_catches=*/true};
+  auto fsm = Play(
+      {{StartEvent{}, 0, {"select", "arm:3"}}, {At(10), 1, {"propose", "arm:5", "spawn"}}, {notice, 100, {"arm:8"}}});
+  EXPECT_EQ(fsm->phase(), Phase::kDeferred);
+  const auto& said = std::get<LogAction>(last_[0]).text;
+  const auto cap = seconds(120) - std::chrono::duration_cast<seconds>(job_.provider.safety_margin);
+  EXPECT_NE(said.find("event=stop_deferred reason=\"no process catches SIGTERM\" until=" +
+                      preemption::FormatIso8601(seen + cap)),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(std::get<ArmTimerAction>(last_[1]).at, t0_ + milliseconds(100) + cap);
+  EXPECT_TRUE(fsm->Handle(CheckpointRequestedEvent{"late", true}, t0_ + seconds(1)).size() == 1);  // skipped: a log
+  last_ = fsm->Handle(CheckpointLandedEvent{"/ck/ckpt_step30", 30}, t0_ + seconds(20));
+  EXPECT_EQ(Kinds(last_), (std::vector<std::string>{"signal:SIGTERM/group", "arm:0"}));
+  // signals.grace from now, as any notice's stop (well within what is left of its grace).
+  EXPECT_EQ(std::get<ArmTimerAction>(last_.back()).at, t0_ + seconds(20) + job_.signals.grace);
+  last_ = fsm->Handle(ChildExitedEvent{{0, SIGTERM}}, t0_ + seconds(20) + milliseconds(5));
+  EXPECT_EQ(Kinds(last_), (std::vector<std::string>{"ended:preempted", "validate", "arm:4"}));
+  EXPECT_EQ(fsm->counters().preemptions, 1);
+}
+
+// No checkpoint before the deadline less provider.safety_margin: the stop comes then, with
+// provider.min_grace (the trainer dies on SIGTERM at once; SIGKILL follows the grace).
+TEST_F(FsmTest, ADeferredStopEndsAtTheDeadlineLessTheMarginWithoutACheckpoint) {
+  const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws spot-itn", NoticeDeadline{seconds(120), {}},
+                                  true};
+  const auto cap = seconds(120) - std::chrono::duration_cast<seconds>(job_.provider.safety_margin);
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
+                   {At(10), 1, {"propose", "arm:5", "spawn"}},
+                   {notice, 0, {"arm:8"}},
+                   {CheckpointLandedEvent{"/ck/ckpt_step9", 9}, 10, {"signal:SIGTERM/group", "arm:0"}},
+                   {kKilled, 20, {"ended:preempted", "validate", "arm:4"}},
+                   {CheckpointLandedEvent{"/ck/ckpt_step10", 10}, 30, {}}});  // drained: no news
+  EXPECT_EQ(fsm->phase(), Phase::kDrained);
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(10), 1, {"propose", "arm:5", "spawn"}},
+        {notice, 0, {"arm:8"}},
+        {TimerFiredEvent{TimerKind::kDefer}, cap.count() * 1000, {"signal:SIGTERM/group", "arm:0"}}});
+  EXPECT_EQ(std::get<ArmTimerAction>(last_.back()).at, t0_ + cap + job_.provider.min_grace);
+  // A notice that clears meanwhile: the trainer runs on, and the timer is no news.
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(10), 1, {"propose", "arm:5", "spawn"}},
+        {notice, 0, {"arm:8"}},
+        {NoticeClearedEvent{}, 10, {}},
+        {TimerFiredEvent{TimerKind::kDefer}, 20, {}},
+        {CheckpointLandedEvent{"/ck/ckpt_step11", 11}, 30, {}},
+        {kExit0, 40, {"ended:done", "exit:0"}}});
+  // A stop request while deferred stops at once, as a stop request.
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(10), 1, {"propose", "arm:5", "spawn"}},
+        {notice, 0, {"arm:8"}},
+        {kSigterm, 10, {"signal:SIGTERM/group", "arm:0"}},
+        {kKilled, 20, {"ended:stopped", "exit:75"}}});
+}
+
+// Today's stop where deferring gains nothing or is not ours to decide: a trainer that catches
+// the signal, a notice without a deadline, signals.defer_stop: never, a deadline too near,
+// and a multi-node group (its stop is the group's).
+TEST_F(FsmTest, ANoticeStopsAtOnceWhenDeferringGainsNothing) {
+  const StopRequestedEvent caught{StopReason::kNotice, std::nullopt, "aws spot-itn", NoticeDeadline{seconds(120), {}},
+                                  false};
+  const StopRequestedEvent no_deadline{StopReason::kNotice, std::nullopt, "file trigger",
+                                       NoticeDeadline{std::nullopt, {}}, true};
+  const StopRequestedEvent near{StopReason::kNotice, std::nullopt, "aws spot-itn", NoticeDeadline{seconds(1), {}},
+                                true};
+  const StopRequestedEvent uncaught{StopReason::kNotice, std::nullopt, "aws spot-itn", NoticeDeadline{seconds(120), {}},
+                                    true};
+  for (const auto& notice : {caught, no_deadline, near}) {
+    Play({{StartEvent{}, 0, {"select", "arm:3"}},
+          {At(10), 1, {"propose", "arm:5", "spawn"}},
+          {notice, 100, {"signal:SIGTERM/group", "arm:0"}}});
+  }
+  job_.signals.defer_stop = false;
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(10), 1, {"propose", "arm:5", "spawn"}},
+        {uncaught, 100, {"signal:SIGTERM/group", "arm:0"}}});
+  job_.signals.defer_stop = true;
+  Fsm fsm(job_, {}, 1);
+  fsm.Handle(StartEvent{}, t0_);
+  fsm.Handle(At(10), t0_);
+  fsm.Handle(GroupAgreedEvent{std::nullopt, GroupPlace{0, 2, 1, "10.0.0.5", 29500}}, t0_);
+  EXPECT_EQ(Kinds(fsm.Handle(uncaught, t0_)), (std::vector<std::string>{"signal:SIGTERM/group", "arm:0"}));
+}
+
 TEST_F(FsmTest, StopDuringBackoffExits75WithoutStarting) {
   Play({{StartEvent{}, 0, {"select", "arm:3"}},
         {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
@@ -498,6 +625,44 @@ TEST_F(FsmTest, ProgressResetsTheNoProgressStreak) {
                    {TimerFiredEvent{TimerKind::kBackoff}, 500, {"select", "arm:3"}},
                    {At(11), 501, {"propose", "arm:5", "spawn"}}});
   EXPECT_EQ(fsm->counters().no_progress_streak, 0);
+}
+
+// Issue 35: restart.no_progress_limit is for crash loops. Restarts after a notice (or a
+// stop request, or a peer's stop) never count, however often the trainer resumes from the
+// same step; failures still do, and a newer checkpoint resets the streak either way.
+TEST_F(FsmTest, RestartsAfterNoticesNeverCountTowardNoProgress) {
+  job_.restart.no_progress_limit = 2;
+  job_.provider.resume_after = milliseconds(0);
+  const StopRequestedEvent notice{StopReason::kNotice, milliseconds(3000), "aws terminate"};
+  std::vector<Row> rows = {{StartEvent{}, 0, {"select", "arm:3"}}, {At(10), 1, {"propose", "arm:5", "spawn"}}};
+  long t = 100;
+  for (int i = 0; i < 4; ++i, t += 1000) {  // four notices, each resumed from step 10 again
+    rows.push_back({notice, t, {"signal:SIGTERM/group", "arm:0"}});
+    rows.push_back({kExit0, t + 10, {"ended:preempted", "validate", "arm:4"}});
+    rows.push_back({NoticeClearedEvent{}, t + 20, {"select", "arm:3"}});
+    rows.push_back({At(10), t + 30, {"propose", "arm:5", "spawn"}});
+  }
+  // Two failures from the same step do give up.
+  rows.push_back({kExit1, t, {"ended:failed", "arm:2"}});
+  rows.push_back({TimerFiredEvent{TimerKind::kBackoff}, t + 200, {"select", "arm:3"}});
+  rows.push_back({At(10), t + 201, {"propose", "arm:5", "spawn"}});
+  rows.push_back({kExit1, t + 210, {"ended:failed", "arm:2"}});
+  rows.push_back({TimerFiredEvent{TimerKind::kBackoff}, t + 500, {"select", "arm:3"}});
+  rows.push_back({At(10), t + 501, {"propose", "arm:5", "exit:1"}});
+  auto fsm = Play(rows);
+  EXPECT_EQ(fsm->counters().preemptions, 4);
+  EXPECT_NE(ExitMessage().find("2 restarts in a row without progress"), std::string::npos) << ExitMessage();
+}
+
+TEST_F(FsmTest, AStartAfterAStoppedSupervisorNeverCountsTowardNoProgress) {
+  job_.restart.no_progress_limit = 1;
+  Counters restored;
+  restored.attempts = 3;
+  restored.last_resume_step = 10;
+  restored.last_attempt_failed = false;  // the last attempt was stopped (exit 75) or drained
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(10), 1, {"propose", "arm:5", "spawn"}}}, restored);
+  restored.last_attempt_failed = true;  // it crashed: this start is a restart after a failure
+  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(10), 1, {"propose", "arm:5", "exit:1"}}}, restored);
 }
 
 TEST_F(FsmTest, HangsHaveTheirOwnBudget) {
@@ -992,6 +1157,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       TimerFiredEvent{TimerKind::kJoin},
       TimerFiredEvent{TimerKind::kLauncher},
       TimerFiredEvent{TimerKind::kResume},
+      TimerFiredEvent{TimerKind::kDefer},
       WorkersGoneEvent{},
       WorkersStalledEvent{std::chrono::seconds(5)},
       GroupAgreedEvent{},
@@ -1001,6 +1167,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       DrainedValidatedEvent{},
       GroupSpareEvent{true},
       GroupCutOffEvent{milliseconds(0), milliseconds(2000)},
+      CheckpointLandedEvent{"/ck/ckpt_step30", 30},
   };
   // Every alternative of Event has a column, in order; TimerFiredEvent one per TimerKind.
   std::set<std::size_t> kinds_seen;
@@ -1017,6 +1184,9 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   const ChildExitedEvent exit0{{0, 0}}, exit1{{1, 0}};
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws terminate"};
   const StopRequestedEvent sigterm{StopReason::kSignal, std::nullopt, "SIGTERM"};
+  // A notice with a deadline for a trainer that cannot save on SIGTERM: its stop is deferred.
+  const StopRequestedEvent uncaught_notice{StopReason::kNotice, std::nullopt, "aws spot-itn",
+                                           NoticeDeadline{seconds(120), {}}, /*nobody_catches=*/true};
   const GroupAgreedEvent agreed{};
   const GroupAgreedEvent agreed_by_two{std::nullopt, GroupPlace{0, 2, 1, "10.0.0.5", 29500}};
   // The events that lead to each phase.
@@ -1026,6 +1196,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       {Phase::kJoining, {StartEvent{}, ResumeSelectedEvent{}}},
       {Phase::kRunning, {StartEvent{}, ResumeSelectedEvent{}, agreed}},
       {Phase::kStopping, {StartEvent{}, ResumeSelectedEvent{}, agreed, sigterm}},
+      {Phase::kDeferred, {StartEvent{}, ResumeSelectedEvent{}, agreed, uncaught_notice}},
       {Phase::kBackoff, {StartEvent{}, ResumeSelectedEvent{}, agreed, exit1}},
       {Phase::kDrained, {StartEvent{}, ResumeSelectedEvent{}, agreed, notice, exit1}},
       {Phase::kFinishing, {StartEvent{}, ResumeSelectedEvent{}, agreed_by_two, exit0}},
@@ -1043,7 +1214,8 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   // select / drained / join / launcher (none released in these paths: nothing) / resume, workers gone, workers
   // stalled (nothing is held in these paths: nothing), group agreed, group finished, selection failed, group survived
   // SIGKILL, drained validated, group spare (every rank held: wait as a spare), cut off with a
-  // trainer that used no CPU (only a running trainer stops).
+  // trainer that used no CPU (only a running trainer stops), a new good checkpoint landed (only
+  // a deferred stop waits for one). The timer kDefer's column comes after kResume's.
   const std::map<Phase, std::vector<Cell>> table = {
       {P::kIdle,
        {{P::kSelecting, V{"select", "arm:3"}},
@@ -1070,45 +1242,51 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
+        {P::kIdle, V{}},
+        {P::kIdle, V{}},
         {P::kIdle, V{}}}},
-      {P::kSelecting, {{P::kSelecting, V{}},        {P::kJoining, V{"propose", "arm:5"}},
-                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
-                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
-                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
-                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
-                       {P::kSelecting, V{}},        {P::kFinished, V{"exit:1"}},  // the selection is stuck
-                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
-                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
-                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
-                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
-                       {P::kFinished, V{"exit:1"}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+      {P::kSelecting, {{P::kSelecting, V{}}, {P::kJoining, V{"propose", "arm:5"}},
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}, {P::kFinished, V{"exit:1"}},  // the selection is stuck
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}, {P::kFinished, V{"exit:1"}},
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
                        {P::kSelecting, V{}}}},
-      {P::kJoining, {{P::kJoining, V{}},
-                     {P::kJoining, V{}},
-                     {P::kJoining, V{}},
-                     {P::kJoining, V{}},
-                     {P::kFinished, V{"exit:75"}},
-                     {P::kJoining, V{}},
-                     {P::kJoining, V{}},
-                     {P::kJoining, V{}},
-                     {P::kJoining, V{}},
-                     {P::kJoining, V{}},
-                     {P::kJoining, V{}},
-                     {P::kJoining, V{}},
-                     {P::kJoining, V{}},
-                     {P::kFinished, V{"exit:75"}},  // the group never agreed
-                     {P::kJoining, V{}},
-                     {P::kJoining, V{}},
-                     {P::kJoining, V{}},
-                     {P::kJoining, V{}},
-                     {P::kRunning, V{"spawn"}},
-                     {P::kJoining, V{}},
-                     {P::kJoining, V{}},
-                     {P::kJoining, V{}},
-                     {P::kJoining, V{}},
-                     {P::kSpare, V{}},
-                     {P::kJoining, V{}}}},
+      {P::kJoining,
+       {{P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kFinished, V{"exit:75"}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kFinished, V{"exit:75"}},  // the group never agreed
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kRunning, V{"spawn"}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kSpare, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}}}},
       {P::kRunning,
        {{P::kRunning, V{}},
         {P::kRunning, V{}},
@@ -1131,10 +1309,40 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kRunning, V{}},
+        {P::kRunning, V{}},
         {P::kFinished, V{"exit:1"}},
         {P::kRunning, V{}},
         {P::kRunning, V{}},
-        {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}}}},
+        {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}},
+        {P::kRunning, V{}}}},
+      {P::kDeferred,
+       {{P::kDeferred, V{}},
+        {P::kDeferred, V{}},
+        {P::kDeferred, V{}},
+        {P::kDrained, V{"ended:preempted", "validate", "arm:4"}},  // the notice's end
+        {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}},        // a stop request: now
+        {P::kDeferred, V{}},
+        {P::kDeferred, V{"signal:SIGUSR1/group"}},
+        {P::kRunning, V{}},  // the notice went: run on
+        {P::kDeferred, V{}},
+        {P::kDeferred, V{}},
+        {P::kDeferred, V{}},
+        {P::kDeferred, V{}},
+        {P::kDeferred, V{}},
+        {P::kDeferred, V{}},
+        {P::kDeferred, V{}},
+        {P::kDeferred, V{}},
+        {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}},  // the deadline less the margin
+        {P::kDeferred, V{}},
+        {P::kDeferred, V{}},
+        {P::kDeferred, V{}},
+        {P::kDeferred, V{}},
+        {P::kDeferred, V{}},
+        {P::kFinished, V{"exit:1"}},
+        {P::kDeferred, V{}},
+        {P::kDeferred, V{}},
+        {P::kDeferred, V{}},
+        {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}}}},  // the checkpoint landed: stop now
       {P::kStopping,
        {{P::kStopping, V{}},
         {P::kStopping, V{}},
@@ -1157,7 +1365,9 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
+        {P::kStopping, V{}},
         {P::kFinished, V{"exit:1"}},
+        {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{}}}},
@@ -1173,6 +1383,8 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kSelecting, V{"select", "arm:3"}},
+        {P::kBackoff, V{}},
+        {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
@@ -1203,7 +1415,8 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kSelecting, V{"select", "arm:3"}},  // the machine stayed: resume
         {P::kDrained, V{}},
         {P::kDrained, V{}},
-        {P::kSelecting, V{"select", "arm:3"}},  // resume_after passed: resume
+        {P::kSelecting, V{"select", "arm:3"}},
+        {P::kDrained, V{}},  // resume_after passed: resume
         {P::kDrained, V{}},
         {P::kDrained, V{}},
         {P::kDrained, V{}},
@@ -1211,6 +1424,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDrained, V{}},
         {P::kDrained, V{}},
         {P::kDrained, V{"ack"}},
+        {P::kDrained, V{}},
         {P::kDrained, V{}},
         {P::kDrained, V{}}}},
       {P::kFinishing, {{P::kFinishing, V{}},
@@ -1232,7 +1446,9 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
                        {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
+                       {P::kFinishing, V{}},
                        {P::kFinished, V{"exit:0"}},
+                       {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
@@ -1258,7 +1474,9 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kSpare, V{}},
         {P::kSpare, V{}},
         {P::kSpare, V{}},
+        {P::kSpare, V{}},
         {P::kFinished, V{"exit:0"}},  // the group finished
+        {P::kSpare, V{}},
         {P::kSpare, V{}},
         {P::kSpare, V{}},
         {P::kSpare, V{}},
@@ -1269,7 +1487,8 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
-        {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}}},
+        {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
+        {P::kFinished, V{}}, {P::kFinished, V{}}}},
   };
   ASSERT_EQ(table.size(), paths.size()) << "a phase without a row";
   for (const auto& [phase, path] : paths) {

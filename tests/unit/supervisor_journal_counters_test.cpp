@@ -64,6 +64,20 @@ TEST(JournalCounters, AttemptsOnlyTheJournalKnowsAreCountedByOutcome) {
   EXPECT_EQ(c.preemptions, 1);
 }
 
+// Issue 35: only a restart after a failure counts toward restart.no_progress_limit, so a new
+// supervisor needs to know how the last attempt ended; attempts.jsonl says it.
+TEST(JournalCounters, TheLastAttemptsOutcomeSaysWhetherItFailed) {
+  state::PersistedState s;
+  s.attempts = 3;
+  for (auto [last, failed] : {std::pair{Outcome::kFailed, true}, std::pair{Outcome::kHang, true},
+                              std::pair{Outcome::kSpawnFailed, true}, std::pair{Outcome::kPreempted, false},
+                              std::pair{Outcome::kStopped, false}, std::pair{Outcome::kPeerStopped, false}}) {
+    const Counters c = RestoreCounters(s, {Attempt(2, Outcome::kFailed), Attempt(3, last)}, kNowMs, kNow);
+    EXPECT_EQ(c.last_attempt_failed, failed) << ToString(last);
+  }
+  EXPECT_FALSE(RestoreCounters(s, {}, kNowMs, kNow).last_attempt_failed);
+}
+
 TEST(JournalCounters, AnAttemptWithoutAnOutcomeStillCountsAsStarted) {
   state::AttemptRecord unfinished;
   unfinished.attempt = 3;  // the supervisor died while it ran

@@ -74,6 +74,9 @@ struct SignalsSection {
   SignalTarget Recipients() const { return target == SignalTarget::kAuto ? auto_choice : target; }
   Duration grace = std::chrono::seconds(90);         // capped by the provider's deadline
   Duration kill_timeout = std::chrono::seconds(10);  // after SIGKILL, how long the group may linger
+  // signals.defer_stop: auto (true) lets a trainer none of whose processes catches on_notice
+  // run on under a notice with a deadline until its next good checkpoint; never (false) stops it at once.
+  bool defer_stop = true;
 };
 
 enum class ValidateLevel { kStructure, kFormat, kFull };

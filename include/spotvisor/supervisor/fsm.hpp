@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdint>
 #include <deque>
+#include <filesystem>
 #include <optional>
 #include <random>
 #include <string>
@@ -33,6 +34,10 @@ enum class Phase {
   kJoining,    // our good steps proposed, waiting for the group to agree on the start (a
                // single node agrees at once: LocalCoordinator); deadline kJoin: exit 75
   kRunning,    // the trainer runs: the work itself, bounded by the hang detector, not a timer
+  kDeferred,   // a notice came, but no process of the trainer catches signals.on_notice (it
+               // would die and lose every step since its last save): it runs on until its next
+               // good checkpoint lands (then the stop) or until kDefer (the deadline less
+               // provider.safety_margin); signals.defer_stop
   kStopping,   // we asked the trainer to stop; kGrace, then kKill after the SIGKILL
   kBackoff,    // waiting before the next start; kBackoff
   kDrained,    // stopped for a preemption notice; waiting for the machine to go, or to
@@ -59,10 +64,11 @@ enum class TimerKind {
   kJoin,      // the group did not agree on a start (or finish) within coordination.join_timeout: exit 75
   kLauncher,  // a launcher outlived its workers by signals.kill_timeout after SIGTERM: SIGKILL
   kResume,    // drained, the notice cleared, the machine still here after provider.resume_after: resume
+  kDefer,     // a deferred stop's time is up (the notice's deadline less provider.safety_margin): stop
 };
 inline constexpr TimerKind kTimerKinds[] = {TimerKind::kGrace,    TimerKind::kKill,    TimerKind::kBackoff,
                                             TimerKind::kSelect,   TimerKind::kDrained, TimerKind::kJoin,
-                                            TimerKind::kLauncher, TimerKind::kResume};
+                                            TimerKind::kLauncher, TimerKind::kResume,  TimerKind::kDefer};
 
 // Where this node stands in the group for one start.
 struct GroupPlace {
@@ -94,17 +100,30 @@ struct ChildExitedEvent {  // the main child and every process of its group are 
 // notice gave no deadline). The Fsm caps the grace from it (notice_grace.hpp).
 struct NoticeDeadline {
   std::optional<std::chrono::milliseconds> left;
+  std::chrono::system_clock::time_point seen_at{};  // the wall clock when it was seen (for the log)
 };
 struct StopRequestedEvent {
   StopReason reason = StopReason::kSignal;
   std::optional<std::chrono::milliseconds> grace_cap;  // at most this much grace (a peer's notice's time left)
   std::string detail;                                  // for the log: which signal, which notice
   std::optional<NoticeDeadline> notice;                // a notice of this node's: grace_cap comes from it
+  // The driver found no process of signals.target that catches signals.on_notice: the stop
+  // would kill the trainer without a save (signals.defer_stop).
+  bool nobody_catches = false;
 };
+// "Checkpoint now" (cadence, a rebalance recommendation, the drill, SIGUSR1 to spotvisor).
+// `nobody_catches`: the driver found no process of signals.target that catches
+// signals.checkpoint (its default action would end the trainer), so nothing may be sent.
 struct CheckpointRequestedEvent {
   std::string detail;
+  bool nobody_catches = false;
 };
-struct NoticeClearedEvent {};  // the provider withdrew the notice (resume after provider.resume_after)
+struct NoticeClearedEvent {};
+// The checkpoint watcher judged a new (or rewritten) checkpoint good while the trainer ran.
+struct CheckpointLandedEvent {
+  std::filesystem::path path;
+  std::uint64_t step = 0;
+};  // the provider withdrew the notice (resume after provider.resume_after)
 struct TimerFiredEvent {
   TimerKind kind;
 };
@@ -151,10 +170,11 @@ struct GroupSurvivedKillEvent {
 // After ValidateDrainedAction: the checkpoint a resume would use was found and validated (or
 // the attempt failed and was logged); either way the notice can be acknowledged.
 struct DrainedValidatedEvent {};
-using Event = std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent, StopRequestedEvent,
-                           CheckpointRequestedEvent, NoticeClearedEvent, TimerFiredEvent, WorkersGoneEvent,
-                           WorkersStalledEvent, GroupAgreedEvent, GroupFinishedEvent, SelectionFailedEvent,
-                           GroupSurvivedKillEvent, DrainedValidatedEvent, GroupSpareEvent, GroupCutOffEvent>;
+using Event =
+    std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent, StopRequestedEvent,
+                 CheckpointRequestedEvent, NoticeClearedEvent, TimerFiredEvent, WorkersGoneEvent, WorkersStalledEvent,
+                 GroupAgreedEvent, GroupFinishedEvent, SelectionFailedEvent, GroupSurvivedKillEvent,
+                 DrainedValidatedEvent, GroupSpareEvent, GroupCutOffEvent, CheckpointLandedEvent>;
 
 // ---- actions ----
 struct SelectResumeAction {};
@@ -235,14 +255,18 @@ using Action = std::variant<SelectResumeAction, ProposeResumeAction, SpawnAction
 
 // What survives a supervisor restart (the journal stores it).
 struct Counters {
-  int attempts = 0;                               // children started so far
-  int failures = 0;                               // failure budget used
-  int hangs = 0;                                  // hang budget used
-  int preemptions = 0;                            // never counted against a budget
-  int consecutive_failures = 0;                   // drives the backoff; reset after a healthy run
-  int no_progress_streak = 0;                     // restarts in a row without the resumed step advancing
+  int attempts = 0;              // children started so far
+  int failures = 0;              // failure budget used
+  int hangs = 0;                 // hang budget used
+  int preemptions = 0;           // never counted against a budget
+  int consecutive_failures = 0;  // drives the backoff; reset after a healthy run
+  int no_progress_streak = 0;    // restarts after a failure in a row without the resumed step advancing
   std::optional<std::uint64_t> last_resume_step;  // step the previous attempt resumed from
-  std::deque<TimePoint> recent_failures;          // within the crash-loop window
+  // The previous attempt failed or hung (not stopped for a notice, a request, a peer or the
+  // budget): only such a restart may count toward restart.no_progress_limit. Not in
+  // state.json: read back from attempts.jsonl's last outcome.
+  bool last_attempt_failed = false;
+  std::deque<TimePoint> recent_failures;  // within the crash-loop window
 };
 
 class Fsm {
@@ -267,12 +291,21 @@ class Fsm {
   std::vector<Action> StopWhileJoining(const StopRequestedEvent& e, TimePoint now);
   std::vector<Action> StopWhileStopping(const StopRequestedEvent& e, TimePoint now);
   std::vector<Action> StopTheTrainer(const StopRequestedEvent& e, TimePoint now);
+  // A notice for a trainer that cannot save on it: defer the stop (kDeferred), or not (empty).
+  std::vector<Action> MaybeDefer(const StopRequestedEvent& e, std::chrono::milliseconds cap, bool near, TimePoint now);
+  std::vector<Action> StopWhileDeferred(const StopRequestedEvent& e, TimePoint now);
+  // Ends a deferral: the notice's stop now, with what is left of its grace.
+  std::vector<Action> EndDeferral(const std::string& why, TimePoint now);
+  std::vector<Action> OnCheckpointLanded(const CheckpointLandedEvent& e, TimePoint now);
   std::vector<Action> OnCheckpointRequested(const CheckpointRequestedEvent& e);
   std::vector<Action> OnNoticeCleared(TimePoint now);
   std::vector<Action> OnTimer(const TimerFiredEvent& e, TimePoint now);
   std::vector<Action> OnWorkersGone(TimePoint now);
   std::vector<Action> OnWorkersStalled(const WorkersStalledEvent& e);
   std::vector<Action> OnGroupAgreed(const GroupAgreedEvent& e, TimePoint now);
+  // restart.no_progress_limit after a start resumed from `step`: the streak updated, and why
+  // it gives up (empty: it does not).
+  std::string CountProgress(std::optional<std::uint64_t> step);
   std::vector<Action> OnGroupFinished();
   std::vector<Action> OnGroupSpare(const GroupSpareEvent& e, TimePoint now);
   std::vector<Action> OnGroupCutOff(const GroupCutOffEvent& e, TimePoint now);
@@ -301,10 +334,13 @@ class Fsm {
   bool notice_cleared_early_ = false;            // the notice went while its stop ran: resume once drained
   TimePoint started_at_{};                       // when the current child started
   int stop_requests_ = 0;                        // SIGINT/SIGTERM count during this stop
+  bool skip_told_ = false;                       // a skipped checkpoint request was logged for this attempt
   bool launchers_held_ = false;                  // HoldLaunchersAction issued, not yet released
   bool launcher_released_ = false;               // its workers gone, the launcher got SIGTERM (kLauncher armed)
   bool launcher_runs_for_workers_ = false;       // released early: its stalled workers may need it
   TimePoint grace_at_{};                         // when the grace of the current stop ends
+  TimePoint deferred_until_{};                   // kDeferred: when the notice's grace (and kDefer) ends
+  std::string deferred_detail_;                  // kDeferred: the notice's words
   int world_ = 1;                                // nodes in the group of the current start
   std::mt19937_64 rng_;                          // jitter
 };

@@ -51,8 +51,10 @@ class Trainer {
   // Who it is, so that a later supervisor can recognise a leftover (persisted).
   virtual process::ChildIdentity Identity() const = 0;
   // Sends `signo` to `to` (kGroup, kMain or kWorkers); how many processes it reached. With
-  // `only_to_handlers`, workers that do not catch `signo` yet are skipped.
+  // `only_to_handlers`, processes of `to` that do not catch `signo` are skipped.
   virtual std::size_t Send(int signo, config::SignalTarget to, bool only_to_handlers) = 0;
+  // How many processes of `to` catch `signo` now (SigCgt: a handler, not SIG_DFL or SIG_IGN).
+  virtual std::size_t Catchers(int signo, config::SignalTarget to) const = 0;
   // SIGKILL to the whole group; how many processes were in it.
   virtual std::size_t KillGroup() = 0;
   // SIGSTOP to the launcher(s); `signo` then SIGCONT to those held. How many.

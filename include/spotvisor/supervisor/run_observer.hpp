@@ -8,6 +8,8 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,6 +44,9 @@ class RunControl {
   virtual void RequestStop(StopReason reason, const std::string& detail) = 0;
   // Sends signals.checkpoint to the trainer when one runs ("checkpoint now, keep going").
   virtual void RequestCheckpoint(const std::string& detail) = 0;
+  // A new good checkpoint was judged while the trainer ran (the checkpoint watcher's news,
+  // for the Fsm: a deferred stop waits for it). Default: nothing (a run without the Fsm).
+  virtual void CheckpointLanded(const std::filesystem::path& path, std::uint64_t step) { (void)path, (void)step; }
   // The current trainer's pid (= its process group), 0 when none runs.
   virtual pid_t child_pid() const = 0;
   // Where every child of the run is started and reaped (hooks, mirror commands); it

@@ -44,6 +44,9 @@ struct NoticeRecord {
   std::string checkpoint;             // its name; empty: none
   std::optional<std::uint64_t> step;  // its step
   std::string outcome;                // saved | saved-late | not-saved | no-deadline; empty: pending
+  // Not saved: `checkpoint` and `step` name the newest good checkpoint (the resume's), and this
+  // is the trainer's last step (health.progress_pattern's group) less that one's; none unknown.
+  std::optional<std::uint64_t> steps_lost;
 };
 
 struct Interval {  // unix ms
