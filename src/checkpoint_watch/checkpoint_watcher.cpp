@@ -38,6 +38,12 @@ void CheckpointWatcher::Hurry(bool on) {
   Arm();
 }
 
+void CheckpointWatcher::Await(bool on) {
+  if (awaiting_ == on || stopped_ || !timer_) return;
+  awaiting_ = on;
+  Arm();
+}
+
 void CheckpointWatcher::OnStart(supervisor::RunControl& control) {
   io_ = &control.io();
   timer_ = clock_.MakeTimer(*io_);
@@ -56,6 +62,9 @@ void CheckpointWatcher::OnAttemptEnded(const state::AttemptRecord&) {
 
 void CheckpointWatcher::OnPhase(supervisor::Phase phase) {
   keeper_->SetStopping(phase == supervisor::Phase::kStopping);
+  // A deferred stop ends when the trainer's next checkpoint is judged good: every poll
+  // period in between is steps the trainer runs on and loses.
+  Await(phase == supervisor::Phase::kDeferred);
 }
 
 void CheckpointWatcher::OnExit(int, const std::string&) {
@@ -64,7 +73,7 @@ void CheckpointWatcher::OnExit(int, const std::string&) {
 }
 
 void CheckpointWatcher::Arm() {
-  timer_->After(hurry_ ? timing_.fast : timing_.slow, [this] {
+  timer_->After(hurry_ || awaiting_ ? timing_.fast : timing_.slow, [this] {
     if (stopped_) return;
     Tick();
     Arm();

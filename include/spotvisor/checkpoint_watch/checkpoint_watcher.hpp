@@ -64,7 +64,8 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   void OnStart(supervisor::RunControl& control) override;
   void OnSelection(const checkpoint::Selection& selection) override;  // scans at once
   void OnAttemptEnded(const state::AttemptRecord& record) override;   // scans at once
-  // kStopping: a fixed name's version made by a byte copy waits (DirKeeper::SetStopping).
+  // kStopping: a fixed name's version made by a byte copy waits (DirKeeper::SetStopping);
+  // kDeferred: fast polling, as for a request (a deferred stop waits for the next checkpoint).
   void OnPhase(supervisor::Phase phase) override;
   void OnExit(int code, const std::string& message) override;
 
@@ -78,6 +79,7 @@ class CheckpointWatcher final : public supervisor::RunObserver {
     std::optional<CheckpointVerdict> verdict;  // once judged
   };
 
+  void Await(bool on);  // io thread: fast polling while a deferred stop waits (OnPhase)
   void Arm();
   void Tick();
   // Keeper thread only: one scan; the verdicts to hand out.
@@ -90,7 +92,8 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   std::vector<Subscriber> subscribers_;    // io thread
   std::unique_ptr<Timer> timer_;           // the poll clock (io thread), from OnStart
   boost::asio::io_context* io_ = nullptr;  // the driver's loop
-  bool hurry_ = false;                     // io thread: fast polling
+  bool hurry_ = false;                     // io thread: fast polling (a requested checkpoint)
+  bool awaiting_ = false;                  // io thread: fast polling (a deferred stop)
   bool scanning_ = false;                  // io thread: a scan is on the keeper
   bool again_ = false;                     // io thread: scan once more when it returns
   bool stopped_ = false;                   // io thread: OnExit came
