@@ -32,6 +32,10 @@ CheckpointWatcher::~CheckpointWatcher() {
 
 void CheckpointWatcher::Subscribe(Subscriber subscriber) { subscribers_.push_back(std::move(subscriber)); }
 
+void CheckpointWatcher::SubscribeWrites(WriteSubscriber subscriber) {
+  write_subscribers_.push_back(std::move(subscriber));
+}
+
 void CheckpointWatcher::Hurry(bool on) {
   if (hurry_ == on || stopped_ || !timer_) return;
   hurry_ = on;
@@ -87,12 +91,15 @@ void CheckpointWatcher::Tick() {
   }
   scanning_ = true;
   keeper_->Post([this, in_flight = clock_.BackgroundWork()]() mutable {
-    auto verdicts = Scan();
-    asio::post(*io_, [this, verdicts = std::move(verdicts)] {
+    auto news = Scan();
+    asio::post(*io_, [this, news = std::move(news)] {
       scanning_ = false;
       if (stopped_) return;
-      if (!verdicts.empty()) {
-        for (const auto& subscriber : subscribers_) subscriber(verdicts);
+      if (!news.verdicts.empty()) {
+        for (const auto& subscriber : subscribers_) subscriber(news.verdicts);
+      }
+      if (!news.writing.empty()) {
+        for (const auto& subscriber : write_subscribers_) subscriber(news.writing);
       }
       if (std::exchange(again_, false)) Tick();
     });
@@ -102,7 +109,7 @@ void CheckpointWatcher::Tick() {
   });
 }
 
-std::vector<CheckpointVerdict> CheckpointWatcher::Scan() {
+CheckpointWatcher::ScanNews CheckpointWatcher::Scan() {
   auto* catalog = keeper_->catalog();
   if (catalog == nullptr) return {};
   auto entries = catalog->Scan();
@@ -112,7 +119,8 @@ std::vector<CheckpointVerdict> CheckpointWatcher::Scan() {
   }
   const auto now = clock_.Now();
   std::set<std::string> present;
-  std::vector<CheckpointVerdict> out;  // newest first until the end
+  ScanNews news;
+  auto& out = news.verdicts;  // newest first until the end
   bool new_good = false;
   for (auto& e : *entries) {
     present.insert(e.name);
@@ -129,6 +137,8 @@ std::vector<CheckpointVerdict> CheckpointWatcher::Scan() {
     }
     // A bad verdict may be a save caught half-way by a fast poll: it is news only once the
     // checkpoint held still for half a slow period (one slow poll); a good one is news at once.
+    // Until then it is a checkpoint being written.
+    if (!s.told && s.verdict && !s.verdict->good && now - s.since < timing_.slow / 2) news.writing.push_back(e.path);
     if (s.told || !s.verdict || (!s.verdict->good && now - s.since < timing_.slow / 2)) continue;
     s.told = true;
     new_good = new_good || s.verdict->good;
@@ -138,7 +148,7 @@ std::vector<CheckpointVerdict> CheckpointWatcher::Scan() {
   baseline_done_ = true;
   if (new_good) keeper_->ApplyRetention();
   std::reverse(out.begin(), out.end());
-  return out;
+  return news;
 }
 
 CheckpointVerdict CheckpointWatcher::JudgeOne(checkpoint::CatalogEntry& e) {

@@ -14,14 +14,19 @@ namespace spotvisor::cli {
 namespace {
 
 // Hands the watcher's new good checkpoints to the run's Fsm (RunControl::CheckpointLanded):
-// a stop deferred for a trainer that cannot save on a signal waits for the next one.
+// a stop deferred for a trainer that cannot save on a signal waits for the next one; and the
+// checkpoints it sees being written (RunControl::CheckpointWriting): such a stop whose time
+// comes during a write waits for it where the deadline leaves room.
 class LandedCheckpoints final : public supervisor::RunObserver {
  public:
   explicit LandedCheckpoints(checkpoint_watch::CheckpointWatcher& watcher) {
     watcher.Subscribe([this](const std::vector<checkpoint_watch::CheckpointVerdict>& verdicts) {
       for (const auto& v : verdicts) {
-        if (v.good && control_) control_->CheckpointLanded(v.path, v.step);
+        if (v.good && control_) control_->CheckpointLanded(v.path, v.step, v.written_at);
       }
+    });
+    watcher.SubscribeWrites([this](const std::vector<std::filesystem::path>& writing) {
+      if (control_) control_->CheckpointWriting(writing.front());
     });
   }
   void OnStart(supervisor::RunControl& control) override { control_ = &control; }

@@ -105,8 +105,13 @@ void Driver::Impl::RequestCheckpoint(const std::string& detail) {
   asio::post(io_, [this, detail] { Dispatch(CheckpointRequest(detail)); });
 }
 
-void Driver::Impl::CheckpointLanded(const std::filesystem::path& path, std::uint64_t step) {
-  asio::post(io_, [this, path, step] { Dispatch(CheckpointLandedEvent{path, step}); });
+void Driver::Impl::CheckpointLanded(const std::filesystem::path& path, std::uint64_t step,
+                                    std::chrono::system_clock::time_point written_at) {
+  asio::post(io_, [this, path, step, written_at] { Dispatch(CheckpointLandedEvent{path, step, written_at}); });
+}
+
+void Driver::Impl::CheckpointWriting(const std::filesystem::path& path) {
+  asio::post(io_, [this, path] { Dispatch(CheckpointWritingEvent{path}); });
 }
 
 // The Fsm decides; the fact it needs is read here, at the moment of the request (a trainer

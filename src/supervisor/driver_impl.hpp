@@ -45,7 +45,9 @@ class Driver::Impl final : public RunControl {
   process::ChildTable& children() override { return host_->children(); }
   void RequestStop(StopReason reason, const std::string& detail) override;
   void RequestCheckpoint(const std::string& detail) override;
-  void CheckpointLanded(const std::filesystem::path& path, std::uint64_t step) override;
+  void CheckpointLanded(const std::filesystem::path& path, std::uint64_t step,
+                        std::chrono::system_clock::time_point written_at) override;
+  void CheckpointWriting(const std::filesystem::path& path) override;
 
  private:
   // driver.cpp

@@ -73,6 +73,7 @@ std::vector<Action> Fsm::Handle(const Event& event, TimePoint now) {
         if constexpr (std::is_same_v<E, GroupSpareEvent>) return OnGroupSpare(e, now);
         if constexpr (std::is_same_v<E, GroupCutOffEvent>) return OnGroupCutOff(e, now);
         if constexpr (std::is_same_v<E, CheckpointLandedEvent>) return OnCheckpointLanded(e, now);
+        if constexpr (std::is_same_v<E, CheckpointWritingEvent>) return OnCheckpointWriting(e);
       },
       event);
 }

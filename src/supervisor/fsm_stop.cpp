@@ -318,7 +318,7 @@ std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
       return Resume(now);
     case TimerKind::kDefer:
       if (phase_ != Phase::kDeferred) return {};
-      return EndDeferral("the deadline less provider.safety_margin has come", now);
+      return OnDeferTimer(now);
   }
   return {};
 }
@@ -408,6 +408,11 @@ std::vector<Action> Fsm::MaybeDefer(const StopRequestedEvent& e, std::chrono::mi
   stop_detail_ = e.detail;
   deferred_detail_ = e.detail;
   deferred_until_ = now + cap;
+  deferred_deadline_ = now + *e.notice->left;
+  deferred_seen_at_ = e.notice->seen_at;
+  deferred_wall_deadline_ = e.notice->seen_at + *e.notice->left;
+  deferred_writing_.clear();
+  deferred_extended_ = false;
   notice_cleared_early_ = false;
   const std::string signal = config::SignalName(job_.signals.on_notice);
   return {
@@ -431,8 +436,44 @@ std::vector<Action> Fsm::EndDeferral(const std::string& why, TimePoint now) {
   return actions;
 }
 
+// A write seen while the stop waits: if the time runs out before it lands, it is waited for.
+std::vector<Action> Fsm::OnCheckpointWriting(const CheckpointWritingEvent& e) {
+  if (phase_ == Phase::kDeferred) deferred_writing_ = e.path;
+  return {};
+}
+
+// The deadline less provider.safety_margin has come. A checkpoint being written then gets
+// what is left up to kDeferredWriteMargin before the deadline (once): a stop now would tear
+// it, while a trainer that dies at once on the signal needs no grace, and a write the VM's
+// end cuts short costs no more than one the stop cuts short (the previous version stays).
+std::vector<Action> Fsm::OnDeferTimer(TimePoint now) {
+  const TimePoint last = deferred_deadline_ - kDeferredWriteMargin;
+  if (deferred_writing_.empty() || deferred_extended_ || last <= now) {
+    return EndDeferral(deferred_extended_ ? "the checkpoint being written did not land before the deadline less " +
+                                                FormatDuration(kDeferredWriteMargin)
+                                          : std::string("the deadline less provider.safety_margin has come"),
+                       now);
+  }
+  deferred_extended_ = true;
+  deferred_until_ = last;
+  const auto wall = deferred_wall_deadline_ - kDeferredWriteMargin;  // for the log
+  return {Note(LogLevel::kWarning, "event=deferred_stop_extended why=\"a checkpoint is being written: " +
+                                       deferred_writing_.string() + "\" until=" + preemption::FormatIso8601(wall) +
+                                       " in=" + FormatDuration(std::chrono::duration_cast<milliseconds>(last - now)) +
+                                       " detail=\"a stop now would tear it; it is waited for until the deadline "
+                                       "less " +
+                                       FormatDuration(kDeferredWriteMargin) + "\""),
+          ArmTimerAction{TimerKind::kDefer, last}};
+}
+
+// Only a checkpoint written after the notice ends the deferral: one written before it (the
+// watcher may see it only now) holds nothing the stop at the notice would not have kept.
 std::vector<Action> Fsm::OnCheckpointLanded(const CheckpointLandedEvent& e, TimePoint now) {
   if (phase_ != Phase::kDeferred) return {};
+  if (e.written_at && *e.written_at < deferred_seen_at_) {
+    return {Note(LogLevel::kDebug, "event=deferred_stop_waits detail=\"" + e.path.string() +
+                                       " was written before the notice: the trainer runs on to its next save\"")};
+  }
   return EndDeferral("a new good checkpoint landed: " + e.path.string() + " (step " + std::to_string(e.step) + ")",
                      now);
 }

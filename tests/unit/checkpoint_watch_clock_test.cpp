@@ -153,5 +153,28 @@ TEST_F(WatchClock, WhileAStopIsDeferredTheNextCheckpointIsNewsAtTheNextFastPoll)
   watcher_.OnExit(0, "done");
 }
 
+// A checkpoint caught half-way (new or changed, not good, not told yet) is a write in
+// progress for the write subscribers at each poll that sees it so; once it is good it is
+// news to the verdict subscribers instead, and no longer a write.
+TEST_F(WatchClock, ACheckpointCaughtHalfWayIsAWriteInProgressUntilItIsGood) {
+  std::vector<std::pair<std::string, Duration>> writes;
+  watcher_.SubscribeWrites([this, &writes](const std::vector<std::filesystem::path>& paths) {
+    for (const auto& p : paths) writes.emplace_back(p.filename().string(), control_.clock_.elapsed());
+  });
+  Start();
+  watcher_.Hurry(true);
+  Write("ckpt_step9", "");
+  control_.RunFor(2500ms);  // seen empty at 1 s and 2 s
+  ASSERT_EQ(writes.size(), 2u);
+  EXPECT_EQ(writes[0], (std::pair<std::string, Duration>{"ckpt_step9", 1s}));
+  EXPECT_EQ(writes[1].second, 2s);
+  Write("ckpt_step9", kComplete);
+  control_.RunFor(5s);
+  EXPECT_EQ(writes.size(), 2u) << "a good checkpoint is no write in progress";
+  ASSERT_EQ(told_.size(), 1u);
+  EXPECT_TRUE(told_[0].good);
+  watcher_.OnExit(0, "done");
+}
+
 }  // namespace
 }  // namespace spotvisor::checkpoint_watch

@@ -483,7 +483,12 @@ TEST_F(FsmTest, ANoticeForATrainerThatCannotSaveOnItWaitsForItsNextCheckpoint) {
       << said;
   EXPECT_EQ(std::get<ArmTimerAction>(last_[1]).at, t0_ + milliseconds(100) + cap);
   EXPECT_TRUE(fsm->Handle(CheckpointRequestedEvent{"late", true}, t0_ + seconds(1)).size() == 1);  // skipped: a log
-  last_ = fsm->Handle(CheckpointLandedEvent{"/ck/ckpt_step30", 30}, t0_ + seconds(20));
+  // A checkpoint written before the notice, seen only now, ends nothing: it holds no step the
+  // stop at the notice would have lost.
+  EXPECT_EQ(Kinds(fsm->Handle(CheckpointLandedEvent{"/ck/ckpt_step29", 29, seen - seconds(2)}, t0_ + seconds(2))),
+            std::vector<std::string>{});
+  EXPECT_EQ(fsm->phase(), Phase::kDeferred);
+  last_ = fsm->Handle(CheckpointLandedEvent{"/ck/ckpt_step30", 30, seen + seconds(19)}, t0_ + seconds(20));
   EXPECT_EQ(Kinds(last_), (std::vector<std::string>{"signal:SIGTERM/group", "arm:0"}));
   // signals.grace from now, as any notice's stop (well within what is left of its grace).
   EXPECT_EQ(std::get<ArmTimerAction>(last_.back()).at, t0_ + seconds(20) + job_.signals.grace);
@@ -524,6 +529,51 @@ TEST_F(FsmTest, ADeferredStopEndsAtTheDeadlineLessTheMarginWithoutACheckpoint) {
         {notice, 0, {"arm:8"}},
         {kSigterm, 10, {"signal:SIGTERM/group", "arm:0"}},
         {kKilled, 20, {"ended:stopped", "exit:75"}}});
+}
+
+// Never stop it while it writes: when the deadline less provider.safety_margin comes while
+// the watcher sees a checkpoint being written, the stop waits for the write (once), up to
+// kDeferredWriteMargin before the deadline; it lands: the stop then; it does not: the stop
+// at that time. Without a write seen, the stop comes at the margin's time as before.
+TEST_F(FsmTest, ADeferredStopWhoseTimeComesDuringAWriteWaitsForItWhileTheDeadlineLeavesRoom) {
+  const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws spot-itn", NoticeDeadline{seconds(120), {}},
+                                  true};
+  const auto cap = std::chrono::duration_cast<milliseconds>(seconds(120) - job_.provider.safety_margin).count();
+  const auto last = std::chrono::duration_cast<milliseconds>(seconds(120) - kDeferredWriteMargin).count();
+  ASSERT_LT(cap, last) << "the defaults leave room between the margin's time and the deadline";
+  const CheckpointWritingEvent writing{"/ck/ckpt.pt"};
+  const TimerFiredEvent defer{TimerKind::kDefer};
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
+                   {At(10), 1, {"propose", "arm:5", "spawn"}},
+                   {notice, 0, {"arm:8"}},
+                   {writing, cap - 50, {}},
+                   {defer, cap, {"arm:8"}}});  // waits for the write
+  EXPECT_EQ(fsm->phase(), Phase::kDeferred);
+  EXPECT_EQ(std::get<ArmTimerAction>(last_.back()).at, t0_ + milliseconds(last));
+  EXPECT_NE(std::get<LogAction>(last_[0]).text.find("event=deferred_stop_extended why=\"a checkpoint is being "
+                                                    "written: /ck/ckpt.pt\""),
+            std::string::npos);
+  last_ = fsm->Handle(CheckpointLandedEvent{"/ck/ckpt.pt", 7}, t0_ + milliseconds(cap + 300));
+  EXPECT_EQ(Kinds(last_), (std::vector<std::string>{"signal:SIGTERM/group", "arm:0"}));  // landed: stop now
+  // The write never lands: the stop at the deadline less the write margin, once.
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(10), 1, {"propose", "arm:5", "spawn"}},
+        {notice, 0, {"arm:8"}},
+        {writing, cap - 50, {}},
+        {defer, cap, {"arm:8"}},
+        {writing, cap + 100, {}},
+        {defer, last, {"signal:SIGTERM/group", "arm:0"}}});
+  // No write seen: the stop at the margin's time, as before.
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(10), 1, {"propose", "arm:5", "spawn"}},
+        {notice, 0, {"arm:8"}},
+        {defer, cap, {"signal:SIGTERM/group", "arm:0"}}});
+  // A write seen while running, before the notice, is no reason to wait.
+  Play({{StartEvent{}, 0, {"select", "arm:3"}},
+        {At(10), 1, {"propose", "arm:5", "spawn"}},
+        {writing, 0, {}},
+        {notice, 0, {"arm:8"}},
+        {defer, cap, {"signal:SIGTERM/group", "arm:0"}}});
 }
 
 // Today's stop where deferring gains nothing or is not ours to decide: a trainer that catches
@@ -1168,6 +1218,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       GroupSpareEvent{true},
       GroupCutOffEvent{milliseconds(0), milliseconds(2000)},
       CheckpointLandedEvent{"/ck/ckpt_step30", 30},
+      CheckpointWritingEvent{"/ck/ckpt.pt"},
   };
   // Every alternative of Event has a column, in order; TimerFiredEvent one per TimerKind.
   std::set<std::size_t> kinds_seen;
@@ -1215,10 +1266,12 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   // stalled (nothing is held in these paths: nothing), group agreed, group finished, selection failed, group survived
   // SIGKILL, drained validated, group spare (every rank held: wait as a spare), cut off with a
   // trainer that used no CPU (only a running trainer stops), a new good checkpoint landed (only
-  // a deferred stop waits for one). The timer kDefer's column comes after kResume's.
+  // a deferred stop waits for one), a checkpoint seen being written (remembered: no action).
+  // The timer kDefer's column comes after kResume's.
   const std::map<Phase, std::vector<Cell>> table = {
       {P::kIdle,
        {{P::kSelecting, V{"select", "arm:3"}},
+        {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
@@ -1258,7 +1311,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
                        {P::kSelecting, V{}}, {P::kFinished, V{"exit:1"}},
                        {P::kSelecting, V{}}, {P::kSelecting, V{}},
                        {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}}},
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}}}},
       {P::kJoining,
        {{P::kJoining, V{}},
         {P::kJoining, V{}},
@@ -1285,6 +1338,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kJoining, V{}},
         {P::kJoining, V{}},
         {P::kSpare, V{}},
+        {P::kJoining, V{}},
         {P::kJoining, V{}},
         {P::kJoining, V{}}}},
       {P::kRunning,
@@ -1314,6 +1368,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}},
+        {P::kRunning, V{}},
         {P::kRunning, V{}}}},
       {P::kDeferred,
        {{P::kDeferred, V{}},
@@ -1342,7 +1397,8 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDeferred, V{}},
         {P::kDeferred, V{}},
         {P::kDeferred, V{}},
-        {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}}}},  // the checkpoint landed: stop now
+        {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}},  // the checkpoint landed: stop now
+        {P::kDeferred, V{}}}},
       {P::kStopping,
        {{P::kStopping, V{}},
         {P::kStopping, V{}},
@@ -1370,6 +1426,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
+        {P::kStopping, V{}},
         {P::kStopping, V{}}}},
       {P::kBackoff,
        {{P::kBackoff, V{}},
@@ -1383,6 +1440,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kSelecting, V{"select", "arm:3"}},
+        {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
@@ -1426,6 +1484,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDrained, V{"ack"}},
         {P::kDrained, V{}},
         {P::kDrained, V{}},
+        {P::kDrained, V{}},
         {P::kDrained, V{}}}},
       {P::kFinishing, {{P::kFinishing, V{}},
                        {P::kFinishing, V{}},
@@ -1448,6 +1507,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
                        {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
                        {P::kFinished, V{"exit:0"}},
+                       {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
@@ -1481,6 +1541,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kSpare, V{}},
         {P::kSpare, V{}},
         {P::kSpare, V{}},
+        {P::kSpare, V{}},
         {P::kSpare, V{}}}},
       {P::kFinished,
        {{P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
@@ -1488,7 +1549,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
-        {P::kFinished, V{}}, {P::kFinished, V{}}}},
+        {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}}},
   };
   ASSERT_EQ(table.size(), paths.size()) << "a phase without a row";
   for (const auto& [phase, path] : paths) {

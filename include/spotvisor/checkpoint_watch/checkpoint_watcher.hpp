@@ -48,6 +48,8 @@ class CheckpointWatcher final : public supervisor::RunObserver {
  public:
   // What one scan judged, oldest step first; never empty.
   using Subscriber = std::function<void(const std::vector<CheckpointVerdict>&)>;
+  // The checkpoints one scan saw being written: new or changed, not good yet, not told.
+  using WriteSubscriber = std::function<void(const std::vector<std::filesystem::path>&)>;
 
   // `job` must have checkpoints.dir and outlive the watcher; `keeper` owns the directory.
   // The job is the keeper's (its checkpoints.dir, pattern and level). `clock` is the run's
@@ -57,6 +59,7 @@ class CheckpointWatcher final : public supervisor::RunObserver {
 
   // Before OnStart; subscribers run on the io thread in subscription order.
   void Subscribe(Subscriber subscriber);
+  void SubscribeWrites(WriteSubscriber subscriber);
   // io thread: poll fast (a checkpoint was requested) or slowly again.
   void Hurry(bool on);
   const std::shared_ptr<DirKeeper>& keeper() const { return keeper_; }
@@ -82,21 +85,26 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   void Await(bool on);  // io thread: fast polling while a deferred stop waits (OnPhase)
   void Arm();
   void Tick();
-  // Keeper thread only: one scan; the verdicts to hand out.
-  std::vector<CheckpointVerdict> Scan();
+  struct ScanNews {
+    std::vector<CheckpointVerdict> verdicts;     // to hand out, oldest step first
+    std::vector<std::filesystem::path> writing;  // being written
+  };
+  // Keeper thread only: one scan; what it found.
+  ScanNews Scan();
   CheckpointVerdict JudgeOne(checkpoint::CatalogEntry& entry);
 
-  std::shared_ptr<DirKeeper> keeper_;      // the directory's one owner
-  Clock& clock_;                           // not owned; the run's
-  WatchTiming timing_;                     // poll periods
-  std::vector<Subscriber> subscribers_;    // io thread
-  std::unique_ptr<Timer> timer_;           // the poll clock (io thread), from OnStart
-  boost::asio::io_context* io_ = nullptr;  // the driver's loop
-  bool hurry_ = false;                     // io thread: fast polling (a requested checkpoint)
-  bool awaiting_ = false;                  // io thread: fast polling (a deferred stop)
-  bool scanning_ = false;                  // io thread: a scan is on the keeper
-  bool again_ = false;                     // io thread: scan once more when it returns
-  bool stopped_ = false;                   // io thread: OnExit came
+  std::shared_ptr<DirKeeper> keeper_;               // the directory's one owner
+  Clock& clock_;                                    // not owned; the run's
+  WatchTiming timing_;                              // poll periods
+  std::vector<Subscriber> subscribers_;             // io thread
+  std::vector<WriteSubscriber> write_subscribers_;  // io thread
+  std::unique_ptr<Timer> timer_;                    // the poll clock (io thread), from OnStart
+  boost::asio::io_context* io_ = nullptr;           // the driver's loop
+  bool hurry_ = false;                              // io thread: fast polling (a requested checkpoint)
+  bool awaiting_ = false;                           // io thread: fast polling (a deferred stop)
+  bool scanning_ = false;                           // io thread: a scan is on the keeper
+  bool again_ = false;                              // io thread: scan once more when it returns
+  bool stopped_ = false;                            // io thread: OnExit came
   // Keeper-thread state.
   bool baseline_done_ = false;        // the first scan only records
   std::map<std::string, Seen> seen_;  // by name

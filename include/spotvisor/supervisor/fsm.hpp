@@ -118,12 +118,23 @@ struct CheckpointRequestedEvent {
   std::string detail;
   bool nobody_catches = false;
 };
-struct NoticeClearedEvent {};
+struct NoticeClearedEvent {};  // the provider withdrew the notice (resume after provider.resume_after)
 // The checkpoint watcher judged a new (or rewritten) checkpoint good while the trainer ran.
+// `written_at`: its newest mtime (none: unknown).
 struct CheckpointLandedEvent {
   std::filesystem::path path;
   std::uint64_t step = 0;
-};  // the provider withdrew the notice (resume after provider.resume_after)
+  std::optional<std::chrono::system_clock::time_point> written_at;
+};
+// The checkpoint watcher saw a checkpoint being written (new or changed, not good yet) while
+// the trainer ran: a deferred stop whose time comes during the write waits for it where the
+// deadline leaves room.
+struct CheckpointWritingEvent {
+  std::filesystem::path path;
+};
+// A deferred stop whose time comes while a checkpoint is being written waits for the write
+// until this long before the notice's deadline.
+inline constexpr std::chrono::milliseconds kDeferredWriteMargin{1000};
 struct TimerFiredEvent {
   TimerKind kind;
 };
@@ -170,11 +181,11 @@ struct GroupSurvivedKillEvent {
 // After ValidateDrainedAction: the checkpoint a resume would use was found and validated (or
 // the attempt failed and was logged); either way the notice can be acknowledged.
 struct DrainedValidatedEvent {};
-using Event =
-    std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent, StopRequestedEvent,
-                 CheckpointRequestedEvent, NoticeClearedEvent, TimerFiredEvent, WorkersGoneEvent, WorkersStalledEvent,
-                 GroupAgreedEvent, GroupFinishedEvent, SelectionFailedEvent, GroupSurvivedKillEvent,
-                 DrainedValidatedEvent, GroupSpareEvent, GroupCutOffEvent, CheckpointLandedEvent>;
+using Event = std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent, StopRequestedEvent,
+                           CheckpointRequestedEvent, NoticeClearedEvent, TimerFiredEvent, WorkersGoneEvent,
+                           WorkersStalledEvent, GroupAgreedEvent, GroupFinishedEvent, SelectionFailedEvent,
+                           GroupSurvivedKillEvent, DrainedValidatedEvent, GroupSpareEvent, GroupCutOffEvent,
+                           CheckpointLandedEvent, CheckpointWritingEvent>;
 
 // ---- actions ----
 struct SelectResumeAction {};
@@ -297,6 +308,9 @@ class Fsm {
   // Ends a deferral: the notice's stop now, with what is left of its grace.
   std::vector<Action> EndDeferral(const std::string& why, TimePoint now);
   std::vector<Action> OnCheckpointLanded(const CheckpointLandedEvent& e, TimePoint now);
+  std::vector<Action> OnCheckpointWriting(const CheckpointWritingEvent& e);
+  // kDefer's time has come: the stop, or more time for a checkpoint being written.
+  std::vector<Action> OnDeferTimer(TimePoint now);
   std::vector<Action> OnCheckpointRequested(const CheckpointRequestedEvent& e);
   std::vector<Action> OnNoticeCleared(TimePoint now);
   std::vector<Action> OnTimer(const TimerFiredEvent& e, TimePoint now);
@@ -341,8 +355,13 @@ class Fsm {
   TimePoint grace_at_{};                         // when the grace of the current stop ends
   TimePoint deferred_until_{};                   // kDeferred: when the notice's grace (and kDefer) ends
   std::string deferred_detail_;                  // kDeferred: the notice's words
-  int world_ = 1;                                // nodes in the group of the current start
-  std::mt19937_64 rng_;                          // jitter
+  TimePoint deferred_deadline_{};                // kDeferred: the notice's deadline itself
+  std::chrono::system_clock::time_point deferred_seen_at_{};        // the notice, on the wall clock
+  std::chrono::system_clock::time_point deferred_wall_deadline_{};  // its deadline on the wall clock (for the log)
+  std::filesystem::path deferred_writing_;  // kDeferred: a checkpoint seen being written (empty: none)
+  bool deferred_extended_ = false;          // kDeferred: kDefer re-armed once for that write
+  int world_ = 1;                           // nodes in the group of the current start
+  std::mt19937_64 rng_;                     // jitter
 };
 
 std::string Describe(const ExitStatus& status);  // "exit code 3" / "killed by SIGKILL"

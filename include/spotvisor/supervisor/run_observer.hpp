@@ -46,7 +46,13 @@ class RunControl {
   virtual void RequestCheckpoint(const std::string& detail) = 0;
   // A new good checkpoint was judged while the trainer ran (the checkpoint watcher's news,
   // for the Fsm: a deferred stop waits for it). Default: nothing (a run without the Fsm).
-  virtual void CheckpointLanded(const std::filesystem::path& path, std::uint64_t step) { (void)path, (void)step; }
+  // `written_at`: its newest mtime.
+  virtual void CheckpointLanded(const std::filesystem::path& path, std::uint64_t step,
+                                std::chrono::system_clock::time_point written_at) {
+    (void)path, (void)step, (void)written_at;
+  }
+  // Any thread: the watcher saw a checkpoint being written (CheckpointWritingEvent).
+  virtual void CheckpointWriting(const std::filesystem::path& path) { (void)path; }
   // The current trainer's pid (= its process group), 0 when none runs.
   virtual pid_t child_pid() const = 0;
   // Where every child of the run is started and reaped (hooks, mirror commands); it
