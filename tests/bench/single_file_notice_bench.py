@@ -62,14 +62,15 @@ def iterations(text: str) -> list:
     return [int(m) for m in re.findall(r"^iter (\d+):", text, re.M)]
 
 
-def wait_until(probe, timeout: float):
+def wait_until(probe, timeout: float, log: Path = None):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         value = probe()
         if value:
             return value
         time.sleep(0.02)
-    raise SystemExit(f"timed out waiting for {probe}")
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:]) if log else ""
+    raise SystemExit(f"timed out waiting for {probe}\n{tail}")
 
 
 def supervised(args, work: Path, defer: str, rng: random.Random) -> list:
@@ -90,15 +91,19 @@ def supervised(args, work: Path, defer: str, rng: random.Random) -> list:
         for attempt in range(1, args.notices + 1):
             sv.wait_event("trainer_started", 180, lambda e: e.get("attempt") == str(attempt))
             start = sv.text().rfind(f"event=trainer_started attempt={attempt} ")
-            wait_until(lambda: len(iterations(sv.text()[start:])) >= 3, 180)
+            wait_until(lambda: len(iterations(sv.text()[start:])) >= 3, 180, work / "run.log")
             time.sleep(rng.uniform(0, args.save_every * args.iter_sleep * 1.5))
             mock.preempt()
             sv.wait_event("attempt_ended", 300, lambda e: e.get("attempt") == str(attempt))
             ran = iterations(sv.text()[start:])
             mock.clear()
-            sv.wait_event("trainer_started", 180, lambda e: e.get("attempt") == str(attempt + 1))
-            resumed = wait_until(lambda: re.findall(r"^resuming from iteration (\d+)", sv.text()[start:], re.M), 180)
-            lost.append(ran[-1] + 1 - int(resumed[-1]))
+            nxt = sv.wait_event("trainer_started", 180, lambda e: e.get("attempt") == str(attempt + 1))
+            resumed = 0  # no checkpoint yet: a fresh start
+            if nxt.get("resume", "none") != "none":
+                at = sv.text().rfind(f"event=trainer_started attempt={attempt + 1} ")
+                resumed = int(wait_until(lambda: re.findall(r"^resuming from iteration (\d+)", sv.text()[at:], re.M),
+                                         180, work / "run.log")[0])
+            lost.append(ran[-1] + 1 - resumed)
     finally:
         sv.kill()
         mock.stop()
@@ -114,7 +119,7 @@ def bare(args, work: Path, rng: random.Random) -> list:
     for run in range(args.notices + 1):
         log = work / f"bare-{run}.log"
         with open(log, "w") as out:
-            proc = subprocess.Popen(trainer_argv(args, "out", 100000) + (["--init_from=resume"] if run else []),
+            proc = subprocess.Popen(trainer_argv(args, "out", 100000) + (["--init_from=resume"] if (work / "out" / "ckpt.pt").exists() else []),
                                     cwd=work, stdout=out, stderr=subprocess.STDOUT,
                                     env=clean_env({"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}))
         try:
@@ -124,7 +129,7 @@ def bare(args, work: Path, rng: random.Random) -> list:
                 lost.append("torn")
                 return lost
         if run:
-            resumed = int(re.findall(r"^resuming from iteration (\d+)", log.read_text(), re.M)[0])
+            resumed = int((re.findall(r"^resuming from iteration (\d+)", log.read_text(), re.M) or ["0"])[0])
             lost.append(ran + 1 - resumed)
         if run == args.notices:
             proc.kill()
