@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "spotvisor/util/atomic_file.hpp"
+#include "spotvisor/util/unique_fd.hpp"
 
 namespace spotvisor::mirror {
 namespace {
@@ -21,23 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 constexpr std::size_t kChunk = 1 << 20;
 
-std::string Errno(const std::string& what, const fs::path& path) {
-  return what + " " + path.string() + ": " + std::strerror(errno);
-}
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;  // owned
-};
+using util::ErrnoText;
+using util::UniqueFd;
 
 struct Hasher {
   Hasher() : state(XXH3_createState(), &XXH3_freeState) { XXH3_64bits_reset(state.get()); }
@@ -47,15 +33,15 @@ struct Hasher {
 };
 
 Result<XXH64_hash_t> HashFile(const fs::path& path, const CopyControl& control) {
-  Fd in(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (in.get() < 0) return Error{Errno("cannot open for verification", path)};
+  UniqueFd in(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (in.get() < 0) return Error{ErrnoText("cannot open for verification", path)};
   Hasher h;
   std::vector<char> buf(kChunk);
   for (;;) {
     if (control.stop.stop_requested()) return Error{"cancelled while verifying " + path.string()};
     const ssize_t n = ::read(in.get(), buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error{Errno("cannot read back", path)};
+    if (n < 0) return Error{ErrnoText("cannot read back", path)};
     if (n == 0) break;
     h.Update(buf.data(), static_cast<std::size_t>(n));
   }
@@ -63,10 +49,10 @@ Result<XXH64_hash_t> HashFile(const fs::path& path, const CopyControl& control) 
 }
 
 Status CopyFile(const fs::path& from, const fs::path& to, mode_t mode, const CopyControl& control, CopyStats& stats) {
-  Fd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
-  if (in.get() < 0) return Error{Errno("cannot open", from)};
-  Fd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode & 0777));
-  if (out.get() < 0) return Error{Errno("cannot create", to)};
+  UniqueFd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
+  if (in.get() < 0) return Error{ErrnoText("cannot open", from)};
+  UniqueFd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode & 0777));
+  if (out.get() < 0) return Error{ErrnoText("cannot create", to)};
   Hasher h;
   std::vector<char> buf(kChunk);
   for (;;) {
@@ -74,19 +60,19 @@ Status CopyFile(const fs::path& from, const fs::path& to, mode_t mode, const Cop
     if (control.stop.stop_requested()) return Error{"cancelled while copying " + from.string()};
     const ssize_t n = ::read(in.get(), buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error{Errno("cannot read", from)};
+    if (n < 0) return Error{ErrnoText("cannot read", from)};
     if (n == 0) break;
     if (control.limiter) control.limiter->Acquire(static_cast<std::uint64_t>(n));
     h.Update(buf.data(), static_cast<std::size_t>(n));
     for (ssize_t done = 0; done < n;) {
       const ssize_t w = ::write(out.get(), buf.data() + done, static_cast<std::size_t>(n - done));
       if (w < 0 && errno == EINTR) continue;
-      if (w < 0) return Error{Errno("cannot write", to)};
+      if (w < 0) return Error{ErrnoText("cannot write", to)};
       done += w;
     }
     stats.bytes += static_cast<std::uint64_t>(n);
   }
-  if (::fsync(out.get()) != 0) return Error{Errno("cannot fsync", to)};
+  if (::fsync(out.get()) != 0) return Error{ErrnoText("cannot fsync", to)};
   auto written = HashFile(to, control);
   if (!written) return written.error();
   if (*written != h.Digest()) return Error{"verification failed: " + to.string() + " differs from " + from.string()};
@@ -96,7 +82,7 @@ Status CopyFile(const fs::path& from, const fs::path& to, mode_t mode, const Cop
 
 Status CopyTree(const fs::path& from, const fs::path& to, const CopyControl& control, CopyStats& stats) {
   struct stat st {};
-  if (::lstat(from.c_str(), &st) != 0) return Error{Errno("cannot stat", from)};
+  if (::lstat(from.c_str(), &st) != 0) return Error{ErrnoText("cannot stat", from)};
   if (S_ISLNK(st.st_mode)) {
     std::error_code ec;
     const auto target = fs::read_symlink(from, ec);
@@ -106,7 +92,7 @@ Status CopyTree(const fs::path& from, const fs::path& to, const CopyControl& con
   }
   if (S_ISREG(st.st_mode)) return CopyFile(from, to, st.st_mode, control, stats);
   if (!S_ISDIR(st.st_mode)) return Error{from.string() + ": neither a file, a directory nor a symlink"};
-  if (::mkdir(to.c_str(), 0755) != 0) return Error{Errno("cannot create directory", to)};
+  if (::mkdir(to.c_str(), 0755) != 0) return Error{ErrnoText("cannot create directory", to)};
   std::error_code ec;
   for (fs::directory_iterator it(from, ec), end; !ec && it != end; it.increment(ec)) {
     if (Status s = CopyTree(it->path(), to / it->path().filename(), control, stats); !s) return s;
@@ -135,7 +121,7 @@ Result<CopyStats> CopyVerified(const fs::path& source, const fs::path& target_di
   const bool replacing = fs::exists(fs::symlink_status(final_path, ec));
   const unsigned flags = replacing ? RENAME_EXCHANGE : RENAME_NOREPLACE;
   if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, final_path.c_str(), flags) != 0) {
-    const Error e{Errno("cannot rename into place:", final_path)};
+    const Error e{ErrnoText("cannot rename into place:", final_path)};
     fs::remove_all(temp, ec);
     return e;
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "spotvisor/util/atomic_file.hpp"
+#include "spotvisor/util/unique_fd.hpp"
 
 namespace spotvisor::versions {
 namespace {
@@ -20,24 +21,8 @@ namespace {
 namespace fs = std::filesystem;
 constexpr std::size_t kCloneChunk = 64u << 20;  // between two looks at `abandon`
 
-std::string CloneErrno(const std::string& what, const fs::path& path) {
-  return what + " " + path.string() + ": " + std::strerror(errno);
-}
-
-// Owns one descriptor.
-class CloneFd {
- public:
-  explicit CloneFd(int fd) : fd_(fd) {}
-  ~CloneFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  CloneFd(const CloneFd&) = delete;
-  CloneFd& operator=(const CloneFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;  // owned; -1 when the open failed
-};
+using util::ErrnoText;
+using util::UniqueFd;
 
 Error Abandoned(const fs::path& from) { return Error{std::string(kCloneAbandoned) + " copying " + from.string()}; }
 
@@ -51,12 +36,12 @@ Status ReadWriteCopy(int in, int out, const fs::path& from, std::uint64_t& done,
     }
     const ssize_t n = ::read(in, buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error{CloneErrno("cannot read", from)};
+    if (n < 0) return Error{ErrnoText("cannot read", from)};
     if (n == 0) return Ok{};
     for (ssize_t w = 0; w < n;) {
       const ssize_t m = ::write(out, buf.data() + w, static_cast<std::size_t>(n - w));
       if (m < 0 && errno == EINTR) continue;
-      if (m < 0) return Error{CloneErrno("cannot write a copy of", from)};
+      if (m < 0) return Error{ErrnoText("cannot write a copy of", from)};
       w += m;
     }
     done += static_cast<std::uint64_t>(n);
@@ -73,7 +58,7 @@ Status CopyBytes(int in, int out, const fs::path& from, std::uint64_t& done, con
     if (n < 0 && done == 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
       return ReadWriteCopy(in, out, from, done, abandon);
     }
-    if (n < 0) return Error{CloneErrno("cannot copy", from)};
+    if (n < 0) return Error{ErrnoText("cannot copy", from)};
     if (n == 0) return Ok{};
     done += static_cast<std::uint64_t>(n);
   }
@@ -81,10 +66,10 @@ Status CopyBytes(int in, int out, const fs::path& from, std::uint64_t& done, con
 
 Status CloneFile(const fs::path& from, const fs::path& to, const struct stat& st, const std::function<bool()>& abandon,
                  CloneStats& stats) {
-  CloneFd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
-  if (in.get() < 0) return Error{CloneErrno("cannot open", from)};
-  CloneFd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, st.st_mode & 0777));
-  if (out.get() < 0) return Error{CloneErrno("cannot create", to)};
+  UniqueFd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
+  if (in.get() < 0) return Error{ErrnoText("cannot open", from)};
+  UniqueFd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, st.st_mode & 0777));
+  if (out.get() < 0) return Error{ErrnoText("cannot create", to)};
   if (::ioctl(out.get(), FICLONE, in.get()) != 0) {  // no reflink here: the bytes themselves
     std::uint64_t copied = 0;
     if (Status s = CopyBytes(in.get(), out.get(), from, copied, abandon); !s) return s;
@@ -92,8 +77,8 @@ Status CloneFile(const fs::path& from, const fs::path& to, const struct stat& st
   }
   // The source's mtime: a version is known by its size and mtime (the inode differs).
   const struct timespec times[2] = {st.st_atim, st.st_mtim};
-  if (::futimens(out.get(), times) != 0) return Error{CloneErrno("cannot set the mtime of", to)};
-  if (::fsync(out.get()) != 0) return Error{CloneErrno("cannot fsync", to)};
+  if (::futimens(out.get(), times) != 0) return Error{ErrnoText("cannot set the mtime of", to)};
+  if (::fsync(out.get()) != 0) return Error{ErrnoText("cannot fsync", to)};
   stats.bytes += static_cast<std::uint64_t>(st.st_size);
   ++stats.files;
   return Ok{};
@@ -101,7 +86,7 @@ Status CloneFile(const fs::path& from, const fs::path& to, const struct stat& st
 
 Status CloneEntry(const fs::path& from, const fs::path& to, const std::function<bool()>& abandon, CloneStats& stats) {
   struct stat st {};
-  if (::lstat(from.c_str(), &st) != 0) return Error{CloneErrno("cannot stat", from)};
+  if (::lstat(from.c_str(), &st) != 0) return Error{ErrnoText("cannot stat", from)};
   if (S_ISREG(st.st_mode)) return CloneFile(from, to, st, abandon, stats);
   if (S_ISLNK(st.st_mode)) {
     std::error_code ec;
@@ -111,7 +96,7 @@ Status CloneEntry(const fs::path& from, const fs::path& to, const std::function<
     return Ok{};
   }
   if (!S_ISDIR(st.st_mode)) return Error{from.string() + ": neither a file, a directory nor a symlink"};
-  if (::mkdir(to.c_str(), st.st_mode & 0777) != 0) return Error{CloneErrno("cannot create directory", to)};
+  if (::mkdir(to.c_str(), st.st_mode & 0777) != 0) return Error{ErrnoText("cannot create directory", to)};
   std::error_code ec;
   for (fs::directory_iterator it(from, ec), end; !ec && it != end; it.increment(ec)) {
     if (Status s = CloneEntry(it->path(), to / it->path().filename(), abandon, stats); !s) return s;
@@ -119,7 +104,7 @@ Status CloneEntry(const fs::path& from, const fs::path& to, const std::function<
   if (ec) return Error{"cannot list " + from.string() + ": " + ec.message()};
   const struct timespec times[2] = {st.st_atim, st.st_mtim};  // after its entries were made
   if (::utimensat(AT_FDCWD, to.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) {
-    return Error{CloneErrno("cannot set the mtime of", to)};
+    return Error{ErrnoText("cannot set the mtime of", to)};
   }
   return SyncDirectory(to);
 }

@@ -37,11 +37,13 @@ std::string InPlaceJob(const TempDir& dir, int saves) {
          "telemetry:\n  state_dir: ./state\n";
 }
 
-// Whether one of the kept versions holds the save tagged `tag`.
+// Whether one of the kept versions holds the save tagged `tag` (v<N>: a version still being
+// made is in .tmp-v<N>, and is not kept until it is renamed).
 bool VersionKept(const TempDir& dir, const std::string& tag) {
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir / "ckpt" / ".spotvisor-versions", ec), end; !ec && it != end;
        it.increment(ec)) {
+    if (!it->path().filename().string().starts_with("v")) continue;
     if (ReadFile(it->path() / "model.safetensors").find(tag) != std::string::npos) return true;
   }
   return false;
