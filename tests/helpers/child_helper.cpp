@@ -5,7 +5,8 @@
 //   child_helper --mode=exit|signal|ignore-term|sleep|grandchildren|checkpoint|periodic|close-output|in-place
 //                [--code=N] [--signal=N] [--sleep-ms=N] [--record=FILE] [--ready=FILE]
 //                [--ckpt-dir=DIR] [--step=N] [--grandchildren=N] [--pids=FILE]
-//                [--fail-attempts=N] [--timestamps=FILE] [--every-ms=N] [--saves=N] [--go=FILE] [extra args...]
+//                [--fail-attempts=N] [--timestamps=FILE] [--every-ms=N] [--max-saves=N] [--saves=N] [--go=FILE]
+//                [extra args...]
 //
 // --mode=in-place is the common single-file trainer: it saves <ckpt-dir>/model.safetensors
 // over the same file (truncate, write) --saves times, then waits for --go to exist and dies
@@ -43,6 +44,7 @@ struct Options {
   std::string timestamps;   // append "start <ns>" / "exit <ns>" (CLOCK_REALTIME) for benchmarks
   int fail_attempts = -1;   // with --mode=exit: fail only while SPOTVISOR_ATTEMPT <= this
   long every_ms = 1000;     // with --mode=periodic: the save interval
+  long max_saves = -1;      // with --mode=periodic: no save after this many (-1: no limit)
   int saves = 2;            // --mode=in-place: complete saves before the torn one
   std::string go;           // --mode=in-place: the torn save waits for this file
   std::string resume_from;  // --resume_from=PATH
@@ -70,6 +72,7 @@ Options Parse(int argc, char** argv) {
     else if (key == "--go") o.go = value;
     else if (key == "--resume_from") o.resume_from = value;
     else if (key == "--every-ms") o.every_ms = std::atol(value.c_str());
+    else if (key == "--max-saves") o.max_saves = std::atol(value.c_str());
   }
   return o;
 }
@@ -253,12 +256,15 @@ int main(int argc, char** argv) {
   if (o.mode == "periodic") {  // a script as it is: no handler at all, a save every --every-ms
     Touch(o.ready);
     long step = o.step;
+    long saves = 0;
     auto saved = std::chrono::steady_clock::now();
     for (;;) {
       SleepMs(5);
       std::printf("step=%ld\n", ++step);
       std::fflush(stdout);
+      if (o.max_saves >= 0 && saves >= o.max_saves) continue;
       if (std::chrono::steady_clock::now() - saved >= std::chrono::milliseconds(o.every_ms)) {
+        ++saves;
         WriteCheckpoint(o, step);
         saved = std::chrono::steady_clock::now();
       }
