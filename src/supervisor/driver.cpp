@@ -27,7 +27,6 @@ using log::LogLevel;
 using log::Quote;
 
 constexpr auto kLeftoverPoll = std::chrono::milliseconds(5);
-constexpr auto kOutputDrain = std::chrono::milliseconds(2000);  // relaying a gone trainer's last output
 
 }  // namespace
 

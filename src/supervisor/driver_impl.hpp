@@ -26,6 +26,10 @@
 
 namespace spotvisor::supervisor {
 
+// How long a gone trainer's last output is relayed for (its pipes' other ends may live on in
+// a process that left its group).
+inline constexpr auto kOutputDrain = std::chrono::milliseconds(2000);
+
 class Driver::Impl final : public RunControl {
  public:
   Impl(const config::JobConfig& job, std::unique_ptr<checkpoint::ResumeSelector> selector, std::unique_ptr<Host> host);

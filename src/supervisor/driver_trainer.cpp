@@ -190,7 +190,15 @@ void Driver::Impl::OnTrainerExited(ExitStatus status) {
   });
 }
 
+// The trainer's group is gone, so its pipes are near EOF: its last lines are relayed (within
+// kOutputDrain) before anyone hears of the exit, and the log reads in the order it happened.
 void Driver::Impl::TrainerGone() {
+  if (!relays_.empty() && !relays_.back()->done()) {
+    relays_.back()->Drain(kOutputDrain, [this] {
+      if (!finished_ && trainer_) TrainerGone();
+    });
+    return;
+  }
   const ExitStatus status = *main_status_;
   trainer_.reset();
   workers_poll_->Cancel();

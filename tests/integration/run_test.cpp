@@ -112,6 +112,29 @@ TEST(Run, PythonUnbufferedReachesTheTrainerUnlessTheJobOrTheEnvironmentSetsIt) {
   EXPECT_EQ(run(false, "0"), "0");
 }
 
+// A trainer's last lines are relayed before its exit is: a crash's last words come before
+// `attempt_ended` in the log, not after it (nor lost, when spotvisor exits at once). The
+// burst before them leaves the pipe full when the trainer exits.
+TEST(Run, ATrainersLastLinesComeBeforeItsExit) {
+  TempDir dir;
+  WriteFile(dir / "job.yaml",
+            "job:\n  name: t\n  command: [\"/bin/sh\", \"-c\", \"i=0; while [ $i -lt 3000 ]; do "
+            "echo 'step '$i' ....................................................................'; "
+            "i=$((i+1)); done; echo last-words >&2; echo last-line; exit 3\"]\n"
+            "health:\n  progress_pattern: \"^step (\\\\d+)\"\n"
+            "restart:\n  crash_loop: {failures: 1, window: 10m}\n"
+            "telemetry:\n  state_dir: ./state\n");
+  for (int run = 0; run < 5; ++run) {
+    std::string out;
+    EXPECT_EQ(RunSpotvisor({"run", "--config", (dir / "job.yaml").string()}, &out), 1) << out;
+    const auto ended = out.find("event=attempt_ended");
+    ASSERT_NE(ended, std::string::npos) << out;
+    EXPECT_LT(out.find("last-line"), ended) << out.substr(ended > 2000 ? ended - 2000 : 0);
+    EXPECT_LT(out.find("last-words"), ended) << out.substr(ended > 2000 ? ended - 2000 : 0);
+    std::filesystem::remove_all(dir / "state");
+  }
+}
+
 TEST(Run, CrashRestartsWithTheNewestCheckpointsResumeArgs) {
   TempDir dir;
   testing::WriteValidCheckpoint(dir / "ckpt" / "ckpt_step5");
