@@ -178,7 +178,10 @@ class HostEtcd:
                 host, [etcd, "--name", name, "--data-dir", str(workdir / f"etcd-{name}"), "--listen-client-urls",
                        self.url, "--advertise-client-urls", self.url, "--listen-peer-urls", peer,
                        "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster or f"{name}={peer}",
-                       "--initial-cluster-token", workdir.name],
+                       "--initial-cluster-token", workdir.name,
+                       # etcd's advice: a member cut off and back does not unseat a healthy
+                       # leader with the higher term of its lone elections.
+                       "--pre-vote"],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         try:
             hosts.wait_listening(host, 2379)

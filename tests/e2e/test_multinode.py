@@ -80,7 +80,7 @@ class Etcd:
                 [ETCD, "--name", name, "--data-dir", str(workdir / f"etcd-{name}"), "--listen-client-urls", self.url,
                  "--advertise-client-urls", self.url, "--listen-peer-urls", peer_url,
                  "--initial-advertise-peer-urls", peer_url, "--initial-cluster", cluster or f"{name}={peer_url}",
-                 "--initial-cluster-token", workdir.name, *extra],
+                 "--initial-cluster-token", workdir.name, "--pre-vote", *extra],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         end = deadline(30)
         while time.monotonic() < end:

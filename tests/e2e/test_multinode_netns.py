@@ -27,9 +27,9 @@ at once: etcd and its peers; and an etcd member can go silent (no refused connec
               ~11 s in which TCP keepalive finds a silent member): the other two elect a
               leader, both watches move to a live member, the trainers compute on and none
               stops; reconnected, the job finishes and both exit 0. A lease may be lost on
-              the way (its keepalives unanswered for lease_ttl: the cluster leaderless after
-              the cut, or after the reconnect, when the old leader, with the higher term of
-              its lone elections, unseats the new one: Debian's etcd 3.4 has no --pre-vote);
+              the way (its keepalives unanswered for lease_ttl while the cluster is leaderless
+              after the cut; the members run with --pre-vote, so the old leader, back, does
+              not unseat the new one with the higher term of its lone elections);
               a node whose trainer computes goes on (`group_cut_off trainer=progressing`).
 
 Needs root (network namespaces), iproute2 and etcd; the measured times are printed.
