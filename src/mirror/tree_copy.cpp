@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "spotvisor/util/atomic_file.hpp"
+#include "spotvisor/util/copy_symlink.hpp"
 #include "spotvisor/util/unique_fd.hpp"
 
 namespace spotvisor::mirror {
@@ -83,13 +84,7 @@ Status CopyFile(const fs::path& from, const fs::path& to, mode_t mode, const Cop
 Status CopyTree(const fs::path& from, const fs::path& to, const CopyControl& control, CopyStats& stats) {
   struct stat st {};
   if (::lstat(from.c_str(), &st) != 0) return Error{ErrnoText("cannot stat", from)};
-  if (S_ISLNK(st.st_mode)) {
-    std::error_code ec;
-    const auto target = fs::read_symlink(from, ec);
-    if (!ec) fs::create_symlink(target, to, ec);
-    if (ec) return Error{"cannot copy the symlink " + from.string() + ": " + ec.message()};
-    return Ok{};
-  }
+  if (S_ISLNK(st.st_mode)) return util::CopySymlink(from, to);
   if (S_ISREG(st.st_mode)) return CopyFile(from, to, st.st_mode, control, stats);
   if (!S_ISDIR(st.st_mode)) return Error{from.string() + ": neither a file, a directory nor a symlink"};
   if (::mkdir(to.c_str(), 0755) != 0) return Error{ErrnoText("cannot create directory", to)};

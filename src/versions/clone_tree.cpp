@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "spotvisor/util/atomic_file.hpp"
+#include "spotvisor/util/copy_symlink.hpp"
 #include "spotvisor/util/unique_fd.hpp"
 
 namespace spotvisor::versions {
@@ -88,13 +89,7 @@ Status CloneEntry(const fs::path& from, const fs::path& to, const std::function<
   struct stat st {};
   if (::lstat(from.c_str(), &st) != 0) return Error{ErrnoText("cannot stat", from)};
   if (S_ISREG(st.st_mode)) return CloneFile(from, to, st, abandon, stats);
-  if (S_ISLNK(st.st_mode)) {
-    std::error_code ec;
-    const auto target = fs::read_symlink(from, ec);
-    if (!ec) fs::create_symlink(target, to, ec);
-    if (ec) return Error{"cannot copy the symlink " + from.string() + ": " + ec.message()};
-    return Ok{};
-  }
+  if (S_ISLNK(st.st_mode)) return util::CopySymlink(from, to);
   if (!S_ISDIR(st.st_mode)) return Error{from.string() + ": neither a file, a directory nor a symlink"};
   if (::mkdir(to.c_str(), st.st_mode & 0777) != 0) return Error{ErrnoText("cannot create directory", to)};
   std::error_code ec;
