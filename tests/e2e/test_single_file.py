@@ -51,7 +51,7 @@ NOTICES = 6
 # state): a rewrite lasts long enough to be caught half-way, an iteration ~0.06 s of CPU;
 # a save every 20 iterations.
 MODEL = ["--n_layer=2", "--n_embd=128", "--vocab_size=2048", "--block_size=16", "--batch_size=4"]
-ITERS = 800
+ITERS = 500
 DEFERRED = 4
 
 
@@ -172,7 +172,7 @@ class SingleFile(E2ECase):
         rng = random.Random(int(os.environ.get("SPOTVISOR_E2E_SEED", time.time_ns() % 1_000_000)))
         mock = self.mock("aws")
         # ~0.16 s an iteration: a save every ~3 s.
-        sv = self.supervise(self.job_text(mock.url, iters=300, iter_sleep=0.1), "run")
+        sv = self.supervise(self.job_text(mock.url, iters=200, iter_sleep=0.1), "run")
         lost = []
         for attempt in range(1, DEFERRED + 1):
             self.wait_training(sv, attempt)
