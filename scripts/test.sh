@@ -170,10 +170,10 @@ ctests() {
   return $rc
 }
 
-# The checks that need builds of their own, one after the other in the background while
-# ctest runs (most tests wait on child processes, so the CPU is often idle): each build at
-# the lowest priority, each check at the tests' own (a test must hold on a busy machine).
-# ASan first, the longest check; then what users install (dist/: the portable binary, the
+# The checks that need builds of their own, in two lanes in the background while ctest runs
+# (most tests wait on child processes, so the CPU is often idle): each build at the lowest
+# priority, each check at the tests' own (a test must hold on a busy machine). ASan in one
+# lane, the longest check; in the other what users install (dist/: the portable binary, the
 # .deb, the wheel; a Debian 12 root for the .deb's test, made once and cached), TSan and the
 # fuzz targets. clang for the ASan build: it compiles the sanitized Debug build in half gcc's
 # time, and a second compiler's warnings are errors too.
@@ -187,7 +187,7 @@ asan_build() {
 
 asan_tests() {
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan -L 'unit|integration' --output-on-failure -j 1 --timeout 600
+    ctest --test-dir build-asan -L 'unit|integration' --output-on-failure -j "$jobs" --timeout 600
 }
 
 package_builds() {
@@ -210,25 +210,27 @@ fuzz_briefly() {
   FUZZ_SECONDS=${FUZZ_SECONDS:-5} scripts/fuzz.sh
 }
 
-# The background checks: "name|function|the check it needs" (empty: none).
+# The background checks: "lane|name|function|the check it needs" (empty: none). The two
+# lanes run beside each other, each check of a lane after the one before it: while ctest runs
+# their builds take what CPU it leaves, and once it has ended they keep both cores busy.
 background_checks=(
-  "ASan+UBSan build (clang, -Werror)|asan_build|"
-  "tests under ASan+UBSan: unit, integration|asan_tests|ASan+UBSan build (clang, -Werror)"
-  "packages: the portable binary, the .deb, the wheel (-Werror)|package_builds|"
-  "what users install: the portable binary in an empty root, the .deb in Debian 12, the wheel, the image|package_tests|packages: the portable binary, the .deb, the wheel (-Werror)"
-  "hashing pool under TSan (its build, then its tests)|tsan_tests|"
-  "fuzz targets, briefly (their build, then 5 s each)|fuzz_briefly|"
+  "1|ASan+UBSan build (clang, -Werror)|asan_build|"
+  "1|tests under ASan+UBSan: unit, integration|asan_tests|ASan+UBSan build (clang, -Werror)"
+  "2|packages: the portable binary, the .deb, the wheel (-Werror)|package_builds|"
+  "2|what users install: the portable binary in an empty root, the .deb in Debian 12, the wheel, the image|package_tests|packages: the portable binary, the .deb, the wheel (-Werror)"
+  "2|hashing pool under TSan (its build, then its tests)|tsan_tests|"
+  "2|fuzz targets, briefly (their build, then 5 s each)|fuzz_briefly|"
 )
 
-# Runs every background check in turn; check i leaves its output in build/checks/i.out and
-# "EXIT SECONDS" in build/checks/i.result ("skip" when the one it needs failed).
-run_background_checks() {
-  local i name fn needs start rc
+# Runs the background checks of lane $1 in turn; check i leaves its output in
+# build/checks/i.out and "EXIT SECONDS" in build/checks/i.result ("skip" when the one it
+# needs failed).
+run_lane() {
+  local i lane name fn needs start rc
   declare -A failed=()
-  rm -rf build/checks
-  mkdir -p build/checks
   for i in "${!background_checks[@]}"; do
-    IFS='|' read -r name fn needs <<<"${background_checks[$i]}"
+    IFS='|' read -r lane name fn needs <<<"${background_checks[$i]}"
+    [[ "$lane" == "$1" ]] || continue
     if [[ -n "$needs" && -n "${failed[$needs]:-}" ]]; then
       failed[$name]=1
       echo "skip" >"build/checks/$i.result"
@@ -244,12 +246,20 @@ run_background_checks() {
   done
 }
 
+run_background_checks() {
+  rm -rf build/checks
+  mkdir -p build/checks
+  run_lane 1 &
+  run_lane 2 &
+  wait
+}
+
 # Reports each background check as a stage of its own, once they have all ended.
 report_background_checks() {
-  local i name fn needs result rc secs
+  local i lane name fn needs result rc secs
   wait "$1" || true
   for i in "${!background_checks[@]}"; do
-    IFS='|' read -r name fn needs <<<"${background_checks[$i]}"
+    IFS='|' read -r lane name fn needs <<<"${background_checks[$i]}"
     result="$(cat "build/checks/$i.result" 2>/dev/null || echo "lost 0")"
     if [[ "$result" == skip ]]; then
       skipped "$name" "'$needs' failed"
@@ -289,7 +299,7 @@ if [[ $selected -eq 1 ]]; then
 fi
 
 # Beside the tests: clang-tidy over every source at the lowest priority, and the
-# background checks above, one after the other.
+# background checks above, in their two lanes.
 tidy_start=$SECONDS
 nice -n 19 scripts/tidy.sh >build/tidy.out 2>&1 &
 tidy_pid=$!
