@@ -85,6 +85,13 @@ def upward_includes(root, order):
     return found, unknown
 
 
+def continues(line):
+    """Whether `line` is a part of a signature that goes on on the next line (not a statement's
+    or a block's end, a label, a comment or a preprocessor line)."""
+    text = line.strip()
+    return bool(text) and not text.endswith((";", "{", "}", ":")) and not text.startswith(("//", "#", "/*", "*"))
+
+
 def long_functions(path, limit):
     """Function bodies longer than `limit` lines, found the way clang-format lays them out:
     a line ending in ') {' (or ') const {' ...) that is not a control statement or a
@@ -97,13 +104,19 @@ def long_functions(path, limit):
     while i < len(lines):
         m = head.match(lines[i])
         if m:
-            indent = m.group(1)
+            # The body closes at the indentation of the signature's first line: a wrapped
+            # signature's last line, or a constructor's initializer list (": a_(x) {"), is
+            # indented deeper than its '}'.
+            first = i
+            while first > 0 and continues(lines[first - 1]):
+                first -= 1
+            indent = re.match(r"\s*", lines[first]).group(0)
             for j in range(i + 1, len(lines)):
                 if lines[j] == indent + "}" or lines[j].startswith(indent + "}") and lines[j][len(indent) + 1:].strip() in ("", ";"):
                     body = j - i - 1
                     if body > limit:
-                        name = re.sub(r"\s+", " ", lines[i].strip())[:90]
-                        out.append((body, f"{path}:{i + 1}: {name}"))
+                        name = re.sub(r"\s+", " ", " ".join(x.strip() for x in lines[first:i + 1]))[:90]
+                        out.append((body, f"{path}:{first + 1}: {name}"))
                     i = j
                     break
         i += 1

@@ -49,6 +49,23 @@ class RoomsTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("upward includes: 1", r.stdout)
 
+    def test_stats_count_a_function_by_its_own_body(self):
+        """A constructor with an initializer list is as long as its body (not up to the next
+        '}' at the list's indentation), and a function whose signature wraps is counted."""
+        root = self.tree([])
+        body = "".join(f"  x += {n};\n" for n in range(70))
+        (root / "src/supervisor/fsm.cpp").write_text(
+            "Fsm::Fsm(int a)\n    : a_(a) {}\n\n"
+            "Fsm::Fsm(int a, int b)\n    : a_(a), b_(b) {\n  Init();\n}\n\n"
+            "void Fsm::Other() {\n  if (x) {\n    y();\n  }\n}\n\n"
+            "std::vector<Action> Fsm::OnSomething(const SomeEvent& e,\n"
+            "                                     TimePoint now) {\n" + body + "}\n")
+        r = subprocess.run([sys.executable, str(SCRIPT), "--stats", "--root", str(root)], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("functions over 60 lines: 1\n", r.stdout)
+        self.assertIn("70 src/supervisor/fsm.cpp:15: std::vector<Action> Fsm::OnSomething(const SomeEvent& e, TimePoint now) {",
+                      r.stdout)
+
 
 if __name__ == "__main__":
     unittest.main()
