@@ -5,14 +5,13 @@
 #include <csignal>
 #include <set>
 
+#include "spotvisor/command/command_line.hpp"
 #include "spotvisor/config/loader.hpp"
 #include "spotvisor/config/name_pattern.hpp"
 #include "spotvisor/config/provider_detect.hpp"
 #include "spotvisor/config/signals.hpp"
 #include "spotvisor/config/templates.hpp"
 #include "spotvisor/http/tls.hpp"
-#include "spotvisor/process/launcher.hpp"
-#include "spotvisor/process/spawn.hpp"
 #include "spotvisor/util/host_name.hpp"
 
 namespace spotvisor::config {
@@ -51,7 +50,7 @@ void ChooseSignalTarget(const std::vector<std::string>& command, SignalsSection&
     s.target_why = std::string("signals.target is ") + ToString(s.target);
     return;
   }
-  if (auto launcher = process::RecognizeLauncher(command)) {
+  if (auto launcher = command::RecognizeLauncher(command)) {
     s.auto_choice = SignalTarget::kWorkers;
     s.target_why = "auto: " + launcher->name + " is a launcher (" + launcher->evidence + ")";
   } else {
@@ -67,7 +66,7 @@ void ChooseProcesses(const std::vector<std::string>& command, CheckpointsSection
     c.processes_why = "every checkpoint holds the shares of " + std::to_string(c.processes) + " processes";
     return;
   }
-  const auto launcher = process::RecognizeLauncher(command);
+  const auto launcher = command::RecognizeLauncher(command);
   if (launcher && launcher->processes > 0) {
     c.auto_processes = launcher->processes;
     c.processes_why = "auto: " + std::to_string(launcher->processes) + " processes (" + launcher->name + " " +
@@ -219,7 +218,7 @@ Status Finalize(JobConfig& job, bool need_command) {
 
   const std::string& program = job.job.command.front();
   if (need_command && program.find('{') == std::string::npos) {
-    if (auto exe = process::ResolveExecutable(program, job.job.workdir); !exe) {
+    if (auto exe = command::ResolveExecutable(program, job.job.workdir); !exe) {
       return Error{Where(job, "job.command") + exe.error().message};
     }
   }

@@ -16,6 +16,8 @@
 #include <initializer_list>
 #include <vector>
 
+#include "spotvisor/command/command_line.hpp"
+
 extern char** environ;
 
 namespace spotvisor::process {
@@ -159,32 +161,8 @@ int ReadExecError(int fd) {
 
 }  // namespace
 
-Result<std::filesystem::path> ResolveExecutable(const std::string& name, const std::filesystem::path& workdir) {
-  if (name.empty()) return Error{"the command is empty"};
-  if (name.find('/') != std::string::npos) {
-    std::filesystem::path p(name);
-    if (p.is_relative()) p = workdir / p;
-    if (access(p.c_str(), X_OK) != 0) {
-      return Error{"cannot run '" + name + "': " + p.string() + ": " + std::strerror(errno)};
-    }
-    return p;
-  }
-  const char* path_env = std::getenv("PATH");
-  const std::string path = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";
-  std::size_t start = 0;
-  while (start <= path.size()) {
-    const auto end = path.find(':', start);
-    const std::string dir = path.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    const std::filesystem::path candidate = std::filesystem::path(dir.empty() ? "." : dir) / name;
-    if (access(candidate.c_str(), X_OK) == 0 && !std::filesystem::is_directory(candidate)) return candidate;
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return Error{"cannot run '" + name + "': not found in PATH (" + path + ")"};
-}
-
 Result<SpawnedChild> Spawn(const SpawnSpec& spec) {
-  auto exe = ResolveExecutable(spec.argv.empty() ? "" : spec.argv[0], spec.workdir);
+  auto exe = command::ResolveExecutable(spec.argv.empty() ? "" : spec.argv[0], spec.workdir);
   if (!exe) return exe.error();
   std::string path = exe->string();
   std::vector<std::string> argv_strings = spec.argv;

@@ -39,7 +39,4 @@ struct SpawnedChild {
 // close-on-exec pipe).
 Result<SpawnedChild> Spawn(const SpawnSpec& spec);
 
-// argv[0] resolved through PATH the way execvp would; an Error names what was tried.
-Result<std::filesystem::path> ResolveExecutable(const std::string& name, const std::filesystem::path& workdir);
-
 }  // namespace spotvisor::process

@@ -1,11 +1,12 @@
 // Launchers recognized by their argv (what signals.target: auto decides on), as users type
 // them and as /proc shows them once a console script runs under its interpreter.
+#include "spotvisor/command/command_line.hpp"
+
 #include <gtest/gtest.h>
 
 #include "spotvisor/config/loader.hpp"
-#include "spotvisor/process/launcher.hpp"
 
-namespace spotvisor::process {
+namespace spotvisor::command {
 namespace {
 
 struct Case {
@@ -137,4 +138,4 @@ TEST(ProcessesAuto, TheLaunchersCountUnlessTheJobSaysAndSaysWhy) {
 }
 
 }  // namespace
-}  // namespace spotvisor::process
+}  // namespace spotvisor::command
