@@ -18,6 +18,7 @@
 #include "spotvisor/mock/mock_server_thread.hpp"
 #include "spotvisor/process/blocking_command.hpp"
 #include "spotvisor/process/child_table.hpp"
+#include "spotvisor/process/process_group.hpp"
 #include "spotvisor/state/journal.hpp"
 #include "spotvisor/util/clock.hpp"
 
@@ -224,7 +225,7 @@ class Drill {
     if (o_.kind == InterruptionKind::kKill) {
       const auto child = ReadState(interrupted_).child;
       if (child) {
-        kill(child->pid, SIGKILL);
+        process::SignalProcess(child->pid, SIGKILL);
       } else {
         inj.note = "no trainer ran to kill";
       }
