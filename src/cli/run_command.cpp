@@ -15,6 +15,7 @@
 #include "spotvisor/log/log.hpp"
 #include "spotvisor/platform/slurm.hpp"
 #include "spotvisor/supervisor/driver.hpp"
+#include "spotvisor/supervisor/posix_host.hpp"
 #include "spotvisor/telemetry/termination_message.hpp"
 
 namespace spotvisor::cli {
@@ -55,7 +56,7 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       exit_code = ConfigError(parts.error().message);
       return;
     }
-    supervisor::Driver driver(*job, std::move(parts->selector));
+    supervisor::Driver driver(*job, std::move(parts->selector), supervisor::MakePosixHost());
     if (job->coordination.enabled()) {
       const Status group = driver.UseCoordinator([&job](boost::asio::io_context& io, Clock& clock) {
         return coordination::MakeEtcdCoordinator(io, clock, *job);

@@ -15,7 +15,6 @@
 #include "spotvisor/config/signals.hpp"
 #include "spotvisor/log/log.hpp"
 #include "spotvisor/supervisor/journal_counters.hpp"
-#include "spotvisor/supervisor/posix_host.hpp"
 #include "spotvisor/supervisor/stop_ladder.hpp"
 
 namespace spotvisor::supervisor {
@@ -34,7 +33,7 @@ Driver::Impl::Impl(const config::JobConfig& job, std::unique_ptr<checkpoint::Res
                    std::unique_ptr<Host> host)
     : job_(job),
       selector_(selector ? std::move(selector) : checkpoint::MakeResumeSelector(job)),
-      host_(host ? std::move(host) : MakePosixHost()),
+      host_(std::move(host)),
       workers_poll_(host_->clock().MakeTimer(io_)),
       cut_off_sample_(host_->clock().MakeTimer(io_)),
       coordinator_(std::make_unique<LocalCoordinator>(job.coordination.master_port)) {

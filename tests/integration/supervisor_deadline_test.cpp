@@ -14,6 +14,7 @@
 #include "spotvisor/config/loader.hpp"
 #include "spotvisor/supervisor/driver.hpp"
 #include "spotvisor/supervisor/outcome.hpp"
+#include "spotvisor/supervisor/posix_host.hpp"
 #include "support/log_capture.hpp"
 #include "support/test_support.hpp"
 
@@ -63,7 +64,7 @@ TEST(SupervisorDeadline, AStuckSelectionEndsTheRunWithExit1AtItsDeadline) {
   auto gate = std::make_shared<Gate>();
   testing::LogCapture log;
   auto run = std::async(std::launch::async, [&job, gate] {
-    supervisor::Driver driver(job, std::make_unique<StuckSelector>(gate));
+    supervisor::Driver driver(job, std::make_unique<StuckSelector>(gate), supervisor::MakePosixHost());
     return driver.Run();
   });
   // The run ends while the selection is still stuck (it would return only when opened).

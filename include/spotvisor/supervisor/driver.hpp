@@ -23,10 +23,11 @@ namespace spotvisor::supervisor {
 
 class Driver {
  public:
-  // `job` must be finalized and outlive the Driver. A null selector means the catalog's; a
-  // null host means the real one (posix_host.hpp). Tests pass fakes of both.
-  explicit Driver(const config::JobConfig& job, std::unique_ptr<checkpoint::ResumeSelector> selector = nullptr,
-                  std::unique_ptr<Host> host = nullptr);
+  // `job` must be finalized and outlive the Driver. A null selector means the catalog's.
+  // `host` carries out what touches the machine: the real one (posix_host.hpp) for a run,
+  // a fake in the tests.
+  Driver(const config::JobConfig& job, std::unique_ptr<checkpoint::ResumeSelector> selector,
+         std::unique_ptr<Host> host);
   ~Driver();
   Driver(const Driver&) = delete;
   Driver& operator=(const Driver&) = delete;
