@@ -6,6 +6,7 @@ write as failed (never retry the fsync and trust the result).
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Callable, Union
@@ -67,3 +68,25 @@ def atomic_write(path: PathLike, writer: Callable[[object], object]) -> Path:
             pass
         raise
     return final
+
+
+def read_json_object(path: PathLike, limit: int, what: str) -> dict:
+    """The JSON object in `path`, reading at most `limit` bytes of it. FileNotFoundError
+    passes through; anything else wrong raises ValueError naming the file and `what` it is
+    ("manifest", "notice file")."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(limit + 1)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read the {what} ({e.strerror})") from None
+    if len(raw) > limit:
+        raise ValueError(f"{path}: {what} larger than {limit} bytes")
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: {what} is not valid JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: {what} is not a JSON object")
+    return doc

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from .errors import ManifestError
+from .fsio import read_json_object
 
 MANIFEST_NAME = "spotvisor.manifest.json"
 MANIFEST_FORMAT = "spotvisor-manifest"
@@ -141,18 +142,11 @@ def read_manifest(directory: os.PathLike) -> Manifest:
     """Parse and structurally check the manifest of a checkpoint directory."""
     manifest = Path(directory) / MANIFEST_NAME
     try:
-        with open(manifest, "rb") as f:
-            raw = f.read(MAX_MANIFEST_BYTES + 1)
+        doc = read_json_object(manifest, MAX_MANIFEST_BYTES, "manifest")
     except FileNotFoundError:
         raise ManifestError(f"{manifest}: missing (the checkpoint was never committed)") from None
-    if len(raw) > MAX_MANIFEST_BYTES:
-        raise ManifestError(f"{manifest}: larger than {MAX_MANIFEST_BYTES} bytes")
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ManifestError(f"{manifest}: not valid JSON ({e})") from None
-    if not isinstance(doc, dict):
-        raise ManifestError(f"{manifest}: not a JSON object")
+    except ValueError as e:
+        raise ManifestError(str(e)) from None
     if doc.get("format") != MANIFEST_FORMAT:
         raise ManifestError(f"{manifest}: format is {doc.get('format')!r}, expected {MANIFEST_FORMAT!r}")
     if doc.get("version") != MANIFEST_VERSION:

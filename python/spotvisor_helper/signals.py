@@ -14,7 +14,6 @@ the only place a consistent checkpoint can be taken.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import signal
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from .errors import NoticeError
+from .fsio import read_json_object
 
 NOTICE_FILE_ENV = "SPOTVISOR_NOTICE_FILE"
 MAX_NOTICE_BYTES = 64 * 1024
@@ -98,20 +98,11 @@ def read_notice(path: Union[str, os.PathLike, None] = None) -> Optional[Notice]:
             return None
     notice_path = Path(path)
     try:
-        with open(notice_path, "rb") as f:
-            raw = f.read(MAX_NOTICE_BYTES + 1)
+        doc = read_json_object(notice_path, MAX_NOTICE_BYTES, "notice file")
     except FileNotFoundError:
         return None
-    except OSError as e:
-        raise NoticeError(f"{notice_path}: cannot read the notice file ({e.strerror})") from None
-    if len(raw) > MAX_NOTICE_BYTES:
-        raise NoticeError(f"{notice_path}: notice file larger than {MAX_NOTICE_BYTES} bytes")
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise NoticeError(f"{notice_path}: notice file is not valid JSON ({e})") from None
-    if not isinstance(doc, dict):
-        raise NoticeError(f"{notice_path}: notice file is not a JSON object")
+    except ValueError as e:
+        raise NoticeError(str(e)) from None
     kind = doc.get("kind")
     if not isinstance(kind, str) or not kind:
         raise NoticeError(f"{notice_path}: notice has no 'kind'")
