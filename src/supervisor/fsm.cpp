@@ -276,23 +276,7 @@ std::vector<Action> Fsm::OnChildExited(const ChildExitedEvent& e, TimePoint now)
   stop_reason_ = StopReason::kNone;
   switch (reason) {
     case StopReason::kNone:
-      if (IsSuccess(st) && world_ > 1) {
-        // Done only when every node's trainer is: until then a peer may still fail, and the
-        // group then needs this node again.
-        phase_ = Phase::kFinishing;
-        actions.push_back(AttemptEndedAction{st, Outcome::kDone, "wait for every node to finish"});
-        actions.push_back(
-            Note(LogLevel::kInfo, "event=group_finishing nodes=" + std::to_string(world_) +
-                                      " detail=\"this node's trainer finished; waiting for the others'\""));
-        actions.push_back(PublishDoneAction{});
-        actions.push_back(ArmTimerAction{TimerKind::kJoin, now + job_.coordination.join_timeout});
-        return actions;
-      }
-      if (IsSuccess(st)) {
-        actions.push_back(AttemptEndedAction{st, Outcome::kDone, "exit 0"});
-        return Finish(ExitCode::kDone, "the job finished: the trainer exited with " + Describe(st), std::move(actions));
-      }
-      break;
+      return OnEndedByItself(st, now, std::move(actions));
     case StopReason::kSignal:
       actions.push_back(AttemptEndedAction{st, Outcome::kStopped, "exit 75"});
       return Finish(ExitCode::kStopped,
@@ -320,8 +304,28 @@ std::vector<Action> Fsm::OnChildExited(const ChildExitedEvent& e, TimePoint now)
       actions.push_back(AttemptEndedAction{st, Outcome::kPeerStopped, "rejoin the group", stop_detail_});
       return Select(now, std::move(actions));
   }
-  // On its own and not a success: the group stops too (its collectives would hang), and
-  // the failure counts once for the whole job.
+  return actions;
+}
+
+// The trainer ended with no stop asked of it: done, or a failure.
+std::vector<Action> Fsm::OnEndedByItself(const ExitStatus& st, TimePoint now, std::vector<Action> actions) {
+  if (IsSuccess(st) && world_ > 1) {
+    // Done only when every node's trainer is: until then a peer may still fail, and the
+    // group then needs this node again.
+    phase_ = Phase::kFinishing;
+    actions.push_back(AttemptEndedAction{st, Outcome::kDone, "wait for every node to finish"});
+    actions.push_back(Note(LogLevel::kInfo, "event=group_finishing nodes=" + std::to_string(world_) +
+                                                " detail=\"this node's trainer finished; waiting for the others'\""));
+    actions.push_back(PublishDoneAction{});
+    actions.push_back(ArmTimerAction{TimerKind::kJoin, now + job_.coordination.join_timeout});
+    return actions;
+  }
+  if (IsSuccess(st)) {
+    actions.push_back(AttemptEndedAction{st, Outcome::kDone, "exit 0"});
+    return Finish(ExitCode::kDone, "the job finished: the trainer exited with " + Describe(st), std::move(actions));
+  }
+  // Not a success: the group stops too (its collectives would hang), and the failure counts
+  // once for the whole job.
   auto more = Fail(st, Outcome::kFailed, now);
   actions.push_back(PublishStopAction{"trainer failed: " + Describe(st), std::nullopt, counters_.failures});
   actions.insert(actions.end(), more.begin(), more.end());

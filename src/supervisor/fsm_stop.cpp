@@ -255,72 +255,78 @@ std::vector<Action> Fsm::OnNotice(const StopRequestedEvent& e, TimePoint now) {
   return actions;
 }
 
+// Each timer means something only in its phase; outside it, it is a leftover and does nothing.
 std::vector<Action> Fsm::OnTimer(const TimerFiredEvent& e, TimePoint now) {
   switch (e.kind) {
-    case TimerKind::kGrace: {
-      if (phase_ != Phase::kStopping) return {};
-      std::vector<Action> actions{Note(
-          LogLevel::kWarning,
-          "event=grace_expired detail=\"the trainer did not stop within the grace window: SIGKILL to the group\"")};
-      if (launchers_held_) actions.push_back(ReleaseLaunchersAction{SIGTERM});
-      launchers_held_ = false;
-      launcher_released_ = false;
-      launcher_runs_for_workers_ = false;
-      actions.push_back(CancelTimerAction{TimerKind::kLauncher});
-      actions.push_back(KillGroupAction{});
-      actions.push_back(ArmTimerAction{TimerKind::kKill, now + job_.signals.kill_timeout});
-      return actions;
-    }
+    case TimerKind::kGrace:
+      return phase_ == Phase::kStopping ? OnGraceExpired(now) : std::vector<Action>{};
     case TimerKind::kKill:
       if (phase_ != Phase::kStopping && phase_ != Phase::kRunning) return {};
       return Finish(ExitCode::kFailed,
                     "the trainer's process group survived SIGKILL for " + FormatDuration(job_.signals.kill_timeout) +
                         " (a process stuck in the kernel?); giving up rather than starting a second trainer");
     case TimerKind::kBackoff:
-      if (phase_ != Phase::kBackoff) return {};
-      return Select(now);
+      return phase_ == Phase::kBackoff ? Select(now) : std::vector<Action>{};
     case TimerKind::kSelect:
-      if (phase_ != Phase::kSelecting) return {};
-      return OnSelectTimeout();
+      return phase_ == Phase::kSelecting ? OnSelectTimeout() : std::vector<Action>{};
     case TimerKind::kJoin:
-      if (phase_ == Phase::kFinishing) {
-        return Finish(ExitCode::kStopped, "this node's trainer finished, but not every node's within " +
-                                              FormatDuration(job_.coordination.join_timeout) +
-                                              "; the job is resumable");
-      }
-      if (phase_ != Phase::kJoining) return {};
-      return Finish(ExitCode::kStopped, "the group did not agree on a start within " +
-                                            FormatDuration(job_.coordination.join_timeout) + "; the job is resumable");
-    case TimerKind::kLauncher: {
-      // Its workers saved and stopped, yet it is still here (torch 1.13's agent, caught by
-      // our SIGTERM inside its own shutdown, waits on its rendezvous thread; a launcher that
-      // restarts them). Nothing is left to save: SIGKILL now, not at the grace's end.
-      if (phase_ != Phase::kStopping || !launcher_released_) return {};
-      launcher_released_ = false;
-      return {
-          Note(LogLevel::kWarning, "event=launcher_lingers timeout=" + FormatDuration(job_.signals.kill_timeout) +
+      return OnJoinTimeout();
+    case TimerKind::kLauncher:
+      return phase_ == Phase::kStopping && launcher_released_ ? OnLauncherLingers(now) : std::vector<Action>{};
+    case TimerKind::kDrained:
+      return phase_ == Phase::kDrained ? OnDrainedTimeout(now) : std::vector<Action>{};
+    case TimerKind::kResume:
+      return phase_ == Phase::kDrained ? Resume(now) : std::vector<Action>{};
+    case TimerKind::kDefer:
+      return phase_ == Phase::kDeferred ? OnDeferTimer(now) : std::vector<Action>{};
+  }
+  return {};
+}
+
+std::vector<Action> Fsm::OnGraceExpired(TimePoint now) {
+  std::vector<Action> actions{
+      Note(LogLevel::kWarning,
+           "event=grace_expired detail=\"the trainer did not stop within the grace window: SIGKILL to the group\"")};
+  if (launchers_held_) actions.push_back(ReleaseLaunchersAction{SIGTERM});
+  launchers_held_ = false;
+  launcher_released_ = false;
+  launcher_runs_for_workers_ = false;
+  actions.push_back(CancelTimerAction{TimerKind::kLauncher});
+  actions.push_back(KillGroupAction{});
+  actions.push_back(ArmTimerAction{TimerKind::kKill, now + job_.signals.kill_timeout});
+  return actions;
+}
+
+std::vector<Action> Fsm::OnJoinTimeout() {
+  if (phase_ == Phase::kFinishing) {
+    return Finish(ExitCode::kStopped, "this node's trainer finished, but not every node's within " +
+                                          FormatDuration(job_.coordination.join_timeout) + "; the job is resumable");
+  }
+  if (phase_ != Phase::kJoining) return {};
+  return Finish(ExitCode::kStopped, "the group did not agree on a start within " +
+                                        FormatDuration(job_.coordination.join_timeout) + "; the job is resumable");
+}
+
+// Its workers saved and stopped, yet it is still here (torch 1.13's agent, caught by our
+// SIGTERM inside its own shutdown, waits on its rendezvous thread; a launcher that restarts
+// them). Nothing is left to save: SIGKILL now, not at the grace's end.
+std::vector<Action> Fsm::OnLauncherLingers(TimePoint now) {
+  launcher_released_ = false;
+  return {Note(LogLevel::kWarning, "event=launcher_lingers timeout=" + FormatDuration(job_.signals.kill_timeout) +
                                        " detail=\"every worker has stopped but the launcher did not exit: SIGKILL to "
                                        "the group\""),
           CancelTimerAction{TimerKind::kGrace}, KillGroupAction{},
           ArmTimerAction{TimerKind::kKill, now + job_.signals.kill_timeout}};
-    }
-    case TimerKind::kDrained:
-      // The notice neither took the machine nor cleared (a rebalance recommendation with
-      // provider.rebalance: stop, a maintenance event that never came): the machine is
-      // evidently staying, so it trains again rather than idling billed.
-      if (phase_ != Phase::kDrained) return {};
-      return Select(now, {CancelTimerAction{TimerKind::kResume},
-                          Note(LogLevel::kWarning,
-                               "event=drained_timeout timeout=" + FormatDuration(job_.provider.drained_timeout) +
-                                   " detail=\"the machine is still here and the notice never cleared: resuming\"")});
-    case TimerKind::kResume:
-      if (phase_ != Phase::kDrained) return {};
-      return Resume(now);
-    case TimerKind::kDefer:
-      if (phase_ != Phase::kDeferred) return {};
-      return OnDeferTimer(now);
-  }
-  return {};
+}
+
+// The notice neither took the machine nor cleared (a rebalance recommendation with
+// provider.rebalance: stop, a maintenance event that never came): the machine is evidently
+// staying, so it trains again rather than idling billed.
+std::vector<Action> Fsm::OnDrainedTimeout(TimePoint now) {
+  return Select(now, {CancelTimerAction{TimerKind::kResume},
+                      Note(LogLevel::kWarning,
+                           "event=drained_timeout timeout=" + FormatDuration(job_.provider.drained_timeout) +
+                               " detail=\"the machine is still here and the notice never cleared: resuming\"")});
 }
 
 // The selection thread is stuck (a hung mount, a mirror restore that never returns): say

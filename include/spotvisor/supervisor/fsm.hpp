@@ -297,6 +297,7 @@ class Fsm {
   std::vector<Action> OnResumeSelected(const ResumeSelectedEvent& e, TimePoint now);
   std::vector<Action> OnSpawnFailed(const SpawnFailedEvent& e, TimePoint now);
   std::vector<Action> OnChildExited(const ChildExitedEvent& e, TimePoint now);
+  std::vector<Action> OnEndedByItself(const ExitStatus& st, TimePoint now, std::vector<Action> actions);
   std::vector<Action> OnStopRequested(const StopRequestedEvent& e, TimePoint now);
   std::vector<Action> StopInBackoff(const StopRequestedEvent& e, TimePoint now);
   std::vector<Action> StopWhileJoining(const StopRequestedEvent& e, TimePoint now);
@@ -314,6 +315,10 @@ class Fsm {
   std::vector<Action> OnCheckpointRequested(const CheckpointRequestedEvent& e);
   std::vector<Action> OnNoticeCleared(TimePoint now);
   std::vector<Action> OnTimer(const TimerFiredEvent& e, TimePoint now);
+  std::vector<Action> OnGraceExpired(TimePoint now);
+  std::vector<Action> OnJoinTimeout();
+  std::vector<Action> OnLauncherLingers(TimePoint now);
+  std::vector<Action> OnDrainedTimeout(TimePoint now);
   std::vector<Action> OnWorkersGone(TimePoint now);
   std::vector<Action> OnWorkersStalled(const WorkersStalledEvent& e);
   std::vector<Action> OnGroupAgreed(const GroupAgreedEvent& e, TimePoint now);
