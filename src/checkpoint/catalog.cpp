@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <span>
 
 #include "framework_layout.hpp"
 #include "spotvisor/checkpoint/atomic_link.hpp"
@@ -213,55 +214,96 @@ Result<fs::path> Catalog::Quarantine(const CatalogEntry& e) const {
   return target;
 }
 
+// A cached bad verdict with an unchanged key is final; anything else is validated now (or
+// was, moments ago in this same selection: `validated_now`). The verdict is cached.
+Verdict Catalog::Judge(const CatalogEntry& e, bool act, const VerdictCache* validated_now) {
+  const auto level = options_.validator.level;
+  auto cached = e.scan_error.empty() ? cache_.Find(e.name, e.key, level) : std::nullopt;
+  auto fresh = validated_now && e.scan_error.empty() ? validated_now->Find(e.name, e.key, level) : std::nullopt;
+  const bool validate_now = !fresh && !(cached && !cached->good);
+  const auto started = std::chrono::steady_clock::now();
+  if (act && validate_now) {
+    Log(LogLevel::kInfo,
+        "event=checkpoint_validating path=" + Quote(e.path.string()) + " step=" + std::to_string(e.step));
+  }
+  Verdict v = fresh ? *fresh : validate_now ? Validate(e) : *cached;
+  if (act && (validate_now || fresh)) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+    Log(LogLevel::kInfo, "event=checkpoint_validated path=" + Quote(e.path.string()) +
+                             " step=" + std::to_string(e.step) + " verdict=" + (v.good ? "good" : "bad") +
+                             " ms=" + std::to_string(ms.count()) +
+                             (fresh ? " validated_by=\"this selection's mirror restore\"" : ""));
+  }
+  if (e.scan_error.empty()) cache_.Put(e.name, e.key, level, v);
+  return v;
+}
+
+// A bad entry's rejection: quarantined (when `act` and the options say so) and logged.
+Rejection Catalog::Reject(const CatalogEntry& e, bool act) {
+  Rejection r{e.path, e.verdict->reason, std::nullopt};
+  if (act && options_.quarantine) {
+    auto moved = Quarantine(e);
+    if (moved) {
+      r.moved_to = *moved;
+      cache_.Erase(e.name);
+    } else {
+      Log(LogLevel::kError, "event=checkpoint_quarantine_failed path=" + Quote(e.path.string()) +
+                                " error=" + Quote(moved.error().message));
+    }
+  }
+  if (act) {
+    Log(LogLevel::kWarning, "event=checkpoint_rejected path=" + Quote(e.path.string()) +
+                                " step=" + std::to_string(e.step) + " reason=" + Quote(e.verdict->reason) +
+                                (r.moved_to ? " quarantined_to=" + Quote(r.moved_to->string()) : ""));
+  }
+  return r;
+}
+
+void Catalog::SayTempLeft(const Selection& selection) const {
+  std::string names;
+  for (std::size_t i = 0; i < selection.temp_left.size() && i < 5; ++i) {
+    names += (i ? "," : "") + selection.temp_left[i].filename().string();
+  }
+  if (selection.temp_left.size() > 5) names += ",…";
+  Log(LogLevel::kWarning, "event=checkpoint_temp_left dir=" + Quote(options_.dir.string()) +
+                              " count=" + std::to_string(selection.temp_left.size()) +
+                              " bytes=" + std::to_string(selection.temp_left_bytes) + " names=" + Quote(names) +
+                              " note=\"half-written saves, never resumed from; safe to delete while no trainer runs\"");
+}
+
+// The good ones among `older` (older than the chosen one), by the verdicts already held
+// (retention erased its deletions); with judge_older, the ones without a verdict are
+// judged now (once: the cache keeps it).
+void Catalog::AddOlderGood(std::span<CatalogEntry> older, bool act, Selection& selection) {
+  for (const auto& e : older) {
+    if (!e.scan_error.empty() || FencedBecause(e)) continue;
+    auto v = cache_.Find(e.name, e.key, options_.validator.level);
+    if (!v && options_.judge_older) {
+      v = Validate(e);
+      cache_.Put(e.name, e.key, options_.validator.level, *v);
+      if (act) {
+        Log(LogLevel::kInfo, "event=checkpoint_validated path=" + Quote(e.path.string()) +
+                                 " step=" + std::to_string(e.step) + " verdict=" + (v->good ? "good" : "bad") +
+                                 " for=\"the group: every good step is offered\"");
+      }
+    }
+    if (v && v->good) selection.good.push_back(ResumePoint{e.path, e.step});
+  }
+}
+
 Result<Selection> Catalog::Select(bool act, const VerdictCache* validated_now) {
   auto entries = Scan();
   if (!entries) return entries.error();
   Selection selection;
   const CatalogEntry* chosen = nullptr;
-  const auto level = options_.validator.level;
   for (auto& e : *entries) {
     if (PassOverFenced(e, act, selection)) continue;
-    // A cached bad verdict with an unchanged key is final; anything else is validated now
-    // (or was, moments ago in this same selection).
-    auto cached = e.scan_error.empty() ? cache_.Find(e.name, e.key, level) : std::nullopt;
-    auto fresh = validated_now && e.scan_error.empty() ? validated_now->Find(e.name, e.key, level) : std::nullopt;
-    const bool validate_now = !fresh && !(cached && !cached->good);
-    const auto started = std::chrono::steady_clock::now();
-    if (act && validate_now) {
-      Log(LogLevel::kInfo,
-          "event=checkpoint_validating path=" + Quote(e.path.string()) + " step=" + std::to_string(e.step));
-    }
-    Verdict v = fresh ? *fresh : validate_now ? Validate(e) : *cached;
-    if (act && (validate_now || fresh)) {
-      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-      Log(LogLevel::kInfo, "event=checkpoint_validated path=" + Quote(e.path.string()) +
-                               " step=" + std::to_string(e.step) + " verdict=" + (v.good ? "good" : "bad") +
-                               " ms=" + std::to_string(ms.count()) +
-                               (fresh ? " validated_by=\"this selection's mirror restore\"" : ""));
-    }
-    if (e.scan_error.empty()) cache_.Put(e.name, e.key, options_.validator.level, v);
-    e.verdict = v;
-    if (v.good) {
+    e.verdict = Judge(e, act, validated_now);
+    if (e.verdict->good) {
       chosen = &e;
       break;
     }
-    Rejection r{e.path, v.reason, std::nullopt};
-    if (act && options_.quarantine) {
-      auto moved = Quarantine(e);
-      if (moved) {
-        r.moved_to = *moved;
-        cache_.Erase(e.name);
-      } else {
-        Log(LogLevel::kError, "event=checkpoint_quarantine_failed path=" + Quote(e.path.string()) +
-                                  " error=" + Quote(moved.error().message));
-      }
-    }
-    if (act) {
-      Log(LogLevel::kWarning, "event=checkpoint_rejected path=" + Quote(e.path.string()) +
-                                  " step=" + std::to_string(e.step) + " reason=" + Quote(v.reason) +
-                                  (r.moved_to ? " quarantined_to=" + Quote(r.moved_to->string()) : ""));
-    }
-    selection.rejected.push_back(std::move(r));
+    selection.rejected.push_back(Reject(e, act));
   }
   if (chosen == nullptr && act && versions_) {
     if (auto restored = RestoreNewestVersion(selection)) {
@@ -272,41 +314,16 @@ Result<Selection> Catalog::Select(bool act, const VerdictCache* validated_now) {
   if (chosen != nullptr) selection.chosen = ResumePoint{chosen->path, chosen->step};
   // Only before a start: listings (the mirror's every scan among them) skip the walk.
   if (act) selection.temp_left = TempEntries(selection.temp_left_bytes);
-  if (!selection.temp_left.empty()) {
-    std::string names;
-    for (std::size_t i = 0; i < selection.temp_left.size() && i < 5; ++i) {
-      names += (i ? "," : "") + selection.temp_left[i].filename().string();
-    }
-    if (selection.temp_left.size() > 5) names += ",…";
-    Log(LogLevel::kWarning,
-        "event=checkpoint_temp_left dir=" + Quote(options_.dir.string()) +
-            " count=" + std::to_string(selection.temp_left.size()) +
-            " bytes=" + std::to_string(selection.temp_left_bytes) + " names=" + Quote(names) +
-            " note=\"half-written saves, never resumed from; safe to delete while no trainer runs\"");
-  }
+  if (!selection.temp_left.empty()) SayTempLeft(selection);
   if (act && chosen != nullptr) {
     if (auto st = AfterChoice(*chosen, !selection.rejected.empty()); !st) {
       Log(LogLevel::kError, "event=checkpoint_upkeep_failed error=" + Quote(st.error().message));
     }
   }
   if (chosen != nullptr) {
-    // The older good ones, by the verdicts already held (retention erased its deletions);
-    // with judge_older, the ones without a verdict are judged now (once: the cache keeps it).
     selection.good.push_back(*selection.chosen);
-    for (auto it = entries->begin() + (chosen - entries->data()) + 1; it != entries->end(); ++it) {
-      if (!it->scan_error.empty() || FencedBecause(*it)) continue;
-      auto v = cache_.Find(it->name, it->key, options_.validator.level);
-      if (!v && options_.judge_older) {
-        v = Validate(*it);
-        cache_.Put(it->name, it->key, options_.validator.level, *v);
-        if (act) {
-          Log(LogLevel::kInfo, "event=checkpoint_validated path=" + Quote(it->path.string()) +
-                                   " step=" + std::to_string(it->step) + " verdict=" + (v->good ? "good" : "bad") +
-                                   " for=\"the group: every good step is offered\"");
-        }
-      }
-      if (v && v->good) selection.good.push_back(ResumePoint{it->path, it->step});
-    }
+    const std::size_t after = static_cast<std::size_t>(chosen - entries->data()) + 1;
+    AddOlderGood(std::span<CatalogEntry>(*entries).subspan(after), act, selection);
   }
   if (!act) return selection;
   if (auto st = cache_.Save(); !st)

@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,12 @@ class Catalog {
   // A fenced entry becomes a Rejection (logged when `act`), never moved: true. Else false.
   bool PassOverFenced(const CatalogEntry& entry, bool act, Selection& selection) const;
   Status AfterChoice(const CatalogEntry& chosen, bool fell_back);
+  // Select's steps: an entry's verdict, a bad one's rejection, the temp leftovers' log line,
+  // and the good ones older than the chosen one.
+  Verdict Judge(const CatalogEntry& e, bool act, const VerdictCache* validated_now);
+  Rejection Reject(const CatalogEntry& e, bool act);
+  void SayTempLeft(const Selection& selection) const;
+  void AddOlderGood(std::span<CatalogEntry> older, bool act, Selection& selection);
   // The newest kept version that validates, put back in place; none when none is good.
   // `selection` says what was in place (rejected, maybe quarantined), for the log.
   std::optional<CatalogEntry> RestoreNewestVersion(const Selection& selection);
