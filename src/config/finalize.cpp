@@ -198,9 +198,8 @@ Status CheckCoordination(JobConfig& job) {
   return Ok{};
 }
 
-}  // namespace
-
-Status Finalize(JobConfig& job, bool need_command) {
+// job.command, job.name, job.workdir; with `need_command`, the program must be there.
+Status CheckJobSection(JobConfig& job, bool need_command) {
   if (job.job.command.empty()) {
     return Error{Where(job, "job.command") +
                  "no command to run (set job.command: [\"/usr/bin/python3\", \"train.py\"] or pass it after --)"};
@@ -222,9 +221,12 @@ Status Finalize(JobConfig& job, bool need_command) {
       return Error{Where(job, "job.command") + exe.error().message};
     }
   }
+  return Ok{};
+}
 
-  if (Status s = CheckCoordination(job); !s) return s;
-  // The group's place: one node alone is rank 0 of 1, its own master.
+// The placeholders each list may use: the group's place everywhere (one node alone is rank
+// 0 of 1, its own master), the checkpoint in the resume arguments only.
+Status CheckPlaceholders(const JobConfig& job) {
   std::set<std::string> anywhere{"attempt", "job", "node_rank", "nnodes", "master_addr", "master_port", "epoch"};
   if (job.checkpoints.dir) anywhere.insert("checkpoint_dir");
   if (job.job.result_file) anywhere.insert("result_file");
@@ -236,7 +238,13 @@ Status Finalize(JobConfig& job, bool need_command) {
     return Error{Where(job, "job.resume_args") +
                  "set checkpoints.dir too: resume arguments need a checkpoint to point at"};
   }
+  return Ok{};
+}
 
+// checkpoints.pattern and .dir, restart.backoff, checkpoints.content against .validate, the
+// signals a trainer must be able to catch.
+Status CheckBounds(const JobConfig& job) {
+  std::error_code ec;
   if (auto p = config::NamePattern::Parse(job.checkpoints.pattern); !p) {
     return Error{Where(job, "checkpoints.pattern") + p.error().message};
   }
@@ -262,11 +270,22 @@ Status Finalize(JobConfig& job, bool need_command) {
                    "SIGKILL and SIGSTOP cannot be caught, so a trainer could never checkpoint on them"};
     }
   }
+  return Ok{};
+}
+
+}  // namespace
+
+Status Finalize(JobConfig& job, bool need_command) {
+  if (Status s = CheckJobSection(job, need_command); !s) return s;
+  if (Status s = CheckCoordination(job); !s) return s;
+  if (Status s = CheckPlaceholders(job); !s) return s;
+  if (Status s = CheckBounds(job); !s) return s;
   if (Status s = CheckStopContract(job); !s) return s.error();
   ChooseSignalTarget(job.job.command, job.signals);
   ChooseProcesses(job.job.command, job.checkpoints);
   ResolveProvider(job.provider);
   if (job.telemetry.state_dir.empty()) job.telemetry.state_dir = job.base_dir / ".spotvisor" / job.job.name;
+  std::error_code ec;
   if (std::filesystem::exists(job.telemetry.state_dir, ec) &&
       !std::filesystem::is_directory(job.telemetry.state_dir, ec)) {
     return Error{Where(job, "telemetry.state_dir") + job.telemetry.state_dir.string() +
