@@ -39,6 +39,76 @@ bool WriteHtml(const std::string& path, const std::string& page, int& exit_code)
   return true;
 }
 
+// --node: one HTML page with every node of a multi-node job on one time axis.
+void WriteGroupPage(const ReportOptions& o, const nlohmann::json& first, std::int64_t now, int& exit_code) {
+  if (o.html.empty()) {
+    std::fprintf(stderr, "spotvisor: report --node needs --html FILE (one page for the whole group)\n");
+    exit_code = exit_code::kUsage;
+    return;
+  }
+  std::vector<nlohmann::json> nodes{first};
+  for (const auto& node_dir : o.nodes) {
+    auto node = telemetry::BuildReport(node_dir, now);
+    if (!node) {
+      std::fprintf(stderr, "spotvisor: --node %s: %s\n", node_dir.c_str(), node.error().message.c_str());
+      exit_code = exit_code::kFailed;
+      return;
+    }
+    nodes.push_back(std::move(*node));
+  }
+  WriteHtml(o.html, telemetry::RenderGroupHtml(nodes), exit_code);
+}
+
+// The report of o's state dir: printed, written as HTML, or compared with a baseline's.
+void RunReport(const ReportOptions& o, int& exit_code) {
+  std::filesystem::path dir = o.state_dir;
+  if (dir.empty()) {
+    if (o.job.config_file.empty() && !o.job.state_dir) {
+      std::fprintf(stderr, "spotvisor: report needs STATE_DIR or --config FILE\n");
+      exit_code = exit_code::kUsage;
+      return;
+    }
+    auto job = LoadJobOrExit(o.job, /*require_command=*/false, exit_code);
+    if (!job) return;
+    dir = job->telemetry.state_dir;
+  }
+  const auto now = UnixMillis(SystemClock().WallNow());
+  auto report = telemetry::BuildReport(dir, now);
+  if (!report) {
+    std::fprintf(stderr, "spotvisor: %s\n", report.error().message.c_str());
+    exit_code = exit_code::kFailed;
+    return;
+  }
+  if (!o.nodes.empty()) {
+    WriteGroupPage(o, *report, now, exit_code);
+    return;
+  }
+  if (o.baseline.empty()) {
+    if (!o.html.empty()) {
+      WriteHtml(o.html, telemetry::RenderHtml(*report), exit_code);
+      return;
+    }
+    const std::string text = o.json ? report->dump(2) + "\n" : telemetry::RenderMarkdown(*report);
+    std::fputs(text.c_str(), stdout);
+    exit_code = exit_code::kDone;
+    return;
+  }
+  auto baseline = telemetry::BuildReport(o.baseline, now);
+  if (!baseline) {
+    std::fprintf(stderr, "spotvisor: baseline: %s\n", baseline.error().message.c_str());
+    exit_code = exit_code::kFailed;
+    return;
+  }
+  if (!o.html.empty()) {
+    WriteHtml(o.html, telemetry::RenderHtml(*report, &*baseline), exit_code);
+    return;
+  }
+  const auto comparison = telemetry::CompareReports(*report, *baseline);
+  const std::string text = o.json ? comparison.dump(2) + "\n" : telemetry::RenderComparison(comparison);
+  std::fputs(text.c_str(), stdout);
+  exit_code = exit_code::kDone;
+}
+
 }  // namespace
 
 void AddReportCommand(CLI::App& app, int& exit_code) {
@@ -64,69 +134,7 @@ void AddReportCommand(CLI::App& app, int& exit_code) {
       ->excludes("--json")
       ->excludes("--baseline");
   AddJobOptions(*cmd, o->job, /*with_command=*/false);
-  cmd->callback([o, &exit_code] {
-    std::filesystem::path dir = o->state_dir;
-    if (dir.empty()) {
-      if (o->job.config_file.empty() && !o->job.state_dir) {
-        std::fprintf(stderr, "spotvisor: report needs STATE_DIR or --config FILE\n");
-        exit_code = exit_code::kUsage;
-        return;
-      }
-      auto job = LoadJobOrExit(o->job, /*require_command=*/false, exit_code);
-      if (!job) return;
-      dir = job->telemetry.state_dir;
-    }
-    const auto now = UnixMillis(SystemClock().WallNow());
-    auto report = telemetry::BuildReport(dir, now);
-    if (!report) {
-      std::fprintf(stderr, "spotvisor: %s\n", report.error().message.c_str());
-      exit_code = exit_code::kFailed;
-      return;
-    }
-    if (!o->nodes.empty()) {
-      if (o->html.empty()) {
-        std::fprintf(stderr, "spotvisor: report --node needs --html FILE (one page for the whole group)\n");
-        exit_code = exit_code::kUsage;
-        return;
-      }
-      std::vector<nlohmann::json> nodes{*report};
-      for (const auto& node_dir : o->nodes) {
-        auto node = telemetry::BuildReport(node_dir, now);
-        if (!node) {
-          std::fprintf(stderr, "spotvisor: --node %s: %s\n", node_dir.c_str(), node.error().message.c_str());
-          exit_code = exit_code::kFailed;
-          return;
-        }
-        nodes.push_back(std::move(*node));
-      }
-      WriteHtml(o->html, telemetry::RenderGroupHtml(nodes), exit_code);
-      return;
-    }
-    if (o->baseline.empty()) {
-      if (!o->html.empty()) {
-        WriteHtml(o->html, telemetry::RenderHtml(*report), exit_code);
-        return;
-      }
-      const std::string text = o->json ? report->dump(2) + "\n" : telemetry::RenderMarkdown(*report);
-      std::fputs(text.c_str(), stdout);
-      exit_code = exit_code::kDone;
-      return;
-    }
-    auto baseline = telemetry::BuildReport(o->baseline, now);
-    if (!baseline) {
-      std::fprintf(stderr, "spotvisor: baseline: %s\n", baseline.error().message.c_str());
-      exit_code = exit_code::kFailed;
-      return;
-    }
-    if (!o->html.empty()) {
-      WriteHtml(o->html, telemetry::RenderHtml(*report, &*baseline), exit_code);
-      return;
-    }
-    const auto comparison = telemetry::CompareReports(*report, *baseline);
-    const std::string text = o->json ? comparison.dump(2) + "\n" : telemetry::RenderComparison(comparison);
-    std::fputs(text.c_str(), stdout);
-    exit_code = exit_code::kDone;
-  });
+  cmd->callback([o, &exit_code] { RunReport(*o, exit_code); });
 }
 
 }  // namespace spotvisor::cli

@@ -54,6 +54,43 @@ nlohmann::json ToJson(const coordination::GroupView& v, int nodes) {
   return j;
 }
 
+// The group as text: who holds which rank, the spares, each epoch's joins, stops, ends and
+// shrinks.
+void PrintGroup(const coordination::GroupView& view, const std::string& job_name, int nodes) {
+  std::printf("job %s: %zu of %d ranks held, %zu spare%s waiting; newest agreed epoch %llu\n", job_name.c_str(),
+              view.members.size(), nodes, view.spares.size(), view.spares.size() == 1 ? "" : "s",
+              static_cast<unsigned long long>(view.epoch));
+  for (int rank = 0; rank < nodes; ++rank) {
+    const auto m = view.members.find(rank);
+    if (m == view.members.end()) {
+      std::printf("  rank %d  free\n", rank);
+    } else {
+      std::printf("  rank %d  %s  host=%s pid=%lld\n", rank, m->second.advertise.c_str(), m->second.host.c_str(),
+                  static_cast<long long>(m->second.pid));
+    }
+  }
+  for (const auto& [lease, m] : view.spares) {
+    std::printf("  spare   %s  host=%s pid=%lld\n", m.advertise.c_str(), m.host.c_str(), static_cast<long long>(m.pid));
+  }
+  for (const auto& [epoch, joined] : view.joins) {
+    if (epoch <= view.epoch) continue;  // agreed and started already
+    std::printf("  epoch %llu: %zu of %d joined\n", static_cast<unsigned long long>(epoch), joined.size(), nodes);
+    for (const auto& [rank, record] : joined)
+      std::printf("    rank %d good steps %s\n", rank, Steps(record.steps).c_str());
+  }
+  for (const auto& [epoch, s] : view.stops) {
+    std::printf("  epoch %llu stopped by rank %d: %s\n", static_cast<unsigned long long>(epoch), s.rank, s.why.c_str());
+  }
+  for (const auto& [epoch, ranks] : view.done) {
+    std::printf("  epoch %llu: finished on rank %s\n", static_cast<unsigned long long>(epoch), Csv(ranks).c_str());
+  }
+  for (const auto& [epoch, ranks] : view.shrinks) {
+    std::printf("  epoch %llu: shrunk to %zu of %d nodes (ranks %s)\n", static_cast<unsigned long long>(epoch),
+                ranks.size(), nodes, Csv(ranks).c_str());
+  }
+  for (const auto& key : view.unreadable) std::printf("  unreadable: %s\n", key.c_str());
+}
+
 }  // namespace
 
 void AddStatusCommand(CLI::App& app, int& exit_code) {
@@ -85,40 +122,7 @@ void AddStatusCommand(CLI::App& app, int& exit_code) {
       exit_code = exit_code::kDone;
       return;
     }
-    std::printf("job %s: %zu of %d ranks held, %zu spare%s waiting; newest agreed epoch %llu\n", job->job.name.c_str(),
-                view->members.size(), nodes, view->spares.size(), view->spares.size() == 1 ? "" : "s",
-                static_cast<unsigned long long>(view->epoch));
-    for (int rank = 0; rank < nodes; ++rank) {
-      const auto m = view->members.find(rank);
-      if (m == view->members.end()) {
-        std::printf("  rank %d  free\n", rank);
-      } else {
-        std::printf("  rank %d  %s  host=%s pid=%lld\n", rank, m->second.advertise.c_str(), m->second.host.c_str(),
-                    static_cast<long long>(m->second.pid));
-      }
-    }
-    for (const auto& [lease, m] : view->spares) {
-      std::printf("  spare   %s  host=%s pid=%lld\n", m.advertise.c_str(), m.host.c_str(),
-                  static_cast<long long>(m.pid));
-    }
-    for (const auto& [epoch, joined] : view->joins) {
-      if (epoch <= view->epoch) continue;  // agreed and started already
-      std::printf("  epoch %llu: %zu of %d joined\n", static_cast<unsigned long long>(epoch), joined.size(), nodes);
-      for (const auto& [rank, record] : joined)
-        std::printf("    rank %d good steps %s\n", rank, Steps(record.steps).c_str());
-    }
-    for (const auto& [epoch, s] : view->stops) {
-      std::printf("  epoch %llu stopped by rank %d: %s\n", static_cast<unsigned long long>(epoch), s.rank,
-                  s.why.c_str());
-    }
-    for (const auto& [epoch, ranks] : view->done) {
-      std::printf("  epoch %llu: finished on rank %s\n", static_cast<unsigned long long>(epoch), Csv(ranks).c_str());
-    }
-    for (const auto& [epoch, ranks] : view->shrinks) {
-      std::printf("  epoch %llu: shrunk to %zu of %d nodes (ranks %s)\n", static_cast<unsigned long long>(epoch),
-                  ranks.size(), nodes, Csv(ranks).c_str());
-    }
-    for (const auto& key : view->unreadable) std::printf("  unreadable: %s\n", key.c_str());
+    PrintGroup(*view, job->job.name, nodes);
     exit_code = exit_code::kDone;
   });
 }
