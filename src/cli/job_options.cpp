@@ -19,6 +19,58 @@ Error FlagError(const std::string& flag, const std::string& message) {
   return Error{"command line: " + flag + ": " + message};
 }
 
+// --grace, --on-notice, --checkpoint-signal, --signal-target.
+Status ApplySignalOverrides(const JobOptions& o, config::SignalsSection& signals) {
+  if (o.grace) {
+    auto d = ParseDuration(*o.grace);
+    if (!d) return FlagError("--grace", d.error().message);
+    signals.grace = *d;
+  }
+  if (o.on_notice) {
+    auto s = config::ParseSignal(*o.on_notice);
+    if (!s) return FlagError("--on-notice", s.error().message);
+    signals.on_notice = *s;
+  }
+  if (o.checkpoint_signal) {
+    auto s = config::ParseSignal(*o.checkpoint_signal);
+    if (!s) return FlagError("--checkpoint-signal", s.error().message);
+    signals.checkpoint = *s;
+  }
+  if (o.target) {
+    static const std::map<std::string, config::SignalTarget> targets{{"auto", config::SignalTarget::kAuto},
+                                                                     {"group", config::SignalTarget::kGroup},
+                                                                     {"main", config::SignalTarget::kMain},
+                                                                     {"workers", config::SignalTarget::kWorkers}};
+    const auto it = targets.find(*o.target);
+    if (it == targets.end()) return FlagError("--signal-target", "expected auto, group, main or workers");
+    signals.target = it->second;
+  }
+  return Ok{};
+}
+
+// --provider, --endpoint, --poll-interval.
+Status ApplyProviderOverrides(const JobOptions& o, config::ProviderSection& provider) {
+  if (o.provider) {
+    static const std::map<std::string, config::ProviderKind> kinds{
+        {"auto", config::ProviderKind::kAuto},       {"aws", config::ProviderKind::kAws},
+        {"gcp", config::ProviderKind::kGcp},         {"azure", config::ProviderKind::kAzure},
+        {"alibaba", config::ProviderKind::kAlibaba}, {"file", config::ProviderKind::kFile},
+        {"none", config::ProviderKind::kNone}};
+    const auto it = kinds.find(*o.provider);
+    if (it == kinds.end())
+      return FlagError("--provider",
+                       "'" + *o.provider + "' is not one of auto | aws | gcp | azure | alibaba | file | none");
+    provider.kind = it->second;
+  }
+  if (o.endpoint) provider.endpoint = *o.endpoint;
+  if (o.poll_interval) {
+    auto d = ParseDuration(*o.poll_interval);
+    if (!d) return FlagError("--poll-interval", d.error().message);
+    provider.poll_interval = *d;
+  }
+  return Ok{};
+}
+
 // Applies the flags that were given over `job`.
 Status ApplyOverrides(const JobOptions& o, config::JobConfig& job) {
   if (o.name) job.job.name = *o.name;
@@ -36,48 +88,8 @@ Status ApplyOverrides(const JobOptions& o, config::JobConfig& job) {
     if (eq == std::string::npos || eq == 0) return FlagError("--env", "'" + kv + "' is not NAME=value");
     job.job.env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  if (o.grace) {
-    auto d = ParseDuration(*o.grace);
-    if (!d) return FlagError("--grace", d.error().message);
-    job.signals.grace = *d;
-  }
-  if (o.on_notice) {
-    auto s = config::ParseSignal(*o.on_notice);
-    if (!s) return FlagError("--on-notice", s.error().message);
-    job.signals.on_notice = *s;
-  }
-  if (o.checkpoint_signal) {
-    auto s = config::ParseSignal(*o.checkpoint_signal);
-    if (!s) return FlagError("--checkpoint-signal", s.error().message);
-    job.signals.checkpoint = *s;
-  }
-  if (o.target) {
-    static const std::map<std::string, config::SignalTarget> targets{{"auto", config::SignalTarget::kAuto},
-                                                                     {"group", config::SignalTarget::kGroup},
-                                                                     {"main", config::SignalTarget::kMain},
-                                                                     {"workers", config::SignalTarget::kWorkers}};
-    const auto it = targets.find(*o.target);
-    if (it == targets.end()) return FlagError("--signal-target", "expected auto, group, main or workers");
-    job.signals.target = it->second;
-  }
-  if (o.provider) {
-    static const std::map<std::string, config::ProviderKind> kinds{
-        {"auto", config::ProviderKind::kAuto},       {"aws", config::ProviderKind::kAws},
-        {"gcp", config::ProviderKind::kGcp},         {"azure", config::ProviderKind::kAzure},
-        {"alibaba", config::ProviderKind::kAlibaba}, {"file", config::ProviderKind::kFile},
-        {"none", config::ProviderKind::kNone}};
-    const auto it = kinds.find(*o.provider);
-    if (it == kinds.end())
-      return FlagError("--provider",
-                       "'" + *o.provider + "' is not one of auto | aws | gcp | azure | alibaba | file | none");
-    job.provider.kind = it->second;
-  }
-  if (o.endpoint) job.provider.endpoint = *o.endpoint;
-  if (o.poll_interval) {
-    auto d = ParseDuration(*o.poll_interval);
-    if (!d) return FlagError("--poll-interval", d.error().message);
-    job.provider.poll_interval = *d;
-  }
+  if (Status st = ApplySignalOverrides(o, job.signals); !st) return st;
+  if (Status st = ApplyProviderOverrides(o, job.provider); !st) return st;
   if (o.validate) {
     if (*o.validate == "structure") job.checkpoints.validate = config::ValidateLevel::kStructure;
     else if (*o.validate == "format") job.checkpoints.validate = config::ValidateLevel::kFormat;
