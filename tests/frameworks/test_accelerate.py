@@ -72,7 +72,8 @@ def job_text(name: str, endpoint: str, trainer_args: Sequence[str], hf_home: Pat
         "  resume_after: 200ms",
         "signals: {on_notice: SIGTERM, checkpoint: SIGUSR1, grace: 100s}",
         'checkpoints: {dir: ./ckpt, pattern: "step-{step}", validate: full, keep: 0}',
-        "restart: {max_restarts: 8, backoff: {initial: 100ms, max: 1s, jitter: 0}}",
+        # Up to 6 kills on purpose (the kill test's tries): more than crash_loop's default 5.
+        "restart: {max_restarts: 8, crash_loop: {failures: 8, window: 10m}, backoff: {initial: 100ms, max: 1s, jitter: 0}}",
         "telemetry: {state_dir: ./state, log_format: text}",
     ]) + "\n"
 
@@ -170,7 +171,6 @@ class Accelerate(E2ECase):
             # Made by this attempt (one that a kill left is older, and is replaced).
             wait_until(self, lambda: temp.exists() and temp.stat().st_mtime > killed_at, 60, poll=0.001)
             time.sleep(rng.uniform(0.0, 0.15))
-            killed_at = time.time()
             victims = tree(int(start["pid"]))
             for pid in victims:
                 try:
@@ -178,6 +178,10 @@ class Accelerate(E2ECase):
                 except ProcessLookupError:
                     pass
             ended = sv.wait_event("attempt_ended", 60, lambda e: e.get("attempt") == str(attempt))
+            # Taken once every victim is gone: a rank still writing into the temp directory
+            # between our SIGKILLs made it look newer than a time taken before them, and the
+            # next attempt was killed at its start for a save it had not begun.
+            killed_at = time.time()
             self.assertNotEqual(ended["outcome"], "preempted", ended)
             attempt += 1
             nxt = sv.wait_event("trainer_started", 60, lambda e: e.get("attempt") == str(attempt))
