@@ -1,7 +1,6 @@
 // The /proc walk to a launcher's workers; see launcher.hpp.
 #include "spotvisor/process/launcher.hpp"
 
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
