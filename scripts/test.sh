@@ -120,9 +120,11 @@ set_up() {
   if [[ -x tests/npm/setup.sh ]]; then tests/npm/setup.sh; fi
   # PyTorch 2.x and the frameworks from PyPI (pinned, cached outside the clone), beside
   # Debian's torch 1.13: the launcher and format suites run on both; DeepSpeed (an sdist)
-  # in an environment of its own, layered on that one. Both print their python last.
+  # and moto's S3 server (for the tests' rclone S3 remote) in environments of their own,
+  # layered on that one. Each prints its python last.
   scripts/python-env.sh | tail -n 1 >build/.torch2-python
-  scripts/deepspeed-env.sh | tail -n 1 >build/.deepspeed-python
+  scripts/layered-env.sh deepspeed-env | tail -n 1 >build/.deepspeed-python
+  scripts/layered-env.sh s3-env | tail -n 1 >build/.s3-python
 }
 
 layout() {
@@ -136,7 +138,8 @@ build() {
   set -e
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" \
     -DSPOTVISOR_WERROR=ON -DSPOTVISOR_TORCH2_PYTHON="$torch2_python" \
-    -DSPOTVISOR_DEEPSPEED_PYTHON="$deepspeed_python" -DSPOTVISOR_TEST_TIMEOUT_SCALE="$scale" >/dev/null
+    -DSPOTVISOR_DEEPSPEED_PYTHON="$deepspeed_python" -DSPOTVISOR_S3_PYTHON="$s3_python" \
+    -DSPOTVISOR_TEST_TIMEOUT_SCALE="$scale" >/dev/null
   ninja -C build -j "$jobs"
 }
 
@@ -284,6 +287,7 @@ if ! stage "setup" set_up; then
 fi
 torch2_python="$(cat build/.torch2-python)"
 deepspeed_python="$(cat build/.deepspeed-python)"
+s3_python="$(cat build/.s3-python)"
 
 if [[ $selected -eq 0 || $quick -eq 1 ]]; then
   stage "layout (.clang-format; rooms: no include from a room above)" layout || true

@@ -19,11 +19,11 @@ under the real spotvisor with the mock AWS metadata server.
   is not whole (DeepSpeed's rank 0 writes `latest` without waiting for rank 1's shard, so
   `latest` alone does not prove a save finished).
 
-The trainers run with SPOTVISOR_DEEPSPEED_PYTHON (scripts/deepspeed-env.sh; ctest passes
-it). DeepSpeed compiles its CPU shared-memory op on first use (about two minutes, cached in
+The trainers run with SPOTVISOR_DEEPSPEED_PYTHON (scripts/layered-env.sh deepspeed-env; ctest
+passes it). DeepSpeed compiles its CPU shared-memory op on first use (about two minutes, cached in
 ~/.cache/torch_extensions): setUpClass does that once, so no notice lands in it.
 
-Run: SPOTVISOR_BINARY=build/spotvisor SPOTVISOR_DEEPSPEED_PYTHON="$(scripts/deepspeed-env.sh | tail -n 1)" \
+Run: SPOTVISOR_BINARY=build/spotvisor SPOTVISOR_DEEPSPEED_PYTHON="$(scripts/layered-env.sh deepspeed-env | tail -n 1)" \
      python3 -m unittest -v tests.frameworks.test_deepspeed
 """
 
@@ -128,7 +128,7 @@ class DeepSpeed(E2ECase):
     def setUpClass(cls) -> None:
         super().setUpClass()
         if not PYTHON:
-            raise unittest.SkipTest("set SPOTVISOR_DEEPSPEED_PYTHON (scripts/deepspeed-env.sh; ctest does)")
+            raise unittest.SkipTest("set SPOTVISOR_DEEPSPEED_PYTHON (scripts/layered-env.sh deepspeed-env; ctest does)")
         if not os.access(DEEPSPEED, os.X_OK):
             raise AssertionError(f"no deepspeed console script beside {PYTHON}")
         # DeepSpeed's CPU accelerator compiles its shared-memory op the first time a process
