@@ -221,6 +221,8 @@ std::string ToYaml(const JobConfig& c) {
   y << YAML::Key << "mirror" << YAML::Value << YAML::BeginMap;
   Optional(y, "path", "checkpoints.mirror.path", OptPath(k.mirror.path));
   y << YAML::Key << "command" << YAML::Value << YAML::Flow << k.mirror.command;
+  Optional(y, "remote", "checkpoints.mirror.remote", k.mirror.remote.value_or(""));
+  y << YAML::Key << "rclone_flags" << YAML::Value << YAML::Flow << k.mirror.rclone_flags;
   y << YAML::Key << "keep" << YAML::Value << k.mirror.keep;
   y << YAML::Key << "restore_command" << YAML::Value << YAML::Flow << k.mirror.restore_command;
   y << YAML::Key << "prune_command" << YAML::Value << YAML::Flow << k.mirror.prune_command;

@@ -241,6 +241,29 @@ Status CheckPlaceholders(const JobConfig& job) {
   return Ok{};
 }
 
+// One place to mirror to, and a remote rclone can parse (`name:path`).
+Status CheckMirror(const JobConfig& job) {
+  const auto& m = job.checkpoints.mirror;
+  const int forms = (m.path ? 1 : 0) + (m.command.empty() ? 0 : 1) + (m.remote ? 1 : 0);
+  if (forms > 1) {
+    return Error{Where(job, "checkpoints.mirror") + "set one of path, command and remote (" + std::to_string(forms) +
+                 " are set)"};
+  }
+  if (forms == 1 && !job.checkpoints.dir) {
+    return Error{Where(job, "checkpoints.mirror") + "set checkpoints.dir too: the mirror copies what is saved there"};
+  }
+  if (m.remote && (m.remote->find(':') == std::string::npos || m.remote->front() == '-')) {
+    return Error{Where(job, "checkpoints.mirror.remote") + "'" + *m.remote +
+                 "' is not an rclone remote: write remote:bucket/prefix (e.g. s3:my-bucket/jobs), "
+                 "with the remote set up in rclone's config or RCLONE_CONFIG_* variables"};
+  }
+  if (!m.rclone_flags.empty() && !m.remote) {
+    return Error{Where(job, "checkpoints.mirror.rclone_flags") + "only the remote form runs rclone itself: set "
+                 "checkpoints.mirror.remote"};
+  }
+  return Ok{};
+}
+
 // checkpoints.pattern and .dir, restart.backoff, checkpoints.content against .validate, the
 // signals a trainer must be able to catch.
 Status CheckBounds(const JobConfig& job) {
@@ -280,6 +303,7 @@ Status Finalize(JobConfig& job, bool need_command) {
   if (Status s = CheckCoordination(job); !s) return s;
   if (Status s = CheckPlaceholders(job); !s) return s;
   if (Status s = CheckBounds(job); !s) return s;
+  if (Status s = CheckMirror(job); !s) return s;
   if (Status s = CheckStopContract(job); !s) return s.error();
   ChooseSignalTarget(job.job.command, job.signals);
   ChooseProcesses(job.job.command, job.checkpoints);

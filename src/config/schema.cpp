@@ -158,6 +158,8 @@ class Reader : public NodeReader {
            Map(n, k, {
                {"path", [&](const YAML::Node& n2, const std::string& k2) { v.mirror.path = Path(n2, k2); }},
                {"command", [&](const YAML::Node& n2, const std::string& k2) { v.mirror.command = StringList(n2, k2); }},
+               {"remote", [&](const YAML::Node& n2, const std::string& k2) { v.mirror.remote = String(n2, k2); }},
+               {"rclone_flags", [&](const YAML::Node& n2, const std::string& k2) { v.mirror.rclone_flags = StringList(n2, k2); }},
                {"keep", [&](const YAML::Node& n2, const std::string& k2) { v.mirror.keep = Int(n2, k2, 0, 1000000); }},
                {"restore_command", [&](const YAML::Node& n2, const std::string& k2) { v.mirror.restore_command = StringList(n2, k2); }},
                {"prune_command", [&](const YAML::Node& n2, const std::string& k2) { v.mirror.prune_command = StringList(n2, k2); }},

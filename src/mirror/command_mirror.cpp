@@ -23,7 +23,6 @@ using log::Log;
 using log::LogLevel;
 using log::Quote;
 
-constexpr std::string_view kRestoreStaging = ".spotvisor-mirror-restore";
 
 }  // namespace
 
@@ -88,7 +87,6 @@ Result<UploadResult> CommandMirror::Upload(const MirrorItem& item, const CopyCon
       return UploadResult::kAlreadyThere;
     }
   }
-  if (control.wait_while_paused) control.wait_while_paused();
   if (Status s = Run(job_.checkpoints.mirror.command, Vars(&item), control, "mirror"); !s) return s.error();
   std::lock_guard lock(mutex_);
   auto done = Load();

@@ -1,5 +1,5 @@
-// The mirror observer; see mirror_observer.hpp. Threads: the io thread enqueues and sets
-// the pause; upload threads take the newest queued item; the keeper's thread restores (the
+// The mirror observer; see mirror_observer.hpp. Threads: the io thread enqueues and hears
+// of notices and phases; upload threads take the newest queued item; the keeper's thread restores (the
 // driver's selection thread waits for it, holding the clock's BackgroundWork for the whole
 // selection, restore included). Everything shared is under mutex_.
 #include "spotvisor/mirror/mirror_observer.hpp"
@@ -34,17 +34,29 @@ MirrorObserver::MirrorObserver(const config::JobConfig& job, checkpoint_watch::C
 }
 
 MirrorObserver::~MirrorObserver() {
-  {
-    std::lock_guard lock(mutex_);
-    paused_ = false;
+  const Duration bound = ExitBound();
+  if (!WaitIdle(bound)) {
+    std::string left;
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& r : running_) left += (left.empty() ? "" : ",") + r.item.name;
+    }
+    Log(LogLevel::kError, "event=mirror_abandoned uploading=" + Quote(left) + " after_ms=" + Ms(bound) + " detail=" +
+                              Quote(deadline_ ? "the stop notice's deadline passed before the uploads finished"
+                                              : "uploads did not finish within checkpoints.mirror.timeout"));
   }
-  changed_.notify_all();
-  if (!WaitIdle(job_.checkpoints.mirror.timeout)) {
-    Log(LogLevel::kError, "event=mirror_abandoned detail=\"uploads did not finish within checkpoints.mirror.timeout\"");
-  }
-  stop_.request_stop();
+  stop_.request_stop();  // cancels every upload (their own stop sources follow it)
   changed_.notify_all();
   pool_.join();
+}
+
+// After the exit line: the VM is gone at the notice's deadline, so waiting longer only
+// holds a restart back (the next start uploads what is still not on the mirror).
+Duration MirrorObserver::ExitBound() const {
+  const Duration timeout = job_.checkpoints.mirror.timeout;
+  if (!deadline_ || !clock_) return timeout;
+  const auto left = std::chrono::duration_cast<Duration>(*deadline_ - clock_->WallNow());
+  return std::clamp(left, Duration::zero(), timeout);
 }
 
 void MirrorObserver::OnStart(supervisor::RunControl& control) {
@@ -72,7 +84,7 @@ void MirrorObserver::Restore() {
   // Validated for the selection that follows, which then does not read it again.
   const auto local = keeper_->NewestGood(/*for_selection=*/true);
   const std::optional<std::uint64_t> local_step = local ? std::optional<std::uint64_t>(local->step) : std::nullopt;
-  auto result = store_->Restore(local_step, Control());
+  auto result = store_->Restore(local_step, Control(stop_));
   if (!result) {
     Log(LogLevel::kError,
         "event=mirror_restore_failed mirror=" + Quote(store_->Describe()) + " error=" + Quote(result.error().message));
@@ -96,19 +108,21 @@ void MirrorObserver::OnSelection(const checkpoint::Selection& selection) {
   }
 }
 
+void MirrorObserver::OnNotice(const preemption::Notice& notice) {
+  if (notice.action != preemption::NoticeAction::kStop) return;
+  std::lock_guard lock(mutex_);
+  deadline_ = notice.deadline;
+  if (!deadline_ && clock_) deadline_ = clock_->WallNow() + job_.provider.default_window;
+}
+
 void MirrorObserver::OnPhase(supervisor::Phase phase) {
-  {
-    std::lock_guard lock(mutex_);
-    paused_ = phase == supervisor::Phase::kStopping;
-    HoldClockLocked();
-  }
-  changed_.notify_all();
+  std::lock_guard lock(mutex_);
+  stopping_ = phase == supervisor::Phase::kStopping;
 }
 
 void MirrorObserver::OnExit(int, const std::string&) {
   {
     std::lock_guard lock(mutex_);
-    paused_ = false;
     ++busy_;
     HoldClockLocked();
   }
@@ -139,6 +153,7 @@ void MirrorObserver::Enqueue(MirrorItem item) {
     if (active_.count(item.name) != 0) return;
     active_.insert(item.name);
     keeper_->MarkUploading(item.name, true);
+    if (stopping_ || deadline_) YieldOlderLocked(item);
     queue_.push_back(std::move(item));
     ++busy_;
     HoldClockLocked();
@@ -146,9 +161,28 @@ void MirrorObserver::Enqueue(MirrorItem item) {
   asio::post(pool_, [this] { Work(); });
 }
 
+// The checkpoint saved for a notice is the one a new VM resumes from: when every slot is
+// taken, the oldest upload of an older checkpoint is cancelled so that it starts now.
+void MirrorObserver::YieldOlderLocked(const MirrorItem& newer) {
+  const auto slots = static_cast<std::size_t>(std::max(1, job_.checkpoints.mirror.concurrency));
+  std::size_t taken = 0;
+  Running* oldest = nullptr;
+  for (auto& r : running_) {
+    if (r.stop->stop_requested()) continue;  // giving way already
+    ++taken;
+    if (r.item.step < newer.step && (!oldest || r.item.step < oldest->item.step)) oldest = &r;
+  }
+  if (taken < slots || !oldest) return;
+  oldest->stop->request_stop();
+  Log(LogLevel::kWarning, "event=mirror_yielded name=" + Quote(oldest->item.name) +
+                              " step=" + std::to_string(oldest->item.step) + " to=" + Quote(newer.name) +
+                              " to_step=" + std::to_string(newer.step));
+}
+
 void MirrorObserver::Work() {
   std::optional<MirrorItem> item;
   std::vector<MirrorItem> superseded;
+  auto own = std::make_shared<std::stop_source>();
   {
     std::lock_guard lock(mutex_);
     if (!queue_.empty()) {
@@ -159,13 +193,19 @@ void MirrorObserver::Work() {
       queue_.erase(newest);
       for (auto& old : queue_) superseded.push_back(std::move(old));
       queue_.clear();
+      running_.push_back(Running{*item, own});
     }
   }
   for (const auto& old : superseded) {
     Log(LogLevel::kInfo, "event=mirror_superseded name=" + Quote(old.name) + " by=" + Quote(item->name));
   }
-  if (item && !stop_.stop_requested()) Upload(*item);
+  if (item && !stop_.stop_requested()) {
+    // Cancelled with the observer, or alone when it gives way.
+    std::stop_callback follow(stop_.get_token(), [&own] { own->request_stop(); });
+    Upload(*item, *own);
+  }
   std::lock_guard lock(mutex_);
+  std::erase_if(running_, [&](const Running& r) { return r.stop == own; });
   if (item) active_.erase(item->name);
   for (const auto& old : superseded) active_.erase(old.name);
   if (item) keeper_->MarkUploading(item->name, false);
@@ -177,9 +217,10 @@ void MirrorObserver::Work() {
   changed_.notify_all();
 }
 
-void MirrorObserver::Upload(const MirrorItem& item) {
+void MirrorObserver::Upload(const MirrorItem& item, const std::stop_source& own) {
   const auto started = clock_->Now();
-  auto result = store_->Upload(item, Control());
+  auto result = store_->Upload(item, Control(own));
+  if (!result && own.stop_requested()) return;  // gave way, or the observer ends: said so there
   if (!result) {
     Log(LogLevel::kError, "event=mirror_failed name=" + Quote(item.name) + " mirror=" + Quote(store_->Describe()) +
                               " error=" + Quote(result.error().message));
@@ -192,7 +233,7 @@ void MirrorObserver::Upload(const MirrorItem& item) {
   keeper_->MarkDurable(item.step);
   if (uploaded_) uploaded_(item.name);
   const int keep = Keep();
-  if (keep > 0 && job_.checkpoints.mirror.path == std::nullopt && job_.checkpoints.mirror.prune_command.empty()) {
+  if (keep > 0 && !job_.checkpoints.mirror.command.empty() && job_.checkpoints.mirror.prune_command.empty()) {
     std::lock_guard lock(mutex_);
     if (!warned_prune_) {
       warned_prune_ = true;
@@ -211,24 +252,18 @@ void MirrorObserver::Upload(const MirrorItem& item) {
     Log(LogLevel::kInfo, "event=mirror_pruned name=" + Quote(name) + " keep=" + std::to_string(keep));
 }
 
-CopyControl MirrorObserver::Control() {
+CopyControl MirrorObserver::Control(const std::stop_source& own) {
   CopyControl c;
   c.limiter = limiter_ ? &*limiter_ : nullptr;
-  c.stop = stop_.get_token();
-  c.wait_while_paused = [this] {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [this] { return !paused_ || stop_.stop_requested(); });
-  };
+  c.stop = own.get_token();
   return c;
 }
 
 // A virtual clock must not jump to the next timer while an upload copies (nor move while it
-// logs what it did); a paused upload lets it move, since what lifts the pause (the end of a
-// stop) waits on timers. Tokens are taken on the io thread only (Enqueue from the feed or a
-// selection, OnPhase, OnExit) or while one is held (Enqueue from OnExit's task); any thread
-// releases.
+// logs what it did). Tokens are taken on the io thread only (Enqueue from the feed or a
+// selection, OnExit) or while one is held (Enqueue from OnExit's task); any thread releases.
 void MirrorObserver::HoldClockLocked() {
-  if (busy_ == 0 || paused_) {
+  if (busy_ == 0) {
     holding_.reset();
   } else if (!holding_ && clock_) {
     holding_ = clock_->BackgroundWork();

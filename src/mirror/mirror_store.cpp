@@ -6,6 +6,7 @@
 #include "spotvisor/log/log.hpp"
 #include "spotvisor/mirror/command_mirror.hpp"
 #include "spotvisor/mirror/path_mirror.hpp"
+#include "spotvisor/mirror/remote_mirror.hpp"
 
 namespace spotvisor::mirror {
 namespace {
@@ -20,11 +21,10 @@ using log::Quote;
 std::unique_ptr<MirrorStore> MakeMirrorStore(const config::JobConfig& job, process::ChildTable& children) {
   const auto& m = job.checkpoints.mirror;
   if (!job.checkpoints.dir) return nullptr;
-  if (m.path) {
-    auto pattern = config::NamePattern::Parse(job.checkpoints.pattern);
-    if (!pattern) return nullptr;  // Finalize has already refused such a pattern
-    return std::make_unique<PathMirror>(job, std::move(*pattern));
-  }
+  auto pattern = config::NamePattern::Parse(job.checkpoints.pattern);
+  if (!pattern) return nullptr;  // Finalize has already refused such a pattern
+  if (m.path) return std::make_unique<PathMirror>(job, std::move(*pattern));
+  if (m.remote) return std::make_unique<RemoteMirror>(job, std::move(*pattern), children);
   if (!m.command.empty()) return std::make_unique<CommandMirror>(job, children);
   return nullptr;
 }

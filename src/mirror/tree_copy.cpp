@@ -57,7 +57,6 @@ Status CopyFile(const fs::path& from, const fs::path& to, mode_t mode, const Cop
   Hasher h;
   std::vector<char> buf(kChunk);
   for (;;) {
-    if (control.wait_while_paused) control.wait_while_paused();
     if (control.stop.stop_requested()) return Error{"cancelled while copying " + from.string()};
     const ssize_t n = ::read(in.get(), buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;

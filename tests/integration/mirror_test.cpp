@@ -170,6 +170,41 @@ TEST(Mirror, RcloneCommandWithALocalRemote) {
   EXPECT_LE(Entries(dir / "remote" / "m", "ckpt_step"), 2);
 }
 
+// The object-store form (checkpoints.mirror.remote): spotvisor runs rclone itself (here
+// with a local remote; tests/e2e/test_durable.py runs it against an S3 server). Each
+// checkpoint gets its marker after its last byte; retention deletes marker and checkpoint;
+// a new machine restores the newest marked one. A copy without its marker (an upload cut
+// short, here one of a later step) is never restored.
+TEST(Mirror, RemoteMirrorMarksWhatIsWholeAndRestoresOnlyThat) {
+  if (std::system("rclone version > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "rclone is not installed (apt-get install rclone)";
+  TempDir dir;
+  const auto bucket = dir / "remote" / "jobs";
+  const std::string mirror = "  mirror:\n    keep: 2\n    remote: \":local:" + bucket.string() +
+                             "\"\n    rclone_flags: [\"--config\", \"/dev/null\"]\n    timeout: 60s\n";
+  const std::string expected = Reference(dir);
+  WriteFile(dir / "a.yaml", Job("a", mirror));
+  auto a = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "a.yaml").string()}, dir / "a-out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return Entries(bucket / ".spotvisor-complete", "ckpt_step") > 0; }, 30s))
+      << ReadFile(dir / "a-out.txt");
+  kill(a.pid, SIGTERM);
+  ASSERT_EQ(WaitExit(a.pid, 60s), 75) << ReadFile(dir / "a-out.txt");
+  EXPECT_LE(Entries(bucket / ".spotvisor-complete", "ckpt_step"), 2) << ReadFile(dir / "a-out.txt");
+  // Every marker has its checkpoint, and retention left no checkpoint without a marker.
+  EXPECT_EQ(Entries(bucket, "ckpt_step"), Entries(bucket / ".spotvisor-complete", "ckpt_step"))
+      << ReadFile(dir / "a-out.txt");
+  // A later step whose upload was cut short: its bytes are there, its marker is not.
+  std::filesystem::copy(dir / "a-ckpt" / "ckpt_step10", bucket / "ckpt_step79", std::filesystem::copy_options::recursive);
+
+  WriteFile(dir / "b.yaml", Job("b", mirror));
+  std::string out;
+  ASSERT_EQ(testing::RunSpotvisor({"run", "--config", (dir / "b.yaml").string()}, &out, 60s), 0) << out;
+  EXPECT_NE(out.find("event=mirror_restored"), std::string::npos) << out;
+  EXPECT_EQ(out.find("ckpt_step79"), std::string::npos) << "restored a copy without its marker\n" << out;
+  EXPECT_NE(out.find("[trainer] resumed from=" + (dir / "b-ckpt").string()), std::string::npos) << out;
+  EXPECT_EQ(ReadFile(dir / "b-result"), expected) << out;
+}
+
 // checkpoints.mirror.concurrency bounds the uploads in flight: with a slow command mirror
 // (each upload 2.5 s; the first one starts at the first checkpoint scan, the last one at
 // the trainer's exit) exactly that many run at once, never more, and the last checkpoint

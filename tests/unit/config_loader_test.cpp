@@ -298,6 +298,29 @@ TEST(ConfigLoader, BackoffBoundsMustRelate) {
       << job.error().message;
 }
 
+// checkpoints.mirror: one form at a time, a remote rclone can parse, flags only for it.
+TEST(ConfigLoader, MirrorMistakesNameTheKey) {
+  TempDir dir;
+  const std::string head = "job:\n  command: [\"/bin/true\"]\ncheckpoints:\n  dir: ./ckpt\n  mirror:\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {"    path: /mnt/b\n    remote: \"s3:b/j\"\n", "checkpoints.mirror: set one of path, command and remote (2 are set)"},
+      {"    remote: my-bucket/jobs\n", "checkpoints.mirror.remote: 'my-bucket/jobs' is not an rclone remote"},
+      {"    path: /mnt/b\n    rclone_flags: [\"-v\"]\n", "checkpoints.mirror.rclone_flags: only the remote form"},
+  };
+  for (const auto& [yaml, want] : cases) {
+    auto job = Load(dir, head + yaml);
+    ASSERT_FALSE(job) << yaml;
+    EXPECT_NE(job.error().message.find(want), std::string::npos) << job.error().message;
+  }
+  auto ok = Load(dir, head + "    remote: \"s3:my-bucket/jobs\"\n    rclone_flags: [\"--fast-list\"]\n");
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->checkpoints.mirror.remote, "s3:my-bucket/jobs");
+  EXPECT_EQ(ok->checkpoints.mirror.rclone_flags, std::vector<std::string>{"--fast-list"});
+  auto no_dir = Load(dir, "job:\n  command: [\"/bin/true\"]\ncheckpoints:\n  mirror:\n    remote: \"s3:b\"\n");
+  ASSERT_FALSE(no_dir);
+  EXPECT_NE(no_dir.error().message.find("set checkpoints.dir too"), std::string::npos) << no_dir.error().message;
+}
+
 // coordination: a multi-node job (issue 14); its templates work anywhere in the command.
 TEST(ConfigLoader, CoordinationReadsItsKeysAndFillsTheAdvertisedAddress) {
   TempDir dir;

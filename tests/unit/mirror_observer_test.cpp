@@ -1,10 +1,13 @@
 // The mirror observer in-process, in virtual time (FakeRunControl), with a path mirror in a
 // temp dir: an upload's bandwidth cap costs exactly its virtual time; the clock stands still
-// while a copy runs (its BackgroundWork), so no timer fires in the middle of one; a paused
-// upload (a stop in progress) lets time move, since what ends the stop runs on timers.
+// while a copy runs (its BackgroundWork), so no timer fires in the middle of one; uploads go
+// on during a stop. With a command mirror whose upload of one checkpoint blocks (reading a
+// FIFO nobody writes): the notice's checkpoint makes an older upload give way, and at exit
+// what is left is bounded by the notice's deadline.
 #include "spotvisor/mirror/mirror_observer.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "spotvisor/checkpoint_watch/checkpoint_watcher.hpp"
 #include "spotvisor/checkpoint_watch/dir_keeper.hpp"
@@ -91,18 +94,87 @@ TEST_F(MirrorInVirtualTime, NoTimerFiresWhileACopyRuns) {
   EXPECT_EQ(run_->clock_.elapsed(), 1s);
 }
 
-TEST_F(MirrorInVirtualTime, APausedUploadLetsTimeMoveAndResumesAfterTheStop) {
+TEST_F(MirrorInVirtualTime, UploadsGoOnDuringAStop) {
   auto& mirror = Start();
   mirror.OnPhase(supervisor::Phase::kStopping);
   mirror.OnSelection(Chosen());
-  run_->RunFor(90s);  // the grace of a stop: not held up by the waiting upload
-  EXPECT_EQ(run_->clock_.elapsed(), 90s);
-  EXPECT_FALSE(Mirrored());
-  mirror.OnPhase(supervisor::Phase::kBackoff);
-  run_->RunFor(0ms);  // held again: returns once the upload is done
+  run_->RunFor(0ms);  // held: returns once the upload is done
   EXPECT_TRUE(Mirrored());
-  EXPECT_EQ(run_->clock_.elapsed(), 90s);
+  EXPECT_EQ(run_->clock_.elapsed(), 0ms);
   EXPECT_TRUE(mirror.WaitIdle(0ms));
+}
+
+// A command mirror whose upload of checkpoint-100 says it started, then blocks until it is
+// cancelled; every other checkpoint is copied into dir_/mirror.
+class MirrorWithABlockedUpload : public MirrorInVirtualTime {
+ protected:
+  MirrorWithABlockedUpload() {
+    job_.checkpoints.mirror.path.reset();
+    job_.job.workdir = dir_.path();
+    const fs::path fifo = dir_ / "never-written";
+    EXPECT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    job_.checkpoints.mirror.command = {
+        "/bin/sh", "-c",
+        "if [ {step} = 100 ]; then : > " + (dir_ / "started-100").string() + "; cat " + fifo.string() +
+            "; fi; cp -r {checkpoint} " + (dir_ / "mirror").string() + "/"};
+    fs::create_directories(*job_.checkpoints.dir / "checkpoint-200");
+    testing::WriteFile(*job_.checkpoints.dir / "checkpoint-200" / "weights.bin", std::string(kCheckpointBytes, 'w'));
+  }
+
+  checkpoint::Selection Chosen200() const {
+    checkpoint::Selection s;
+    s.chosen = checkpoint::ResumePoint{*job_.checkpoints.dir / "checkpoint-200", 200};
+    return s;
+  }
+
+  preemption::Notice StopNotice(Duration in) const {
+    preemption::Notice n;
+    n.provider = "file";
+    n.kind = "file";
+    n.deadline = run_->clock_.WallNow() + in;
+    return n;
+  }
+};
+
+TEST_F(MirrorWithABlockedUpload, TheNoticesCheckpointDoesNotWaitForAnOlderUpload) {
+  testing::LogCapture log;
+  auto& mirror = Start();
+  mirror.OnSelection(Chosen());  // checkpoint-100: blocks
+  ASSERT_TRUE(testing::WaitUntil([&] { return fs::exists(dir_ / "started-100"); })) << log.Joined();
+  mirror.OnNotice(StopNotice(120s));
+  mirror.OnPhase(supervisor::Phase::kStopping);
+  mirror.OnSelection(Chosen200());  // the notice's checkpoint: the one slot is taken by 100
+  EXPECT_TRUE(mirror.WaitIdle(30s)) << log.Joined();
+  EXPECT_TRUE(fs::exists(dir_ / "mirror" / "checkpoint-200"));
+  EXPECT_FALSE(fs::exists(dir_ / "mirror" / "checkpoint-100"));
+  EXPECT_EQ(log.Count("event=mirror_yielded name=checkpoint-100 step=100 to=checkpoint-200 to_step=200"), 1)
+      << log.Joined();
+  EXPECT_EQ(log.Count("event=mirrored name=checkpoint-200"), 1) << log.Joined();
+  EXPECT_EQ(log.Count("event=mirror_failed"), 0) << log.Joined();
+}
+
+TEST_F(MirrorWithABlockedUpload, WithoutANoticeAnOlderUploadIsNotCancelled) {
+  testing::LogCapture log;
+  auto& mirror = Start();
+  mirror.OnSelection(Chosen());
+  ASSERT_TRUE(testing::WaitUntil([&] { return fs::exists(dir_ / "started-100"); })) << log.Joined();
+  mirror.OnSelection(Chosen200());  // waits for the slot
+  EXPECT_FALSE(mirror.WaitIdle(200ms));
+  EXPECT_EQ(log.Count("event=mirror_yielded"), 0) << log.Joined();
+  job_.checkpoints.mirror.timeout = 0ms;  // the destructor gives up at once
+}
+
+TEST_F(MirrorWithABlockedUpload, AtExitWhatIsLeftIsBoundedByTheNoticesDeadline) {
+  job_.checkpoints.mirror.timeout = std::chrono::hours(1);
+  testing::LogCapture log;
+  auto& mirror = Start();
+  mirror.OnNotice(StopNotice(1s));
+  mirror.OnSelection(Chosen());
+  ASSERT_TRUE(testing::WaitUntil([&] { return fs::exists(dir_ / "started-100"); })) << log.Joined();
+  mirror.OnExit(75, "notice");
+  mirror_.reset();  // at most until the deadline (an hour, were it mirror.timeout)
+  EXPECT_EQ(log.Count("event=mirror_abandoned uploading=checkpoint-100"), 1) << log.Joined();
+  EXPECT_EQ(log.Count("deadline passed"), 1) << log.Joined();
 }
 
 // Issue 36: checkpoints that come faster than a slow mirror uploads them supersede each

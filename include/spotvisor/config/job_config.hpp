@@ -87,10 +87,12 @@ enum class ContentCheck { kOff, kFinite };
 struct MirrorSection {
   std::optional<std::filesystem::path> path;  // copy validated checkpoints here
   std::vector<std::string> command;           // or run this (argv, templates)
+  std::optional<std::string> remote;          // or an rclone remote (`s3:bucket/prefix`), markers and all
+  std::vector<std::string> rclone_flags;      // remote form: appended to every rclone call
   int keep = 0;                               // 0 = same as checkpoints.keep
   std::vector<std::string> restore_command;   // command form: fetch the mirror into {restore_dir}
   std::vector<std::string> prune_command;     // command form: delete {name} from the mirror (retention)
-  std::uint64_t bandwidth = 0;                // path form: bytes per second; 0 = unlimited
+  std::uint64_t bandwidth = 0;                // path and remote forms: bytes per second; 0 = unlimited
   int concurrency = 1;                        // uploads (copies or commands) at once
   Duration timeout = std::chrono::hours(1);   // command form: one command's time limit
   bool restore = true;                        // restore from the mirror on start when newer

@@ -3,11 +3,14 @@
 // every checkpoint that validates (new ones from the feed, the one chosen at each
 // selection, the newest one at exit) with at most `mirror.concurrency` uploads at once and
 // `mirror.bandwidth` bytes/s, newest first (a queued older one is superseded). Uploads run
-// on their own threads and pause while a stop is in progress, so they never delay a notice
-// or a stop. At exit, uploads still going get up to `mirror.timeout` to finish (real time:
-// the loop has ended by then). Time is the run's clock (RunControl::clock()): an upload that
-// may run holds its BackgroundWork, so a virtual clock stands still while it copies.
-// While the mirror runs, local retention (the DirKeeper's) keeps what has not reached it.
+// on their own threads, during a stop too: the checkpoint saved for a notice starts as soon
+// as it validates, and while a stop notice or a stop is on, an older upload that holds the
+// last free slot gives way to it (`event=mirror_yielded`). At exit, uploads still going get
+// until the stop notice's deadline (without one: `mirror.timeout`) to finish (real time:
+// the loop has ended by then), then are cancelled. Time is the run's clock
+// (RunControl::clock()): an upload that runs holds its BackgroundWork, so a virtual clock
+// stands still while it copies. While the mirror runs, local retention (the DirKeeper's)
+// keeps what has not reached it.
 #pragma once
 
 #include <boost/asio/thread_pool.hpp>
@@ -20,6 +23,7 @@
 #include <set>
 #include <stop_token>
 #include <string>
+#include <vector>
 
 #include "spotvisor/checkpoint_watch/checkpoint_watcher.hpp"
 #include "spotvisor/mirror/mirror_store.hpp"
@@ -33,11 +37,12 @@ class MirrorObserver final : public supervisor::RunObserver {
   // New good checkpoints come from `watcher`; the restore and the last look at exit run on
   // its DirKeeper (a restore writes into checkpoints.dir). `watcher` must outlive Run.
   MirrorObserver(const config::JobConfig& job, checkpoint_watch::CheckpointWatcher& watcher);
-  ~MirrorObserver() override;  // drains (bounded by mirror.timeout), then cancels and joins
+  ~MirrorObserver() override;  // drains (bounded by the notice's deadline or mirror.timeout), then cancels and joins
 
   void OnStart(supervisor::RunControl& control) override;  // makes the store and the limiter
   void BeforeSelection() override;
   void OnSelection(const checkpoint::Selection& selection) override;
+  void OnNotice(const preemption::Notice& notice) override;
   void OnPhase(supervisor::Phase phase) override;
   void OnExit(int code, const std::string& message) override;
 
@@ -51,10 +56,17 @@ class MirrorObserver final : public supervisor::RunObserver {
 
  private:
   void Restore();  // keeper thread
+  // An upload under way, and how to make it give way.
+  struct Running {
+    MirrorItem item;
+    std::shared_ptr<std::stop_source> stop;
+  };
   void Enqueue(MirrorItem item);
+  void YieldOlderLocked(const MirrorItem& newer);
   void Work();  // upload thread: the newest queued item
-  void Upload(const MirrorItem& item);
-  CopyControl Control();
+  void Upload(const MirrorItem& item, const std::stop_source& own);
+  CopyControl Control(const std::stop_source& own);
+  Duration ExitBound() const;
   int Keep() const;
   void HoldClockLocked();
 
@@ -64,15 +76,17 @@ class MirrorObserver final : public supervisor::RunObserver {
   std::unique_ptr<MirrorStore> store_;                   // path or command; from OnStart on
   std::optional<RateLimiter> limiter_;                   // mirror.bandwidth, shared by uploads; from OnStart on
   std::mutex mutex_;                                     // guards the members below
-  std::condition_variable changed_;                      // pause lifted, or work finished
+  std::condition_variable changed_;                      // work finished
   std::deque<MirrorItem> queue_;                         // waiting, oldest first
   std::set<std::string> active_;                         // names queued or uploading
+  std::vector<Running> running_;                         // uploads under way
   int busy_ = 0;                                         // tasks posted and not finished
-  bool paused_ = false;                                  // a stop is in progress
+  bool stopping_ = false;                                // a stop is in progress
+  std::optional<WallTime> deadline_;                     // the last stop notice's
   bool restore_done_ = false;                            // restore runs before the first selection only
   std::function<void(const std::string&)> uploaded_;     // set before OnStart, then read only
   bool warned_prune_ = false;                            // said once that prune_command is missing
-  std::shared_ptr<void> holding_;                        // the clock's BackgroundWork while busy and not paused
+  std::shared_ptr<void> holding_;                        // the clock's BackgroundWork while busy
   std::stop_source stop_;                                // give up uploads (destructor, after the drain)
   boost::asio::thread_pool pool_;                        // upload threads (declared last: joined first)
 };

@@ -23,6 +23,10 @@ class ChildTable;
 
 namespace spotvisor::mirror {
 
+// Where a restore from an object store or a command gathers what it fetched, inside
+// checkpoints.dir (suffixed with spotvisor's pid; no catalog counts it).
+inline constexpr std::string_view kRestoreStaging = ".spotvisor-mirror-restore";
+
 // One checkpoint to mirror.
 struct MirrorItem {
   std::filesystem::path path;  // the local checkpoint

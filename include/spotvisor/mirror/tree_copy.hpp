@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -23,7 +22,6 @@ inline constexpr std::string_view kTempPrefix = ".spotvisor-mirror-tmp-";
 struct CopyControl {
   RateLimiter* limiter = nullptr;           // null: no cap
   std::stop_token stop;                     // checked between chunks (and ends a command): requested aborts
-  std::function<void()> wait_while_paused;  // called between chunks; may block (a stop is on)
 };
 
 struct CopyStats {
