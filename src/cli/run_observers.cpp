@@ -57,7 +57,8 @@ Result<RunParts> AssembleRun(const config::JobConfig& job) {
     parts.observers.push_back(std::make_unique<health::HeartbeatMonitor>(job));
   }
   mirror::MirrorObserver* mirror = nullptr;
-  if (watcher && (job.checkpoints.mirror.path || job.checkpoints.mirror.remote || !job.checkpoints.mirror.command.empty())) {
+  if (watcher &&
+      (job.checkpoints.mirror.path || job.checkpoints.mirror.remote || !job.checkpoints.mirror.command.empty())) {
     auto owned = std::make_unique<mirror::MirrorObserver>(job, *watcher);
     mirror = owned.get();
     parts.observers.push_back(std::move(owned));

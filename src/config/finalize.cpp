@@ -258,7 +258,8 @@ Status CheckMirror(const JobConfig& job) {
                  "with the remote set up in rclone's config or RCLONE_CONFIG_* variables"};
   }
   if (!m.rclone_flags.empty() && !m.remote) {
-    return Error{Where(job, "checkpoints.mirror.rclone_flags") + "only the remote form runs rclone itself: set "
+    return Error{Where(job, "checkpoints.mirror.rclone_flags") +
+                 "only the remote form runs rclone itself: set "
                  "checkpoints.mirror.remote"};
   }
   return Ok{};

@@ -23,7 +23,6 @@ using log::Log;
 using log::LogLevel;
 using log::Quote;
 
-
 }  // namespace
 
 CommandMirror::CommandMirror(const config::JobConfig& job, process::ChildTable& children)

@@ -6,7 +6,9 @@
 
 #include <boost/asio/post.hpp>
 
+#include "spotvisor/cadence/checkpoint_journal.hpp"
 #include "spotvisor/log/log.hpp"
+#include "spotvisor/preemption/warning_window.hpp"
 
 namespace spotvisor::mirror {
 namespace {
@@ -218,6 +220,7 @@ void MirrorObserver::Work() {
 }
 
 void MirrorObserver::Upload(const MirrorItem& item, const std::stop_source& own) {
+  const auto bytes = TreeBytes(item.path);
   const auto started = clock_->Now();
   auto result = store_->Upload(item, Control(own));
   if (!result && own.stop_requested()) return;  // gave way, or the observer ends: said so there
@@ -229,6 +232,7 @@ void MirrorObserver::Upload(const MirrorItem& item, const std::stop_source& own)
   if (*result == UploadResult::kUploaded) {
     Log(LogLevel::kInfo, "event=mirrored name=" + Quote(item.name) + " step=" + std::to_string(item.step) +
                              " mirror=" + Quote(store_->Describe()) + " ms=" + Ms(clock_->Now() - started));
+    if (bytes) Replan(*bytes, std::chrono::duration_cast<Duration>(clock_->Now() - started));
   }
   keeper_->MarkDurable(item.step);
   if (uploaded_) uploaded_(item.name);
@@ -250,6 +254,38 @@ void MirrorObserver::Upload(const MirrorItem& item, const std::stop_source& own)
   }
   for (const auto& name : *pruned)
     Log(LogLevel::kInfo, "event=mirror_pruned name=" + Quote(name) + " keep=" + std::to_string(keep));
+}
+
+// The save time is the newest measured one (a checkpoint spotvisor asked for: request →
+// good checkpoint); the rate is this upload's.
+void MirrorObserver::Replan(std::uint64_t bytes, Duration took) {
+  if (took <= Duration::zero() || bytes == 0) return;  // nothing measured (a virtual clock, an empty checkpoint)
+  const auto save = LastSaveTime(cadence::ReadCheckpointRecords(job_.telemetry.state_dir));
+  const double rate = static_cast<double>(bytes) / std::chrono::duration<double>(took).count();
+  if (Status s = SaveUploadRate(job_.telemetry.state_dir, rate); !s) {
+    Log(LogLevel::kWarning, "event=upload_rate_unsaved error=" + Quote(s.error().message));
+  }
+  const auto window = preemption::WarningWindow(config::ToString(job_.provider.kind), job_.provider);
+  const DurabilityPlan plan = PlanDurability(window, save, bytes, rate);
+  std::optional<bool> fitted;
+  {
+    std::lock_guard lock(mutex_);
+    if (plan_) fitted = plan_->fits();
+    plan_ = plan;
+  }
+  if (fitted && *fitted == plan.fits()) return;
+  if (plan.fits()) {
+    Log(LogLevel::kInfo, "event=durability_plan fits=true " + plan.Numbers());
+  } else {
+    Log(LogLevel::kWarning,
+        "event=durability_at_risk " + plan.Numbers() + " advice=" + Quote(plan.Advice()) +
+            " detail=\"a checkpoint saved on a notice would not reach the mirror before the provider's deadline\"");
+  }
+}
+
+std::optional<DurabilityPlan> MirrorObserver::Plan() {
+  std::lock_guard lock(mutex_);
+  return plan_;
 }
 
 CopyControl MirrorObserver::Control(const std::stop_source& own) {

@@ -36,10 +36,7 @@ std::string Trimmed(std::string s) {
 }  // namespace
 
 RemoteMirror::RemoteMirror(const config::JobConfig& job, config::NamePattern pattern, process::ChildTable& children)
-    : job_(job),
-      children_(children),
-      remote_(Trimmed(*job.checkpoints.mirror.remote)),
-      pattern_(std::move(pattern)) {}
+    : job_(job), children_(children), remote_(Trimmed(*job.checkpoints.mirror.remote)), pattern_(std::move(pattern)) {}
 
 std::string RemoteMirror::Describe() const { return "remote " + remote_; }
 
@@ -77,7 +74,8 @@ Status RemoteMirror::Rclone(std::vector<std::string> args, const CopyControl& co
   if (!outcome.ok()) {
     std::string said;
     for (std::size_t i = output.size() > 3 ? output.size() - 3 : 0; i < output.size(); ++i) said += " " + output[i];
-    return Error{what + ": rclone " + args.front() + " failed: " + outcome.Describe() + (said.empty() ? "" : ":" + said)};
+    return Error{what + ": rclone " + args.front() + " failed: " + outcome.Describe() +
+                 (said.empty() ? "" : ":" + said)};
   }
   if (lines) *lines = std::move(output);
   return Ok{};
@@ -134,8 +132,9 @@ Status RemoteMirror::WriteMarker(const Marker& marker, const CopyControl& contro
   fs::create_directories(job_.telemetry.state_dir, ec);
   const fs::path local = job_.telemetry.state_dir / ("mirror-marker-" + marker.name + std::string(kMarkerSuffix));
   if (Status s = WriteFileAtomically(local, j.dump() + "\n"); !s) return s;
-  Status s = Rclone({"copyto", local.string(), At(std::string(kCompleteDir) + "/" + marker.name + std::string(kMarkerSuffix))},
-                    control, "writing the marker of " + marker.name);
+  Status s =
+      Rclone({"copyto", local.string(), At(std::string(kCompleteDir) + "/" + marker.name + std::string(kMarkerSuffix))},
+             control, "writing the marker of " + marker.name);
   fs::remove(local, ec);
   return s;
 }
@@ -227,8 +226,8 @@ Status RemoteMirror::Fetch(const Marker& marker, const fs::path& staging, const 
   }
   const auto bytes = TreeBytes(staging / marker.name);
   if (!bytes || *bytes != marker.bytes) {
-    return Error{"fetched " + std::to_string(bytes.value_or(0)) + " bytes of " + At(marker.name) + ", its marker says " +
-                 std::to_string(marker.bytes)};
+    return Error{"fetched " + std::to_string(bytes.value_or(0)) + " bytes of " + At(marker.name) +
+                 ", its marker says " + std::to_string(marker.bytes)};
   }
   return Ok{};
 }
@@ -248,18 +247,19 @@ Result<RestoreResult> RemoteMirror::Restore(std::optional<std::uint64_t> local_s
     auto marker = ReadMarker(candidate.name, control);
     Status fetched = marker ? Fetch(*marker, staging, control) : Status{marker.error()};
     if (!fetched) {
-      Log(LogLevel::kWarning, "event=mirror_restore_skipped name=" + Quote(candidate.name) +
-                                  " error=" + Quote(fetched.error().message));
+      Log(LogLevel::kWarning,
+          "event=mirror_restore_skipped name=" + Quote(candidate.name) + " error=" + Quote(fetched.error().message));
       result.detail += candidate.name + ": " + fetched.error().message + "; ";
       continue;
     }
     // Validated in checkpoints.dir; a bad one is removed there and the next older tried.
-    auto one = RestoreNewestFrom(job_, staging, local_step, [&](const fs::path& from, const std::string& name) -> Status {
-      std::error_code mv;
-      fs::rename(from, local_dir / name, mv);
-      if (mv) return Error{"cannot move " + from.string() + " into " + local_dir.string() + ": " + mv.message()};
-      return SyncDirectory(local_dir);
-    });
+    auto one =
+        RestoreNewestFrom(job_, staging, local_step, [&](const fs::path& from, const std::string& name) -> Status {
+          std::error_code mv;
+          fs::rename(from, local_dir / name, mv);
+          if (mv) return Error{"cannot move " + from.string() + " into " + local_dir.string() + ": " + mv.message()};
+          return SyncDirectory(local_dir);
+        });
     fs::remove_all(staging, ec);
     if (!one) return one.error();
     if (one->restored) return one;

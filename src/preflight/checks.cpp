@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "spotvisor/preemption/warning_window.hpp"
+
 namespace spotvisor::preflight {
 namespace {
 
@@ -47,17 +49,10 @@ CheckLine EvaluateDiskSpace(const std::string& dir, std::uint64_t free_bytes, in
   return line;
 }
 
-Duration WarningWindow(const std::string& provider, const config::ProviderSection& section) {
-  if (provider == "aws") return std::chrono::seconds(120);
-  if (provider == "gcp" || provider == "azure") return std::chrono::seconds(30);
-  if (provider == "alibaba") return std::chrono::minutes(5);
-  return section.default_window;
-}
-
 CheckLine EvaluateWriteSpeed(double rate, const std::optional<SizeEstimate>& size, const std::string& provider,
                              const config::JobConfig& job, const std::string& measured) {
   CheckLine line{"write", CheckStatus::kOk, "write " + FormatRate(rate) + " (" + measured + ")"};
-  const Duration window = WarningWindow(provider, job.provider);
+  const Duration window = preemption::WarningWindow(provider, job.provider);
   const Duration usable = std::max(Duration(0), std::min(window - job.provider.safety_margin, job.signals.grace));
   const double window_s = std::chrono::duration<double>(window).count();
   const double usable_s = std::chrono::duration<double>(usable).count();
@@ -83,13 +78,38 @@ CheckLine EvaluateWriteSpeed(double rate, const std::optional<SizeEstimate>& siz
   return line;
 }
 
-std::string FormatRate(double rate) {
-  static const char* kUnits[] = {"B/s", "KiB/s", "MiB/s", "GiB/s", "TiB/s"};
-  int unit = 0;
-  while (rate >= 1024 && unit < 4) rate /= 1024, ++unit;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, rate < 10 && unit > 0 ? "%.1f %s" : "%.0f %s", rate, kUnits[unit]);
-  return buf;
+CheckLine EvaluateUpload(std::optional<double> rate, const std::string& rate_source,
+                         const std::optional<SizeEstimate>& size, std::optional<Duration> save,
+                         const std::string& provider, const config::JobConfig& job) {
+  CheckLine line{"upload", CheckStatus::kOk, ""};
+  const Duration window = preemption::WarningWindow(provider, job.provider);
+  if (!rate) {
+    line.status = CheckStatus::kWarn;
+    line.text = "no upload rate known yet (the mirror measures one at its first upload): pass --assume-upload-rate";
+    return line;
+  }
+  if (!size || size->bytes == 0) {
+    line.status = CheckStatus::kWarn;
+    line.text =
+        "upload " + FormatRate(*rate) + " (" + rate_source + "); no checkpoint size known: pass --checkpoint-size";
+    return line;
+  }
+  const auto plan = mirror::PlanDurability(window, save, size->bytes, *rate);
+  const double margin_s = std::chrono::duration<double>(plan.margin).count();
+  line.text = "upload " + FormatRate(*rate) + " (" + rate_source + ") → a " + FormatSize(size->bytes) +
+              " checkpoint (" + size->source + ") is durable ≈ " +
+              Seconds1(std::chrono::duration<double>(window - plan.margin).count()) + " after a notice (save " +
+              (save ? Seconds1(std::chrono::duration<double>(*save).count()) : std::string("not measured yet")) +
+              " + upload " + Seconds1(std::chrono::duration<double>(plan.upload).count()) + "); the " + provider +
+              " warning window is " + Seconds1(std::chrono::duration<double>(window).count());
+  if (!plan.fits()) {
+    line.status = CheckStatus::kFail;
+    line.text += ": it does not fit by " + Seconds1(-margin_s) + " — " + plan.Advice();
+  } else if (plan.margin < window / 4) {
+    line.status = CheckStatus::kWarn;
+    line.text += ": it fits with " + Seconds1(margin_s) + " to spare";
+  }
+  return line;
 }
 
 }  // namespace spotvisor::preflight

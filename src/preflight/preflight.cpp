@@ -6,6 +6,7 @@
 
 #include "spotvisor/cadence/checkpoint_journal.hpp"
 #include "spotvisor/checkpoint/catalog.hpp"
+#include "spotvisor/mirror/durability_plan.hpp"
 #include "spotvisor/preflight/probes.hpp"
 
 namespace spotvisor::preflight {
@@ -65,6 +66,15 @@ std::vector<CheckLine> RunPreflight(const config::JobConfig& job, const Prefligh
       lines.push_back(EvaluateWriteSpeed(measured->bytes_per_second, size, provider, job,
                                          FormatSize(measured->bytes) + " written with fsync in " + dir.string()));
     }
+  }
+  const auto& m = job.checkpoints.mirror;
+  if (options.assumed_upload_rate || m.path || m.remote || !m.command.empty()) {
+    const auto measured = options.assumed_upload_rate ? std::nullopt : mirror::LoadUploadRate(job.telemetry.state_dir);
+    const auto rate = options.assumed_upload_rate ? options.assumed_upload_rate : measured;
+    const std::string source =
+        options.assumed_upload_rate ? "assumed, --assume-upload-rate" : "the mirror's last upload";
+    const auto save = mirror::LastSaveTime(cadence::ReadCheckpointRecords(job.telemetry.state_dir));
+    lines.push_back(EvaluateUpload(rate, source, size, save, provider, job));
   }
   if (options.probe_endpoint) lines.push_back(ProbeEndpoint(job, provider));
   lines.push_back(ProbeGpu());

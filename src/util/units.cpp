@@ -130,4 +130,13 @@ std::string FormatSize(std::uint64_t bytes) {
   return buf;
 }
 
+std::string FormatRate(double rate) {
+  static const char* kUnits[] = {"B/s", "KiB/s", "MiB/s", "GiB/s", "TiB/s"};
+  int unit = 0;
+  while (rate >= 1024 && unit < 4) rate /= 1024, ++unit;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, rate < 10 && unit > 0 ? "%.1f %s" : "%.0f %s", rate, kUnits[unit]);
+  return buf;
+}
+
 }  // namespace spotvisor

@@ -194,7 +194,8 @@ TEST(Mirror, RemoteMirrorMarksWhatIsWholeAndRestoresOnlyThat) {
   EXPECT_EQ(Entries(bucket, "ckpt_step"), Entries(bucket / ".spotvisor-complete", "ckpt_step"))
       << ReadFile(dir / "a-out.txt");
   // A later step whose upload was cut short: its bytes are there, its marker is not.
-  std::filesystem::copy(dir / "a-ckpt" / "ckpt_step10", bucket / "ckpt_step79", std::filesystem::copy_options::recursive);
+  std::filesystem::copy(dir / "a-ckpt" / "ckpt_step10", bucket / "ckpt_step79",
+                        std::filesystem::copy_options::recursive);
 
   WriteFile(dir / "b.yaml", Job("b", mirror));
   std::string out;

@@ -303,7 +303,8 @@ TEST(ConfigLoader, MirrorMistakesNameTheKey) {
   TempDir dir;
   const std::string head = "job:\n  command: [\"/bin/true\"]\ncheckpoints:\n  dir: ./ckpt\n  mirror:\n";
   const std::pair<std::string, std::string> cases[] = {
-      {"    path: /mnt/b\n    remote: \"s3:b/j\"\n", "checkpoints.mirror: set one of path, command and remote (2 are set)"},
+      {"    path: /mnt/b\n    remote: \"s3:b/j\"\n",
+       "checkpoints.mirror: set one of path, command and remote (2 are set)"},
       {"    remote: my-bucket/jobs\n", "checkpoints.mirror.remote: 'my-bucket/jobs' is not an rclone remote"},
       {"    path: /mnt/b\n    rclone_flags: [\"-v\"]\n", "checkpoints.mirror.rclone_flags: only the remote form"},
   };

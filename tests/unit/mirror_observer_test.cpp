@@ -82,6 +82,36 @@ TEST_F(MirrorInVirtualTime, TheBandwidthCapCostsExactlyItsVirtualTime) {
   EXPECT_TRUE(mirror.WaitIdle(0ms));
 }
 
+// The planner after each upload: 2500 bytes in 1.5 s is 1667 B/s; the window is
+// provider.default_window (no provider here). 30 s: it fits, said once; 1 s: at risk, with
+// the numbers and the fixes. The rate is kept for preflight.
+TEST_F(MirrorInVirtualTime, ThePlannerSaysWhetherSavePlusUploadFitsTheWindow) {
+  for (const auto& [window, event] : {std::pair{Duration(30s), "event=durability_plan fits=true window_s=30.0 "},
+                                      std::pair{Duration(1s), "event=durability_at_risk window_s=1.0 "}}) {
+    SCOPED_TRACE(event);
+    job_.checkpoints.mirror.bandwidth = 1000;
+    job_.provider.default_window = window;
+    testing::LogCapture log;
+    auto& mirror = Start();
+    mirror.OnSelection(Chosen());
+    run_->RunFor(0ms);
+    EXPECT_EQ(log.Count(event), 1) << log.Joined();
+    EXPECT_EQ(log.Count("save_s=unmeasured upload_s=1.5 "), 1) << log.Joined();
+    ASSERT_TRUE(mirror.Plan());
+    EXPECT_EQ(mirror.Plan()->fits(), window == Duration(30s));
+    if (window == Duration(1s)) {
+      EXPECT_EQ(log.Count("advice=\"needs an upload rate of 2.4 KiB/s (measured 1.6 KiB/s), or a checkpoint of at "
+                          "most 1.6 KiB (this one: 2.4 KiB)"),
+                1)
+          << log.Joined();
+    }
+    ASSERT_TRUE(LoadUploadRate(job_.telemetry.state_dir));
+    EXPECT_NEAR(*LoadUploadRate(job_.telemetry.state_dir), 2500.0 / 1.5, 1.0);
+    mirror_.reset();
+    fs::remove_all(*job_.checkpoints.mirror.path / "checkpoint-100");
+  }
+}
+
 TEST_F(MirrorInVirtualTime, NoTimerFiresWhileACopyRuns) {
   auto& mirror = Start();
   auto timer = run_->clock_.MakeTimer(run_->io());
@@ -113,10 +143,10 @@ class MirrorWithABlockedUpload : public MirrorInVirtualTime {
     job_.job.workdir = dir_.path();
     const fs::path fifo = dir_ / "never-written";
     EXPECT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-    job_.checkpoints.mirror.command = {
-        "/bin/sh", "-c",
-        "if [ {step} = 100 ]; then : > " + (dir_ / "started-100").string() + "; cat " + fifo.string() +
-            "; fi; cp -r {checkpoint} " + (dir_ / "mirror").string() + "/"};
+    job_.checkpoints.mirror.command = {"/bin/sh", "-c",
+                                       "if [ {step} = 100 ]; then : > " + (dir_ / "started-100").string() + "; cat " +
+                                           fifo.string() + "; fi; cp -r {checkpoint} " + (dir_ / "mirror").string() +
+                                           "/"};
     fs::create_directories(*job_.checkpoints.dir / "checkpoint-200");
     testing::WriteFile(*job_.checkpoints.dir / "checkpoint-200" / "weights.bin", std::string(kCheckpointBytes, 'w'));
   }

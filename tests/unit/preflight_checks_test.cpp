@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "spotvisor/cadence/checkpoint_journal.hpp"
+#include "spotvisor/preemption/warning_window.hpp"
 #include "spotvisor/preflight/checks.hpp"
 #include "spotvisor/preflight/preflight.hpp"
 #include "support/test_support.hpp"
@@ -65,11 +66,11 @@ TEST(PreflightWrite, ASlowDiskDoesNotFitTheAwsWindow) {
 
 TEST(PreflightWrite, WindowsPerProvider) {
   config::ProviderSection p;
-  EXPECT_EQ(WarningWindow("aws", p), 120s);
-  EXPECT_EQ(WarningWindow("gcp", p), 30s);
-  EXPECT_EQ(WarningWindow("azure", p), 30s);
-  EXPECT_EQ(WarningWindow("alibaba", p), 300s);
-  EXPECT_EQ(WarningWindow("none", p), p.default_window);
+  EXPECT_EQ(preemption::WarningWindow("aws", p), 120s);
+  EXPECT_EQ(preemption::WarningWindow("gcp", p), 30s);
+  EXPECT_EQ(preemption::WarningWindow("azure", p), 30s);
+  EXPECT_EQ(preemption::WarningWindow("alibaba", p), 300s);
+  EXPECT_EQ(preemption::WarningWindow("none", p), p.default_window);
 }
 
 TEST(PreflightFormat, Rates) {

@@ -9,7 +9,10 @@
 // until the stop notice's deadline (without one: `mirror.timeout`) to finish (real time:
 // the loop has ended by then), then are cancelled. Time is the run's clock
 // (RunControl::clock()): an upload that runs holds its BackgroundWork, so a virtual clock
-// stands still while it copies. While the mirror runs, local retention (the DirKeeper's)
+// stands still while it copies. After each upload the planner (durability_plan.hpp) says
+// whether save + upload fits the provider's warning window (`event=durability_plan` when
+// the verdict changes, `event=durability_at_risk` with the numbers and the fixes when it
+// does not fit). While the mirror runs, local retention (the DirKeeper's)
 // keeps what has not reached it.
 #pragma once
 
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "spotvisor/checkpoint_watch/checkpoint_watcher.hpp"
+#include "spotvisor/mirror/durability_plan.hpp"
 #include "spotvisor/mirror/mirror_store.hpp"
 #include "spotvisor/mirror/rate_limiter.hpp"
 #include "spotvisor/supervisor/run_observer.hpp"
@@ -50,6 +54,9 @@ class MirrorObserver final : public supervisor::RunObserver {
   // held already), by name, on the upload's thread (also during the destructor's drain).
   void SubscribeUploaded(std::function<void(const std::string& name)> done) { uploaded_ = std::move(done); }
 
+  // The planner's verdict after the last upload (durability_plan.hpp); nullopt before one.
+  std::optional<DurabilityPlan> Plan();
+
   // For tests and the destructor: waits until no upload is queued or running, at most
   // `timeout`; true when idle.
   bool WaitIdle(Duration timeout);
@@ -67,6 +74,7 @@ class MirrorObserver final : public supervisor::RunObserver {
   void Upload(const MirrorItem& item, const std::stop_source& own);
   CopyControl Control(const std::stop_source& own);
   Duration ExitBound() const;
+  void Replan(std::uint64_t bytes, Duration took);  // upload thread
   int Keep() const;
   void HoldClockLocked();
 
@@ -83,6 +91,7 @@ class MirrorObserver final : public supervisor::RunObserver {
   int busy_ = 0;                                         // tasks posted and not finished
   bool stopping_ = false;                                // a stop is in progress
   std::optional<WallTime> deadline_;                     // the last stop notice's
+  std::optional<DurabilityPlan> plan_;                   // after the last upload
   bool restore_done_ = false;                            // restore runs before the first selection only
   std::function<void(const std::string&)> uploaded_;     // set before OnStart, then read only
   bool warned_prune_ = false;                            // said once that prune_command is missing

@@ -20,8 +20,8 @@ namespace spotvisor::mirror {
 inline constexpr std::string_view kTempPrefix = ".spotvisor-mirror-tmp-";
 
 struct CopyControl {
-  RateLimiter* limiter = nullptr;           // null: no cap
-  std::stop_token stop;                     // checked between chunks (and ends a command): requested aborts
+  RateLimiter* limiter = nullptr;  // null: no cap
+  std::stop_token stop;            // checked between chunks (and ends a command): requested aborts
 };
 
 struct CopyStats {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "spotvisor/config/job_config.hpp"
+#include "spotvisor/mirror/durability_plan.hpp"
 #include "spotvisor/util/units.hpp"
 
 namespace spotvisor::preflight {
@@ -33,17 +34,18 @@ struct SizeEstimate {
 CheckLine EvaluateDiskSpace(const std::string& dir, std::uint64_t free_bytes, int keep,
                             const std::optional<SizeEstimate>& size);
 
-// The provider's warning window (aws 120 s, gcp 30 s, azure 30 s, alibaba 300 s; others:
-// provider.default_window).
-Duration WarningWindow(const std::string& provider, const config::ProviderSection& section);
-
 // `bytes_per_second` measured (or assumed) in the checkpoint dir; the time to write one
 // checkpoint against what the trainer gets: min(window − safety margin, signals.grace).
 // Over that: fail; over half of it: warn.
 CheckLine EvaluateWriteSpeed(double bytes_per_second, const std::optional<SizeEstimate>& size,
                              const std::string& provider, const config::JobConfig& job, const std::string& measured);
 
-// "850 MiB/s", "1.2 GiB/s", "12 KiB/s".
-std::string FormatRate(double bytes_per_second);
+// Whether a checkpoint saved on a notice reaches the mirror inside the provider's warning
+// window: the planner's verdict (mirror/durability_plan.hpp) at `bytes_per_second`
+// (`rate_source` says where it came from; nullopt: none known). Does not fit: fail, with
+// what would fix it; under a quarter of the window to spare: warn.
+CheckLine EvaluateUpload(std::optional<double> bytes_per_second, const std::string& rate_source,
+                         const std::optional<SizeEstimate>& size, std::optional<Duration> save,
+                         const std::string& provider, const config::JobConfig& job);
 
 }  // namespace spotvisor::preflight

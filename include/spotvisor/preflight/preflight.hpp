@@ -16,6 +16,7 @@ struct PreflightOptions {
   std::uint64_t write_size = 256ull << 20;       // bytes of the write test
   std::optional<std::uint64_t> checkpoint_size;  // expected size; else the last one seen
   std::optional<double> assumed_rate;            // bytes/s instead of measuring (what-if, tests)
+  std::optional<double> assumed_upload_rate;     // bytes/s to the mirror; else the last one measured
   bool probe_endpoint = true;                    // false: skip the network check
 };
 

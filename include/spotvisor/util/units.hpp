@@ -23,5 +23,7 @@ std::string FormatDuration(Duration d);
 Result<std::uint64_t> ParseSize(std::string_view text);
 // "1.5 GiB" style, for people.
 std::string FormatSize(std::uint64_t bytes);
+// "850 MiB/s", "1.2 GiB/s", "12 KiB/s".
+std::string FormatRate(double bytes_per_second);
 
 }  // namespace spotvisor
