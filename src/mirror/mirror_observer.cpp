@@ -36,6 +36,13 @@ MirrorObserver::MirrorObserver(const config::JobConfig& job, checkpoint_watch::C
 }
 
 MirrorObserver::~MirrorObserver() {
+  Drain();
+  pool_.join();
+}
+
+void MirrorObserver::Drain() {
+  if (drained_) return;
+  drained_ = true;
   const Duration bound = ExitBound();
   if (!WaitIdle(bound)) {
     std::string left;
@@ -49,7 +56,6 @@ MirrorObserver::~MirrorObserver() {
   }
   stop_.request_stop();  // cancels every upload (their own stop sources follow it)
   changed_.notify_all();
-  pool_.join();
 }
 
 // After the exit line: the VM is gone at the notice's deadline, so waiting longer only
@@ -141,6 +147,7 @@ void MirrorObserver::OnExit(int, const std::string&) {
     HoldClockLocked();
     changed_.notify_all();
   });
+  Drain();
 }
 
 bool MirrorObserver::WaitIdle(Duration timeout) {
@@ -235,7 +242,7 @@ void MirrorObserver::Upload(const MirrorItem& item, const std::stop_source& own)
     if (bytes) Replan(*bytes, std::chrono::duration_cast<Duration>(clock_->Now() - started));
   }
   keeper_->MarkDurable(item.step);
-  if (uploaded_) uploaded_(item.name);
+  if (uploaded_) uploaded_(item, Plan());
   const int keep = Keep();
   if (keep > 0 && !job_.checkpoints.mirror.command.empty() && job_.checkpoints.mirror.prune_command.empty()) {
     std::lock_guard lock(mutex_);

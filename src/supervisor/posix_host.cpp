@@ -111,7 +111,13 @@ class PosixHost final : public Host {
   void Detach() override {
     detached_ = true;
     if (children_) children_->cancel();
-    if (requests_) requests_->cancel();
+    if (requests_) {
+      // After the exit line the signals get their default action back: a SIGTERM while the
+      // mirror's last uploads finish (up to the notice's deadline) ends spotvisor at once.
+      requests_->cancel();
+      boost::system::error_code ec;
+      requests_->clear(ec);
+    }
     if (table_) table_->StopGroupWatches();
     exits_.clear();
   }

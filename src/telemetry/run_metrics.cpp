@@ -68,6 +68,25 @@ void RenderNoticesAndGoodput(MetricsText& m, const LiveView& v) {
   m.Sample(v.group_nodes);
 }
 
+// The mirror's side: what outlives the machine, and whether a notice's save would.
+void RenderDurability(MetricsText& m, const LiveView& v) {
+  m.Family("spotvisor_durable_newest_step", "gauge",
+           "step of the newest checkpoint on the mirror (-1: none yet, or no mirror)");
+  m.Sample(v.newest_durable ? static_cast<double>(v.newest_durable->first) : -1);
+  m.Family("spotvisor_durable_newest_age_seconds", "gauge",
+           "since the newest checkpoint reached the mirror (-1: none yet, or no mirror)");
+  m.Sample(v.newest_durable ? (v.now_ms - v.newest_durable->second) / 1000.0 : -1);
+  m.Family("spotvisor_durable_pending_bytes", "gauge",
+           "bytes of the newest good checkpoint while it is not on the mirror yet (0: it is, or no mirror)");
+  m.Sample(static_cast<double>(v.bytes_not_durable));
+  m.Family("spotvisor_durability_fits", "gauge",
+           "1: save + upload fits the provider's warning window, 0: it does not (durability_at_risk), -1: unknown");
+  m.Sample(v.durability ? (v.durability->fits() ? 1 : 0) : -1);
+  m.Family("spotvisor_durability_margin_seconds", "gauge",
+           "warning window - save - upload at the measured rate (negative: at risk; 0 while unknown)");
+  m.Sample(v.durability ? std::chrono::duration<double>(v.durability->margin).count() : 0);
+}
+
 }  // namespace
 
 std::string RenderRunMetrics(const LiveView& v) {
@@ -117,6 +136,7 @@ std::string RenderRunMetrics(const LiveView& v) {
   }
   m.Family("spotvisor_checkpoint_newest_age_seconds", "gauge", "age of the newest good checkpoint seen (-1: none)");
   m.Sample(newest_mtime > 0 ? (v.now_ms - newest_mtime) / 1000.0 : -1);
+  RenderDurability(m, v);
   m.Family("spotvisor_checkpoint_write_seconds_total", "counter",
            "measured checkpoint write time (statx birth to mtime)");
   m.Sample(s.checkpoint_write_seconds.value_or(0));

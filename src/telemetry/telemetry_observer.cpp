@@ -31,6 +31,7 @@ void TelemetryObserver::OnStart(supervisor::RunControl& control) {
   if (mirror_feed_) {
     std::lock_guard lock(mirror_feed_->mutex);
     mirror_feed_->io = &io;
+    mirror_feed_->clock = &control.clock();
   }
   record_.emplace(job_, *clock_);
   hooks_.emplace(job_, *clock_, [this](const std::string& name, const hooks::HookResult& r, std::int64_t started_ms) {
@@ -157,8 +158,9 @@ void TelemetryObserver::OnPhase(Phase phase) {
 }
 
 void TelemetryObserver::OnExit(int code, const std::string& message) {
+  TakeMirrored();  // the mirror's OnExit came first: what reached it by its deadline is in the report
   exited_ = true;
-  DetachMirror();        // uploads still draining are not waited for: the report is written now
+  DetachMirror();
   if (!record_) return;  // never started
   auto& sessions = record_->ledger().sessions;
   if (!sessions.empty()) {

@@ -48,12 +48,21 @@ class TelemetryObserver final : public supervisor::RunObserver {
   void OnExit(int code, const std::string& message) override;
   ~TelemetryObserver() override { DetachMirror(); }
 
-  // Finished mirror uploads reach the io thread through this feed (the mirror outlives us
-  // and may call while it drains at its destruction: then nobody listens).
+  // Finished mirror uploads reach the io thread through this feed: each is kept (with the
+  // time it finished) until the io thread takes it, as soon as it can, or at OnExit, after
+  // the mirror's drain (its OnExit comes first). After our OnExit nobody listens.
   struct MirrorFeed {
+    struct Done {
+      std::string name;
+      std::uint64_t step = 0;
+      std::int64_t at_ms = 0;  // unix ms when the upload finished
+      std::optional<mirror::DurabilityPlan> plan;
+    };
     std::mutex mutex;
     boost::asio::io_context* io = nullptr;  // set at OnStart
+    Clock* clock = nullptr;                 // set at OnStart
     TelemetryObserver* owner = nullptr;     // io thread reads; cleared under the mutex
+    std::vector<Done> done;                 // not yet taken
   };
   void Subscribe(mirror::MirrorObserver* mirror);
 
@@ -75,7 +84,7 @@ class TelemetryObserver final : public supervisor::RunObserver {
   // A notice the trainer could not save on: the newest good checkpoint and the steps lost.
   void NameWhatWasLost(NoticeRecord& n) const;
   void TrackWaiting(supervisor::Phase phase);
-  void OnMirrored(const std::string& name);
+  void TakeMirrored();  // io thread: what the feed holds, into the ledger and the durability view
   void DetachMirror();
   void LogBudgetUnknowns();
   // ---- output ----
@@ -110,9 +119,11 @@ class TelemetryObserver final : public supervisor::RunObserver {
   std::optional<std::pair<std::string, std::uint64_t>> newest_good_;
   std::optional<std::int64_t> waiting_since_;  // multi-node: joining or finishing since
   int group_world_ = 1;
-  std::shared_ptr<MirrorFeed>
-      mirror_feed_;  // with a mirror                                    // members of the current start's group
-  std::optional<GpuSampler> gpu_;  // NVML, on its own thread
+  std::shared_ptr<MirrorFeed> mirror_feed_;  // with a mirror
+  std::optional<GpuSampler> gpu_;            // NVML, on its own thread
+  // The newest checkpoint on the mirror (step, unix ms it got there) and the planner's last verdict.
+  std::optional<std::pair<std::uint64_t, std::int64_t>> newest_durable_;
+  std::optional<mirror::DurabilityPlan> durability_;
   bool budget_stopped_ = false, exited_ = false;
 };
 

@@ -172,6 +172,17 @@ std::string TelemetryObserver::RenderMetrics() const {
   // does not see etcd: -1 (unknown) on a multi-node job.
   v.group_nodes = job_.coordination.nodes;
   v.group_members = job_.coordination.nodes <= 1 ? 1 : current_ ? group_world_ : -1;
+  if (mirror_feed_) {
+    v.mirrored = true;
+    v.newest_durable = newest_durable_;
+    v.durability = durability_;
+    // The newest good checkpoint, while the mirror does not hold it yet.
+    const CheckpointRecord* newest = nullptr;
+    for (const auto& c : record_->ledger().checkpoints) {
+      if (c.good && (!newest || c.step > newest->step)) newest = &c;
+    }
+    if (newest && (!newest_durable_ || newest->step > newest_durable_->first)) v.bytes_not_durable = newest->bytes;
+  }
   return RenderRunMetrics(v);
 }
 

@@ -116,23 +116,35 @@ void TelemetryObserver::Subscribe(mirror::MirrorObserver* mirror) {
   if (!mirror) return;
   mirror_feed_ = std::make_shared<MirrorFeed>();
   mirror_feed_->owner = this;
-  mirror->SubscribeUploaded([feed = mirror_feed_](const std::string& name) {
-    std::lock_guard lock(feed->mutex);
-    if (!feed->owner || !feed->io) return;
-    boost::asio::post(*feed->io, [feed, name] {
-      TelemetryObserver* owner = nullptr;
-      {
-        std::lock_guard read(feed->mutex);
-        owner = feed->owner;
-      }
-      if (owner) owner->OnMirrored(name);
-    });
-  });
+  mirror->SubscribeUploaded(
+      [feed = mirror_feed_](const mirror::MirrorItem& item, const std::optional<mirror::DurabilityPlan>& plan) {
+        std::lock_guard lock(feed->mutex);
+        if (!feed->owner || !feed->io || !feed->clock) return;
+        feed->done.push_back({item.name, item.step, UnixMillis(feed->clock->WallNow()), plan});
+        boost::asio::post(*feed->io, [feed] {
+          TelemetryObserver* owner = nullptr;
+          {
+            std::lock_guard read(feed->mutex);
+            owner = feed->owner;
+          }
+          if (owner) owner->TakeMirrored();
+        });
+      });
 }
 
-void TelemetryObserver::OnMirrored(const std::string& name) {
-  if (exited_ || !record_) return;
-  MatchMirrored(record_->ledger(), name, NowMs());
+void TelemetryObserver::TakeMirrored() {
+  if (exited_ || !record_ || !mirror_feed_) return;
+  std::vector<MirrorFeed::Done> done;
+  {
+    std::lock_guard lock(mirror_feed_->mutex);
+    done.swap(mirror_feed_->done);
+  }
+  if (done.empty()) return;
+  for (const auto& d : done) {
+    MatchMirrored(record_->ledger(), d.name, d.at_ms);
+    if (!newest_durable_ || d.step >= newest_durable_->first) newest_durable_ = std::pair{d.step, d.at_ms};
+    if (d.plan) durability_ = d.plan;
+  }
   record_->Save();
 }
 

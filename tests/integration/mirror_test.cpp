@@ -149,6 +149,33 @@ TEST(Mirror, ACopyInFlightNeverDelaysAStop) {
   EXPECT_LT(std::chrono::steady_clock::now() - stop, 10s) << "bounded by mirror.timeout, not by the 16 s copy";
 }
 
+// After the exit line spotvisor still lets the mirror's uploads finish (here for up to
+// mirror.timeout, an hour: no notice gave a deadline). A SIGTERM then ends it at once: a
+// user or systemd that wants it gone is never ignored.
+TEST(Mirror, ASigtermAfterTheExitLineEndsTheLastUploadsWait) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "ckpt" / "ckpt_step5");
+  WriteFile(dir / "ckpt" / "ckpt_step5" / "blob", std::string(16 << 20, 'w'));
+  WriteFile(dir / "job.yaml", "job:\n  name: slow\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) +
+                                  "\", \"--mode=checkpoint\", \"--ready=" + (dir / "ready").string() +
+                                  "\"]\n"
+                                  "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n  format: any\n"
+                                  "  mirror:\n    path: " +
+                                  (dir / "bucket").string() +
+                                  "\n    bandwidth: 256KiB\n    timeout: 1h\n"
+                                  "signals:\n  grace: 5s\ntelemetry:\n  state_dir: ./state\n");
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return Entries(dir / "bucket", ".spotvisor") > 0; }, 10s)) << ReadFile(dir / "out.txt");
+  kill(sv.pid, SIGTERM);
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=exit code=75") != std::string::npos; }, 30s))
+      << ReadFile(dir / "out.txt");
+  EXPECT_TRUE(testing::ProcessAlive(sv.pid)) << "the 64 s upload is still under way\n" << ReadFile(dir / "out.txt");
+  kill(sv.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(sv.pid, 10s), 128 + SIGTERM) << "spotvisor ignored a SIGTERM after its exit line\n"
+                                                  << ReadFile(dir / "out.txt");
+}
+
 TEST(Mirror, RcloneCommandWithALocalRemote) {
   if (std::system("rclone version > /dev/null 2>&1") != 0)
     GTEST_SKIP() << "rclone is not installed (apt-get install rclone)";

@@ -150,7 +150,12 @@ TEST_F(MetricsRun, WrongOrMissingTokenGets401WithNoDetail) {
                              "spotvisor_notice_to_saved_seconds",
                              "spotvisor_goodput_seconds",
                              "spotvisor_group_members",
-                             "spotvisor_group_nodes"}) {
+                             "spotvisor_group_nodes",
+                             "spotvisor_durable_newest_step",
+                             "spotvisor_durable_newest_age_seconds",
+                             "spotvisor_durable_pending_bytes",
+                             "spotvisor_durability_fits",
+                             "spotvisor_durability_margin_seconds"}) {
     EXPECT_NE(ok.find(std::string("\n# TYPE ") + family + " "), std::string::npos) << family;
   }
   // Egress, support, ... have no price: the high end is unknown, +Inf, never 0 (issue 12.4).

@@ -41,18 +41,23 @@ class MirrorObserver final : public supervisor::RunObserver {
   // New good checkpoints come from `watcher`; the restore and the last look at exit run on
   // its DirKeeper (a restore writes into checkpoints.dir). `watcher` must outlive Run.
   MirrorObserver(const config::JobConfig& job, checkpoint_watch::CheckpointWatcher& watcher);
-  ~MirrorObserver() override;  // drains (bounded by the notice's deadline or mirror.timeout), then cancels and joins
+  ~MirrorObserver() override;  // drains as OnExit does (when it did not run), then joins
 
   void OnStart(supervisor::RunControl& control) override;  // makes the store and the limiter
   void BeforeSelection() override;
   void OnSelection(const checkpoint::Selection& selection) override;
   void OnNotice(const preemption::Notice& notice) override;
   void OnPhase(supervisor::Phase phase) override;
+  // Looks once more for the newest good checkpoint, then waits for the uploads until the
+  // stop notice's deadline (none: mirror.timeout) and cancels what is left: the exit line
+  // is out, and observers after this one (the run report) see what reached the mirror.
   void OnExit(int code, const std::string& message) override;
 
   // Before OnStart: `done` hears of every checkpoint the mirror holds after an upload (or
-  // held already), by name, on the upload's thread (also during the destructor's drain).
-  void SubscribeUploaded(std::function<void(const std::string& name)> done) { uploaded_ = std::move(done); }
+  // held already), with the planner's verdict then, on the upload's thread (also while
+  // OnExit drains).
+  using Uploaded = std::function<void(const MirrorItem& item, const std::optional<DurabilityPlan>& plan)>;
+  void SubscribeUploaded(Uploaded done) { uploaded_ = std::move(done); }
 
   // The planner's verdict after the last upload (durability_plan.hpp); nullopt before one.
   std::optional<DurabilityPlan> Plan();
@@ -74,6 +79,7 @@ class MirrorObserver final : public supervisor::RunObserver {
   void Upload(const MirrorItem& item, const std::stop_source& own);
   CopyControl Control(const std::stop_source& own);
   Duration ExitBound() const;
+  void Drain();                                     // once: waits at most ExitBound(), then cancels every upload
   void Replan(std::uint64_t bytes, Duration took);  // upload thread
   int Keep() const;
   void HoldClockLocked();
@@ -93,7 +99,8 @@ class MirrorObserver final : public supervisor::RunObserver {
   std::optional<WallTime> deadline_;                     // the last stop notice's
   std::optional<DurabilityPlan> plan_;                   // after the last upload
   bool restore_done_ = false;                            // restore runs before the first selection only
-  std::function<void(const std::string&)> uploaded_;     // set before OnStart, then read only
+  Uploaded uploaded_;                                    // set before OnStart, then read only
+  bool drained_ = false;                                 // Drain ran (the io thread, or the destructor)
   bool warned_prune_ = false;                            // said once that prune_command is missing
   std::shared_ptr<void> holding_;                        // the clock's BackgroundWork while busy
   std::stop_source stop_;                                // give up uploads (destructor, after the drain)

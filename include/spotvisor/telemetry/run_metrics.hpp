@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "spotvisor/mirror/durability_plan.hpp"
 #include "spotvisor/telemetry/nvml.hpp"
 #include "spotvisor/telemetry/run_ledger.hpp"
 #include "spotvisor/telemetry/run_summary.hpp"
@@ -27,6 +28,12 @@ struct LiveView {
   std::int64_t now_ms = 0;
   int group_members = 1;  // members of the group now (1 on a single node)
   int group_nodes = 1;    // coordination.nodes
+  // With a mirror: the newest checkpoint on it (step, unix ms it got there), the bytes of
+  // the newest good checkpoint while it is not on the mirror, the planner's last verdict.
+  bool mirrored = false;
+  std::optional<std::pair<std::uint64_t, std::int64_t>> newest_durable;
+  std::uint64_t bytes_not_durable = 0;
+  std::optional<mirror::DurabilityPlan> durability;
 };
 
 std::string RenderRunMetrics(const LiveView& view);
