@@ -2,7 +2,9 @@
 // size, age, verdict and reason; for a fixed name (ckpt.pt), the file in place and then
 // the versions spotvisor keeps of it, each with its generation as the step; a fenced one (written by an epoch the group
 // had left, per the state dir's attempts: fence.hpp) says so and why. Reads only; `--update-cache` may write the
-// verdict cache in the job's state dir, never anything in the checkpoints dir.
+// verdict cache in the job's state dir, never anything in the checkpoints dir. With a mirror,
+// a DURABLE column says what `<state_dir>/durability.json` knows of each: on the mirror
+// (durable), uploading, failed (why), superseded, or "-" (only on this machine).
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -15,6 +17,7 @@
 #include "job_options.hpp"
 #include "spotvisor/checkpoint/catalog.hpp"
 #include "spotvisor/cli/app.hpp"
+#include "spotvisor/mirror/durability_ledger.hpp"
 #include "spotvisor/util/clock.hpp"
 #include "spotvisor/util/units.hpp"
 
@@ -39,14 +42,30 @@ std::string Age(std::int64_t mtime_ns) {
 // Why each entry is fenced, in the same order; none: not fenced.
 using Fenced = std::vector<std::optional<std::string>>;
 
-void PrintTable(const std::vector<checkpoint::CatalogEntry>& entries, const Fenced& fenced) {
-  std::vector<std::vector<std::string>> rows = {{"PATH", "STEP", "SIZE", "AGE", "VERDICT", "REASON"}};
+// The DURABLE cell: what the mirror did with this checkpoint (the same name and step).
+std::string DurableCell(const checkpoint::CatalogEntry& e, const mirror::DurabilityRecords& durable) {
+  const auto it = durable.find(e.name);
+  if (it == durable.end() || it->second.step != e.step) return "-";
+  const auto& r = it->second;
+  if (r.state == mirror::Durability::kFailed) return std::string("failed: ") + r.detail;
+  return mirror::ToString(r.state);
+}
+
+void PrintTable(const std::vector<checkpoint::CatalogEntry>& entries, const Fenced& fenced,
+                const std::optional<mirror::DurabilityRecords>& durable) {
+  std::vector<std::string> head = {"PATH", "STEP", "SIZE", "AGE", "VERDICT"};
+  if (durable) head.push_back("DURABLE");
+  head.push_back("REASON");
+  std::vector<std::vector<std::string>> rows = {head};
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const auto& e = entries[i];
     const std::string verdict = fenced[i] ? "FENCED" : e.verdict->good ? "good" : "BAD";
     const std::string reason = e.verdict->reason + (e.from_cache ? " (cached)" : "");
-    rows.push_back({e.path.string(), std::to_string(e.step), FormatSize(e.key.size), Age(e.key.mtime_ns), verdict,
-                    fenced[i] ? *fenced[i] + (e.verdict->good ? "" : "; also bad: " + reason) : reason});
+    std::vector<std::string> row = {e.path.string(), std::to_string(e.step), FormatSize(e.key.size),
+                                    Age(e.key.mtime_ns), verdict};
+    if (durable) row.push_back(DurableCell(e, *durable));
+    row.push_back(fenced[i] ? *fenced[i] + (e.verdict->good ? "" : "; also bad: " + reason) : reason);
+    rows.push_back(std::move(row));
   }
   std::vector<std::size_t> width(rows[0].size(), 0);
   for (const auto& r : rows) {
@@ -62,7 +81,8 @@ void PrintTable(const std::vector<checkpoint::CatalogEntry>& entries, const Fenc
   }
 }
 
-void PrintJson(const std::vector<checkpoint::CatalogEntry>& entries, const Fenced& fenced) {
+void PrintJson(const std::vector<checkpoint::CatalogEntry>& entries, const Fenced& fenced,
+               const std::optional<mirror::DurabilityRecords>& durable) {
   nlohmann::json out = nlohmann::json::array();
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const auto& e = entries[i];
@@ -77,7 +97,8 @@ void PrintJson(const std::vector<checkpoint::CatalogEntry>& entries, const Fence
                    {"reason", e.verdict->reason},
                    {"cached", e.from_cache},
                    {"kept_version", e.name.rfind(versions::kVersionsDir, 0) == 0},
-                   {"fenced", fenced[i] ? nlohmann::json(*fenced[i]) : nlohmann::json(nullptr)}});
+                   {"fenced", fenced[i] ? nlohmann::json(*fenced[i]) : nlohmann::json(nullptr)},
+                   {"durable", durable ? nlohmann::json(DurableCell(e, *durable)) : nlohmann::json(nullptr)}});
   }
   std::puts(out.dump(2).c_str());
 }
@@ -119,8 +140,11 @@ void AddCheckpointsCommand(CLI::App& app, int& exit_code) {
     catalog->Judge(*entries, /*use_cache=*/true);
     Fenced fenced;
     for (const auto& e : *entries) fenced.push_back(catalog->FencedBecause(e));
-    if (o->json) PrintJson(*entries, fenced);
-    else PrintTable(*entries, fenced);
+    const auto& m = job->checkpoints.mirror;
+    std::optional<mirror::DurabilityRecords> durable;
+    if (m.path || m.remote || !m.command.empty()) durable = mirror::DurabilityLedger::Read(job->telemetry.state_dir);
+    if (o->json) PrintJson(*entries, fenced, durable);
+    else PrintTable(*entries, fenced, durable);
     std::uint64_t temp_bytes = 0;
     const auto temps = catalog->TempEntries(temp_bytes);
     if (!temps.empty()) {  // on stderr: the table and the JSON stay what they were

@@ -72,6 +72,7 @@ void MirrorObserver::OnStart(supervisor::RunControl& control) {
   clock_ = &control.clock();
   limiter_.emplace(*clock_, job_.checkpoints.mirror.path ? job_.checkpoints.mirror.bandwidth : 0);
   store_ = MakeMirrorStore(job_, control.children());
+  if (store_) ledger_.emplace(job_.telemetry.state_dir);
   // Local retention keeps what has not reached the mirror yet.
   if (store_) keeper_->HoldUntilDurable();
 }
@@ -104,6 +105,10 @@ void MirrorObserver::Restore() {
     return;
   }
   keeper_->NoteRestored(result->restored->path);
+  const auto& r = *result->restored;
+  const auto now = UnixMillis(clock_->WallNow());
+  ledger_->Set(r.name, DurabilityRecord{r.step, Durability::kDurable, TreeBytes(r.path).value_or(0), now, now,
+                                        "restored from the mirror"});
   Log(LogLevel::kWarning,
       "event=mirror_restored mirror=" + Quote(store_->Describe()) + " path=" + Quote(result->restored->path.string()) +
           " step=" + std::to_string(result->restored->step) +
@@ -229,12 +234,31 @@ void MirrorObserver::Work() {
 void MirrorObserver::Upload(const MirrorItem& item, const std::stop_source& own) {
   const auto bytes = TreeBytes(item.path);
   const auto started = clock_->Now();
+  // Known to be on the mirror (restored from it, uploaded by an earlier run): the store only checks.
+  const auto known = ledger_->Get(item.name);
+  const bool was_durable = known && known->step == item.step && known->state == Durability::kDurable;
+  DurabilityRecord record{item.step, Durability::kUploading, bytes.value_or(0), UnixMillis(clock_->WallNow()), {}, ""};
+  if (!was_durable) ledger_->Set(item.name, record);
   auto result = store_->Upload(item, Control(own));
-  if (!result && own.stop_requested()) return;  // gave way, or the observer ends: said so there
+  if (!result && own.stop_requested()) {  // gave way, or the observer ends: logged there
+    record.state = stop_.stop_requested() ? Durability::kFailed : Durability::kSuperseded;
+    record.detail = stop_.stop_requested() ? "cancelled at exit: the stop notice's deadline or mirror.timeout passed"
+                                           : "gave way to a newer checkpoint during a stop";
+    ledger_->Set(item.name, record);
+    return;
+  }
   if (!result) {
     Log(LogLevel::kError, "event=mirror_failed name=" + Quote(item.name) + " mirror=" + Quote(store_->Describe()) +
                               " error=" + Quote(result.error().message));
+    record.state = Durability::kFailed;
+    record.detail = result.error().message;
+    ledger_->Set(item.name, record);
     return;
+  }
+  if (!was_durable || *result == UploadResult::kUploaded) {
+    record.state = Durability::kDurable;
+    record.durable_ms = UnixMillis(clock_->WallNow());
+    ledger_->Set(item.name, record);
   }
   if (*result == UploadResult::kUploaded) {
     Log(LogLevel::kInfo, "event=mirrored name=" + Quote(item.name) + " step=" + std::to_string(item.step) +

@@ -220,6 +220,11 @@ TEST(Mirror, RemoteMirrorMarksWhatIsWholeAndRestoresOnlyThat) {
   // Every marker has its checkpoint, and retention left no checkpoint without a marker.
   EXPECT_EQ(Entries(bucket, "ckpt_step"), Entries(bucket / ".spotvisor-complete", "ckpt_step"))
       << ReadFile(dir / "a-out.txt");
+  // `spotvisor checkpoints` says which local checkpoints are on the mirror.
+  std::string listing;
+  testing::RunSpotvisor({"checkpoints", "--config", (dir / "a.yaml").string()}, &listing);
+  EXPECT_NE(listing.find("DURABLE"), std::string::npos) << listing;
+  EXPECT_NE(listing.find("  durable  "), std::string::npos) << listing;
   // A later step whose upload was cut short: its bytes are there, its marker is not.
   std::filesystem::copy(dir / "a-ckpt" / "ckpt_step10", bucket / "ckpt_step79",
                         std::filesystem::copy_options::recursive);
@@ -229,6 +234,8 @@ TEST(Mirror, RemoteMirrorMarksWhatIsWholeAndRestoresOnlyThat) {
   ASSERT_EQ(testing::RunSpotvisor({"run", "--config", (dir / "b.yaml").string()}, &out, 60s), 0) << out;
   EXPECT_NE(out.find("event=mirror_restored"), std::string::npos) << out;
   EXPECT_EQ(out.find("ckpt_step79"), std::string::npos) << "restored a copy without its marker\n" << out;
+  const auto durable = testing::ReadFile(dir / "b-state" / "durability.json");
+  EXPECT_NE(durable.find("restored from the mirror"), std::string::npos) << durable;
   EXPECT_NE(out.find("[trainer] resumed from=" + (dir / "b-ckpt").string()), std::string::npos) << out;
   EXPECT_EQ(ReadFile(dir / "b-result"), expected) << out;
 }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "spotvisor/checkpoint_watch/checkpoint_watcher.hpp"
+#include "spotvisor/mirror/durability_ledger.hpp"
 #include "spotvisor/mirror/durability_plan.hpp"
 #include "spotvisor/mirror/mirror_store.hpp"
 #include "spotvisor/mirror/rate_limiter.hpp"
@@ -87,7 +88,8 @@ class MirrorObserver final : public supervisor::RunObserver {
   const config::JobConfig& job_;                         // not owned
   std::shared_ptr<checkpoint_watch::DirKeeper> keeper_;  // owns checkpoints.dir
   Clock* clock_ = nullptr;                               // the run's; from OnStart on
-  std::unique_ptr<MirrorStore> store_;                   // path or command; from OnStart on
+  std::unique_ptr<MirrorStore> store_;                   // path, remote or command; from OnStart on
+  std::optional<DurabilityLedger> ledger_;               // with store_: durability.json
   std::optional<RateLimiter> limiter_;                   // mirror.bandwidth, shared by uploads; from OnStart on
   std::mutex mutex_;                                     // guards the members below
   std::condition_variable changed_;                      // work finished
