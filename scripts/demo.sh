@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The demo (README, command one): a real PyTorch trainer on a "spot VM" is preempted
 # through spotvisor's mock AWS metadata server, checkpoints inside the warning window,
-# the VM goes away, and after the "reboot" spotvisor resumes it from that checkpoint. The
+# spotvisor uploads that checkpoint to the "bucket" (an rclone remote; here rclone's local
+# backend in a directory outside the VM, the same markers and restore as on S3), the VM
+# goes away with its disk, and a new VM with an empty disk resumes from the bucket. The
 # final weights are compared with an uninterrupted run of the same job: identical, or the
-# demo fails (exit 1). It ends by writing the run report as one HTML page and printing
-# its path.
+# demo fails (exit 1). It ends by writing the first VM's run report as one HTML page (the
+# notice's checkpoint on the bucket inside the window) and printing its path.
 #
 #   scripts/demo.sh                 installs (scripts/setup.sh), builds build/spotvisor, runs
 #
@@ -84,7 +86,8 @@ fi
 
 W=${SPOTVISOR_DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/spotvisor-demo.XXXXXX")}
 mkdir -p "$W"
-rm -rf "$W/ckpt" "$W/state" "$W/reference" "$W"/*.log "$W/result.txt" "$W/mock.port"
+rm -rf "$W/vm1" "$W/vm2" "$W/bucket" "$W/reference" "$W"/*.log "$W/result.txt" "$W/mock.port"
+mkdir -p "$W/bucket"
 MOCK_PID= SV_PID=
 cleanup() {
   [[ -n "$SV_PID" ]] && kill -KILL "$SV_PID" 2>/dev/null || true
@@ -121,18 +124,24 @@ checkpoints:
   pattern: "ckpt_step{step}"
   validate: full              # every byte: ZIP CRC-32s and the manifest
   keep: 3
+  mirror:
+    remote: ":local:$W/bucket"   # on a real VM: s3:my-bucket/jobs (rclone's config names it)
+    bandwidth: 20MiB
 telemetry:
   state_dir: ./state
 EOF
+# Each VM has its own disk: its checkpoint and state dirs.
+vm() { printf -- '--checkpoint-dir %s/%s/ckpt --state-dir %s/%s/state' "$W" "$1" "$W" "$1"; }
 
 say "trainer:   $WHAT"
 say "job file:  $W/job.yaml (60 steps, periodic checkpoint every 20 steps)"
 say "cloud:     mock AWS metadata at $URL"
+say "bucket:    $W/bucket (an rclone remote that outlives the VM)"
 
 # ---------------------------------------------------------------------------------------
 chapter "1. The reference: the same job, never interrupted"
 t0=$SECONDS
-"$SV" run --config "$W/job.yaml" --provider none --checkpoint-dir "$W/reference/ckpt" \
+"$SV" run --config "$W/job.yaml" --provider none --no-mirror --checkpoint-dir "$W/reference/ckpt" \
   --state-dir "$W/reference/state" --result-file "$W/reference/result.txt" \
   </dev/null >"$W/reference.log" 2>&1 || { tail -n 30 "$W/reference.log" >&2; die "the reference run failed"; }
 REFERENCE=$(cat "$W/reference/result.txt")
@@ -140,8 +149,9 @@ say "finished in $((SECONDS - t0)) s; SHA-256 of the final weights:"
 say "  $REFERENCE"
 
 # ---------------------------------------------------------------------------------------
-chapter "2. The spot run: spotvisor run --config job.yaml"
-"$SV" run --config "$W/job.yaml" </dev/null >"$W/run1.log" 2>&1 &
+chapter "2. The spot run on VM 1: spotvisor run --config job.yaml"
+# shellcheck disable=SC2046
+"$SV" run --config "$W/job.yaml" $(vm vm1) </dev/null >"$W/run1.log" 2>&1 &
 SV_PID=$!
 wait_line "$W/run1.log" 'event=trainer_started' 60 "$SV_PID" | show
 wait_line "$W/run1.log" '^\[trainer\] saved step=20 reason=periodic' 180 "$SV_PID" | show
@@ -154,8 +164,8 @@ say "POST $URL/__spotvisor/preempt (the mock now answers /latest/meta-data/spot/
 wait_line "$W/run1.log" 'warning +spotvisor .*event=notice ' 30 "$SV_PID" | show
 say "spotvisor forwards it to the trainer's process group and writes the notice file:"
 wait_line "$W/run1.log" 'event=stopping ' 30 "$SV_PID" | show
-for _ in $(seq 100); do [[ -s "$W/state/notice.json" ]] && break; sleep 0.1; done
-sed 's/^/     | /' "$W/state/notice.json" 2>/dev/null || true
+for _ in $(seq 100); do [[ -s "$W/vm1/state/notice.json" ]] && break; sleep 0.1; done
+sed 's/^/     | /' "$W/vm1/state/notice.json" 2>/dev/null || true
 
 chapter "4. The trainer checkpoints inside the window and exits"
 saved=$(wait_line "$W/run1.log" '^\[trainer\] saved step=[0-9]+ reason=stop' 90 "$SV_PID")
@@ -164,14 +174,17 @@ stopping=$(wait_line "$W/run1.log" '^\[trainer\] stopping step=' 30 "$SV_PID")
 printf '%s\n' "$stopping" | show
 STOP_STEP=$(sed -E 's/.*saved step=([0-9]+).*/\1/' <<<"$saved")
 REACHED=$(sed -E 's/.*stopping step=([0-9]+).*/\1/' <<<"$stopping")
-STOP_PATH=$(sed -E 's/.* path=//' <<<"$saved")
 
-chapter "5. spotvisor drains: validates that checkpoint byte for byte, then waits for the end"
+chapter "5. spotvisor validates that checkpoint byte for byte and uploads it to the bucket"
 wait_line "$W/run1.log" 'event=drained newest_good=' 90 "$SV_PID" | show
-say "the checkpoints spotvisor sees now:"
-"$SV" checkpoints --config "$W/job.yaml" </dev/null | sed 's/^/     | /'
+wait_line "$W/run1.log" "event=mirrored name=ckpt_step$STOP_STEP " 90 "$SV_PID" | show
+say "the checkpoints spotvisor sees now (DURABLE: on the bucket):"
+# shellcheck disable=SC2046
+"$SV" checkpoints --config "$W/job.yaml" $(vm vm1) </dev/null | sed 's/^/     | /'
+say "the bucket: each checkpoint, and the marker written after its last byte:"
+(cd "$W/bucket" && ls -d ckpt_step* .spotvisor-complete/* | sed 's/^/     | /')
 
-chapter "6. The VM goes away: systemd stops the service (SIGTERM to spotvisor)"
+chapter "6. The VM goes away, and its disk with it (AWS terminate deletes the root volume)"
 kill -TERM "$SV_PID"
 rc=0
 wait "$SV_PID" || rc=$?
@@ -179,24 +192,32 @@ SV_PID=
 say "spotvisor exited $rc (75 = stopped, resumable)"
 ((rc == 75)) || die "expected exit 75, got $rc"
 [[ -e "$W/result.txt" ]] && die "a stopped trainer wrote a result"
+"$SV" report "$W/vm1/state" --html "$W/report.html" </dev/null >/dev/null 2>"$W/report-html.log" ||
+  { cat "$W/report-html.log" >&2; die "spotvisor report --html failed"; }
+"$SV" report "$W/vm1/state" </dev/null >"$W/report-vm1.md" 2>>"$W/report-html.log" || die "spotvisor report failed"
+rm -rf "$W/vm1"
+say "VM 1's checkpoints and state are gone ($W/vm1 deleted); its run report was kept: $W/report.html"
 
 # ---------------------------------------------------------------------------------------
-chapter "7. After the reboot (same disk, the notice is gone): spotvisor run --config job.yaml"
+chapter "7. A new VM with an empty disk: spotvisor run --config job.yaml"
 http_post "$URL/__spotvisor/clear"
 rc=0
-"$SV" run --config "$W/job.yaml" </dev/null >"$W/run2.log" 2>&1 || rc=$?
-grep -E 'event=(checkpoint_rejected|trainer_started)' "$W/run2.log" | show
+# shellcheck disable=SC2046
+"$SV" run --config "$W/job.yaml" $(vm vm2) </dev/null >"$W/run2.log" 2>&1 || rc=$?
+grep -E 'event=(mirror_restored|checkpoint_rejected|trainer_started)' "$W/run2.log" | show
 grep -E '^\[trainer\] (resumed|done)' "$W/run2.log" | show
 ((rc == 0)) || { tail -n 30 "$W/run2.log" >&2; die "the resumed run exited $rc"; }
-grep -q "^\[trainer\] resumed from=$STOP_PATH step=$STOP_STEP " "$W/run2.log" ||
-  die "the trainer did not resume from the checkpoint written in the window ($STOP_PATH)"
+grep -q "event=mirror_restored .*step=$STOP_STEP " "$W/run2.log" ||
+  die "the new VM did not restore the checkpoint written in the window (ckpt_step$STOP_STEP) from the bucket"
+grep -q "^\[trainer\] resumed from=$W/vm2/ckpt/ckpt_step$STOP_STEP step=$STOP_STEP " "$W/run2.log" ||
+  die "the trainer did not resume from the checkpoint written in the window (restored as $W/vm2/ckpt/ckpt_step$STOP_STEP)"
 RESUMED=$(cat "$W/result.txt")
 
 # ---------------------------------------------------------------------------------------
 chapter "8. Verdict"
 say "uninterrupted run:      $REFERENCE"
 say "preempted and resumed:  $RESUMED"
-say "the trainer stopped at step $REACHED and resumed from step $STOP_STEP: $((REACHED - STOP_STEP)) steps lost"
+say "the trainer stopped at step $REACHED on VM 1; VM 2 resumed from step $STOP_STEP: $((REACHED - STOP_STEP)) steps lost"
 say "work dir (logs, checkpoints, state, run report): $W"
 IDENTICAL=0
 if [[ "$RESUMED" == "$REFERENCE" ]]; then
@@ -207,10 +228,10 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------
-chapter "9. The run report as a picture: spotvisor report STATE_DIR --html report.html"
-"$SV" report "$W/state" --html "$W/report.html" </dev/null >/dev/null 2>"$W/report-html.log" ||
-  { cat "$W/report-html.log" >&2; die "spotvisor report --html failed"; }
-say "one self-contained file (inline SVG and CSS, no script, opens offline): the timeline of"
-say "both sessions with the notice and its warning window, the checkpoints, goodput, the tables"
+chapter "9. VM 1's run report: spotvisor report STATE_DIR --html report.html"
+say "the notice: its checkpoint judged good, then on the bucket, and the time left to the deadline:"
+grep -E -A2 '^\| received ' "$W/report-vm1.md" | sed 's/^/     | /'
+say "one self-contained file (inline SVG and CSS, no script, opens offline): the timeline with"
+say "the notice and its warning window, the checkpoints, goodput, the tables"
 printf '\n   %s%s%s\n' "$B" "$W/report.html" "$N"
 ((IDENTICAL == 1)) || exit 1
