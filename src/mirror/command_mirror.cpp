@@ -94,7 +94,7 @@ Result<UploadResult> CommandMirror::Upload(const MirrorItem& item, const CopyCon
   return UploadResult::kUploaded;
 }
 
-Result<std::vector<std::string>> CommandMirror::Prune(int keep) {
+Result<std::vector<std::string>> CommandMirror::Prune(int keep, const CopyControl& control) {
   std::lock_guard lock(mutex_);
   std::vector<std::string> removed;
   auto done = Load();
@@ -104,7 +104,7 @@ Result<std::vector<std::string>> CommandMirror::Prune(int keep) {
   while (done.size() > static_cast<std::size_t>(keep)) {
     const Uploaded oldest = done.back();
     MirrorItem item{fs::absolute(*job_.checkpoints.dir) / oldest.name, oldest.name, oldest.step};
-    if (Status s = Run(job_.checkpoints.mirror.prune_command, Vars(&item), CopyControl{}, "prune"); !s) {
+    if (Status s = Run(job_.checkpoints.mirror.prune_command, Vars(&item), control, "prune"); !s) {
       return s.error();
     }
     done.pop_back();

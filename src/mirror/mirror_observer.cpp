@@ -278,7 +278,13 @@ void MirrorObserver::Upload(const MirrorItem& item, const std::stop_source& own)
     }
     return;
   }
-  auto pruned = store_->Prune(keep);
+  {
+    // The mirror's retention waits while a stop is on: the notice's checkpoint goes first,
+    // and a slow prune must not hold its slot or the exit (the next run prunes).
+    std::lock_guard lock(mutex_);
+    if (stopping_ || deadline_) return;
+  }
+  auto pruned = store_->Prune(keep, Control(own));
   if (!pruned) {
     Log(LogLevel::kError, "event=mirror_prune_failed error=" + Quote(pruned.error().message));
     return;

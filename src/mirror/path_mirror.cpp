@@ -27,7 +27,7 @@ Result<UploadResult> PathMirror::Upload(const MirrorItem& item, const CopyContro
   return UploadResult::kUploaded;
 }
 
-Result<std::vector<std::string>> PathMirror::Prune(int keep) {
+Result<std::vector<std::string>> PathMirror::Prune(int keep, const CopyControl&) {
   std::lock_guard lock(prune_mutex_);
   std::vector<std::string> removed;
   if (keep <= 0) return removed;

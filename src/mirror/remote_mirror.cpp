@@ -195,23 +195,23 @@ Result<UploadResult> RemoteMirror::Upload(const MirrorItem& item, const CopyCont
   return UploadResult::kUploaded;
 }
 
-Result<std::vector<std::string>> RemoteMirror::Prune(int keep) {
+Result<std::vector<std::string>> RemoteMirror::Prune(int keep, const CopyControl& control) {
   std::lock_guard lock(prune_mutex_);
   std::vector<std::string> removed;
   if (keep <= 0) return removed;
-  auto complete = Complete(CopyControl{});
+  auto complete = Complete(control);
   if (!complete) return complete.error();
   for (std::size_t i = static_cast<std::size_t>(keep); i < complete->size(); ++i) {
     const std::string& name = (*complete)[i].name;
-    auto marker = ReadMarker(name, CopyControl{});
+    auto marker = ReadMarker(name, control);
     if (!marker) return marker.error();
     // The marker first: a checkpoint half deleted is never taken for a whole one.
     if (Status s = Rclone({"deletefile", At(std::string(kCompleteDir) + "/" + name + std::string(kMarkerSuffix))},
-                          CopyControl{}, "pruning " + name);
+                          control, "pruning " + name);
         !s) {
       return s.error();
     }
-    if (Status s = Rclone({marker->directory ? "purge" : "deletefile", At(name)}, CopyControl{}, "pruning " + name); !s)
+    if (Status s = Rclone({marker->directory ? "purge" : "deletefile", At(name)}, control, "pruning " + name); !s)
       return s.error();
     removed.push_back(name);
   }

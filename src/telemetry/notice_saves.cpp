@@ -28,10 +28,33 @@ std::optional<double> AfterNotice(const NoticeRecord& n, std::optional<std::int6
   return std::round(static_cast<double>(*ms - n.received_ms)) / 1000.0;
 }
 
+namespace {
+
+// A save matched by the coarse rule (it appeared no later than the signal) may be a
+// periodic one that landed a moment before the notice; a newer good checkpoint of the same
+// attempt then is the notice's own save (what the drain names and the mirror uploads).
+bool Revise(NoticeRecord& n, const CheckpointRecord& c) {
+  if (!n.validated_ms || !c.good || n.attempt != c.attempt || c.step <= n.step.value_or(0)) return false;
+  if (*n.saved_ms > n.signal_ms.value_or(n.received_ms)) return false;  // it came after the signal: the save
+  log::Log(log::LogLevel::kInfo, "event=notice_checkpoint_revised provider=" + n.provider +
+                                     " from=" + log::Quote(n.checkpoint) + " to=" + log::Quote(c.name) +
+                                     " detail=\"the first was written before the notice's signal\"");
+  n.saved_ms = std::max(c.mtime_ms, n.received_ms);
+  n.checkpoint = c.name;
+  n.step = c.step;
+  n.validated_ms = std::max(c.seen_ms, *n.saved_ms);
+  n.mirrored_ms.reset();
+  n.outcome = *NoticeOutcome(n, true);
+  return true;
+}
+
+}  // namespace
+
 std::vector<std::size_t> MatchCheckpoint(RunLedger& l, const CheckpointRecord& c) {
   std::vector<std::size_t> settled;
   for (std::size_t i = 0; i < l.notices.size(); ++i) {
     auto& n = l.notices[i];
+    if (Revise(n, c)) continue;
     // Written (its newest file) after the notice was seen, by the attempt the notice stopped.
     if (!n.outcome.empty() || n.validated_ms || n.attempt != c.attempt || c.mtime_ms < n.received_ms - kCoarseMs)
       continue;

@@ -227,6 +227,28 @@ TEST(NoticeSaves, TheFirstGoodCheckpointAfterANoticeSettlesIt) {
   EXPECT_NE(NoticeEventLine(l.notices[0], std::nullopt).find("event=notice_saved"), std::string::npos);
 }
 
+// A periodic save that landed 41 ms before the notice passes the coarse-clock rule and is
+// taken first; the stop's own save (a newer step, after the signal) then takes its place,
+// so the report names what the drain and the mirror handled. A save after the signal stays.
+TEST(NoticeSaves, APeriodicSaveJustBeforeTheNoticeGivesWayToTheStopsOwnSave) {
+  RunLedger l;
+  l.notices = {Notice(100, 120)};
+  auto periodic = Ckpt(75, 100, 1, 10);
+  periodic.mtime_ms -= 41;
+  EXPECT_EQ(MatchCheckpoint(l, periodic), (std::vector<std::size_t>{0}));
+  EXPECT_EQ(l.notices[0].checkpoint, "ckpt_step75");
+  EXPECT_TRUE(MatchCheckpoint(l, Ckpt(76, 101, 1, 10)).empty());  // revised, not settled twice
+  EXPECT_EQ(l.notices[0].checkpoint, "ckpt_step76");
+  EXPECT_EQ(l.notices[0].step, 76u);
+  EXPECT_EQ(AfterNotice(l.notices[0], l.notices[0].saved_ms), 1.0);
+  EXPECT_EQ(l.notices[0].outcome, "saved");
+  MatchMirrored(l, "ckpt_step76", kT0 + 103 * kSec);
+  EXPECT_EQ(AfterNotice(l.notices[0], l.notices[0].mirrored_ms), 3.0);
+  // Its save came after the signal: a later periodic checkpoint does not replace it.
+  MatchCheckpoint(l, Ckpt(80, 130, 1, 10));
+  EXPECT_EQ(l.notices[0].checkpoint, "ckpt_step76");
+}
+
 // run.json: the new fields round-trip; a file written before them still loads, with none.
 TEST(NoticeSaves, RunJsonKeepsTheNewFieldsAndLoadsOldFiles) {
   testing::TempDir dir;

@@ -49,7 +49,8 @@ class MirrorStore {
   virtual std::string Describe() const = 0;
   virtual Result<UploadResult> Upload(const MirrorItem& item, const CopyControl& control) = 0;
   // Deletes mirrored checkpoints beyond `keep` (newest kept; 0 = keep all); returns names.
-  virtual Result<std::vector<std::string>> Prune(int keep) = 0;
+  // `control.stop` cancels it (a command or an rclone call under way is killed).
+  virtual Result<std::vector<std::string>> Prune(int keep, const CopyControl& control) = 0;
   // Fetches the newest good checkpoint newer than `local_step` (nullopt: the local dir has
   // no good one) into checkpoints.dir, validated there.
   virtual Result<RestoreResult> Restore(std::optional<std::uint64_t> local_step, const CopyControl& control) = 0;

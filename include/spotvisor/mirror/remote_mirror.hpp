@@ -33,7 +33,7 @@ class RemoteMirror final : public MirrorStore {
 
   std::string Describe() const override;
   Result<UploadResult> Upload(const MirrorItem& item, const CopyControl& control) override;
-  Result<std::vector<std::string>> Prune(int keep) override;
+  Result<std::vector<std::string>> Prune(int keep, const CopyControl& control) override;
   Result<RestoreResult> Restore(std::optional<std::uint64_t> local_step, const CopyControl& control) override;
 
  private:
