@@ -68,12 +68,10 @@ std::optional<Duration> LastSaveTime(const std::vector<cadence::CheckpointRecord
   return std::nullopt;
 }
 
-Status SaveUploadRate(const std::filesystem::path& state_dir, double bytes_per_second) {
+Status SaveUploadRate(const std::filesystem::path& state_dir, double bytes_per_second, WallTime measured_at) {
   std::error_code ec;
   std::filesystem::create_directories(state_dir, ec);
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  const nlohmann::json j{{"bytes_per_second", bytes_per_second},
-                         {"measured_unix", std::chrono::duration_cast<std::chrono::seconds>(now).count()}};
+  const nlohmann::json j{{"bytes_per_second", bytes_per_second}, {"measured_unix_ms", UnixMillis(measured_at)}};
   return WriteFileAtomically(state_dir / kUploadRateFile, j.dump() + "\n");
 }
 

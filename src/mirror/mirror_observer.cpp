@@ -299,7 +299,7 @@ void MirrorObserver::Replan(std::uint64_t bytes, Duration took) {
   if (took <= Duration::zero() || bytes == 0) return;  // nothing measured (a virtual clock, an empty checkpoint)
   const auto save = LastSaveTime(cadence::ReadCheckpointRecords(job_.telemetry.state_dir));
   const double rate = static_cast<double>(bytes) / std::chrono::duration<double>(took).count();
-  if (Status s = SaveUploadRate(job_.telemetry.state_dir, rate); !s) {
+  if (Status s = SaveUploadRate(job_.telemetry.state_dir, rate, clock_->WallNow()); !s) {
     Log(LogLevel::kWarning, "event=upload_rate_unsaved error=" + Quote(s.error().message));
   }
   const auto window = preemption::WarningWindow(config::ToString(job_.provider.kind), job_.provider);

@@ -121,13 +121,12 @@ Result<RemoteMirror::Marker> RemoteMirror::ReadMarker(const std::string& name, c
 }
 
 Status RemoteMirror::WriteMarker(const Marker& marker, const CopyControl& control) const {
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  // When it was written is the object's own time on the remote.
   const json j{{"name", marker.name},
                {"step", marker.step},
                {"bytes", marker.bytes},
                {"files", marker.files},
-               {"directory", marker.directory},
-               {"completed_unix", std::chrono::duration_cast<std::chrono::seconds>(now).count()}};
+               {"directory", marker.directory}};
   std::error_code ec;
   fs::create_directories(job_.telemetry.state_dir, ec);
   const fs::path local = job_.telemetry.state_dir / ("mirror-marker-" + marker.name + std::string(kMarkerSuffix));

@@ -30,15 +30,20 @@ std::optional<double> AfterNotice(const NoticeRecord& n, std::optional<std::int6
 
 namespace {
 
-// A save matched by the coarse rule (it appeared no later than the signal) may be a
-// periodic one that landed a moment before the notice; a newer good checkpoint of the same
-// attempt then is the notice's own save (what the drain names and the mirror uploads).
+// The first good checkpoint after a notice may not be the one it stopped with: a periodic
+// save that landed a moment before the notice (matched by the coarse rule), or one the
+// trainer finished just after the signal before it saw its stop flag. For a stop notice the
+// newest good checkpoint of its attempt is the one the drain names, the mirror uploads and
+// the next start resumes from; for a checkpoint-only notice (a rebalance hint) the trainer
+// runs on, so only a match from before its signal is replaced.
 bool Revise(NoticeRecord& n, const CheckpointRecord& c) {
   if (!n.validated_ms || !c.good || n.attempt != c.attempt || c.step <= n.step.value_or(0)) return false;
-  if (*n.saved_ms > n.signal_ms.value_or(n.received_ms)) return false;  // it came after the signal: the save
+  const bool before_signal = *n.saved_ms <= n.signal_ms.value_or(n.received_ms);
+  if (n.action != "stop" && !before_signal) return false;
   log::Log(log::LogLevel::kInfo, "event=notice_checkpoint_revised provider=" + n.provider +
-                                     " from=" + log::Quote(n.checkpoint) + " to=" + log::Quote(c.name) +
-                                     " detail=\"the first was written before the notice's signal\"");
+                                     " from=" + log::Quote(n.checkpoint) + " to=" + log::Quote(c.name) + " detail=" +
+                                     log::Quote(before_signal ? "the first was written before the notice's signal"
+                                                              : "a newer checkpoint of the stopped attempt"));
   n.saved_ms = std::max(c.mtime_ms, n.received_ms);
   n.checkpoint = c.name;
   n.step = c.step;

@@ -64,7 +64,7 @@ TEST(DurabilityPlan, LastSaveTimeIsTheNewestMeasuredCost) {
 TEST(DurabilityPlan, UploadRateSurvivesForPreflight) {
   testing::TempDir dir;
   EXPECT_EQ(LoadUploadRate(dir / "state"), std::nullopt);
-  ASSERT_TRUE(SaveUploadRate(dir / "state", 1234.5));
+  ASSERT_TRUE(SaveUploadRate(dir / "state", 1234.5, std::chrono::system_clock::now()));
   EXPECT_EQ(LoadUploadRate(dir / "state"), 1234.5);
   testing::WriteFile(dir / "state" / "upload-rate.json", "{torn");
   EXPECT_EQ(LoadUploadRate(dir / "state"), std::nullopt);

@@ -244,9 +244,16 @@ TEST(NoticeSaves, APeriodicSaveJustBeforeTheNoticeGivesWayToTheStopsOwnSave) {
   EXPECT_EQ(l.notices[0].outcome, "saved");
   MatchMirrored(l, "ckpt_step76", kT0 + 103 * kSec);
   EXPECT_EQ(AfterNotice(l.notices[0], l.notices[0].mirrored_ms), 3.0);
-  // Its save came after the signal: a later periodic checkpoint does not replace it.
-  MatchCheckpoint(l, Ckpt(80, 130, 1, 10));
-  EXPECT_EQ(l.notices[0].checkpoint, "ckpt_step76");
+  // A stop notice: the newest good checkpoint of its attempt is the one it stopped with.
+  MatchCheckpoint(l, Ckpt(77, 102, 1, 10));
+  EXPECT_EQ(l.notices[0].checkpoint, "ckpt_step77");
+  // A checkpoint-only notice (a rebalance hint): its save came after the signal, and the
+  // trainer runs on; a later periodic checkpoint is not its save.
+  l.notices = {Notice(200, std::nullopt)};
+  l.notices[0].action = "checkpoint";
+  MatchCheckpoint(l, Ckpt(90, 201, 1, 10));
+  MatchCheckpoint(l, Ckpt(100, 260, 1, 10));
+  EXPECT_EQ(l.notices[0].checkpoint, "ckpt_step90");
 }
 
 // run.json: the new fields round-trip; a file written before them still loads, with none.

@@ -43,7 +43,7 @@ DurabilityPlan PlanDurability(Duration window, std::optional<Duration> save, std
 std::optional<Duration> LastSaveTime(const std::vector<cadence::CheckpointRecord>& records);
 
 // The mirror's last measured upload rate (bytes/s), kept across runs for preflight.
-Status SaveUploadRate(const std::filesystem::path& state_dir, double bytes_per_second);
+Status SaveUploadRate(const std::filesystem::path& state_dir, double bytes_per_second, WallTime measured_at);
 std::optional<double> LoadUploadRate(const std::filesystem::path& state_dir);  // nullopt: none, or unreadable
 
 }  // namespace spotvisor::mirror
