@@ -47,17 +47,11 @@ pinned_dir="$(dirname "$(dirname "$pinned_python")")"
 key="$( (basename "$pinned_dir"; cat "$lock") | sha256sum | cut -c1-16)"
 env_dir="$cache/$name-$key"
 
-mkdir -p "$cache"
-# One maker at a time (test runs side by side share the cache); a half-made environment
-# (no .complete: the run was interrupted) is made again from scratch.
-exec 9>"$cache/$name.lock"
-flock 9
-if [[ ! -f "$env_dir/.complete" ]]; then
-  rm -rf "$env_dir"
+make_layered() {
   echo "$name: creating $env_dir from $lock on $pinned_dir" >&2
-  start=$(date +%s)
   # The same interpreter as the pinned environment, so its site-packages fit; no pip or
   # setuptools of its own (they would shadow the pinned ones: the pinned pip installs here).
+  local base site pinned_site
   base="$(readlink -f "$pinned_python")"
   "$base" -m venv --without-pip "$env_dir"
   site="$("$env_dir/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
@@ -73,8 +67,8 @@ if [[ ! -f "$env_dir/.complete" ]]; then
   if [[ -n "$imports" ]]; then
     "$env_dir/bin/python" -c "import $imports" >&2
   fi
-  touch "$env_dir/.complete"
-  echo "$name: ready in $(($(date +%s) - start)) s" >&2
-fi
-exec 9>&-
+}
+# shellcheck source=scripts/make-once.sh
+source "$here/make-once.sh"
+make_once "$name" "$env_dir" make_layered
 echo "$env_dir/bin/python"

@@ -28,21 +28,14 @@ version="$("$base" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')"
 key="$( (cat "$lock"; echo "$version") | sha256sum | cut -c1-16)"
 env_dir="$cache/pyenv-$key"
 
-mkdir -p "$cache"
-# One maker at a time (test runs side by side share the cache); a half-made environment
-# (no .complete: the run was interrupted) is made again from scratch.
-exec 9>"$cache/pyenv.lock"
-flock 9
-if [[ ! -f "$env_dir/.complete" ]]; then
-  rm -rf "$env_dir"
+make_pinned() {
   echo "python-env: creating $env_dir from $lock (Python $version); the first time downloads about 4 GB" >&2
-  start=$(date +%s)
   "$base" -m venv "$env_dir"
   "$env_dir/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir --require-hashes --no-deps \
     --only-binary :all: -r "$lock" >&2
   "$env_dir/bin/python" -m pip check >&2
-  touch "$env_dir/.complete"
-  echo "python-env: ready in $(($(date +%s) - start)) s" >&2
-fi
-exec 9>&-
+}
+# shellcheck source=scripts/make-once.sh
+source "$here/make-once.sh"
+make_once python-env "$env_dir" make_pinned
 echo "$env_dir/bin/python"

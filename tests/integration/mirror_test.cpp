@@ -121,10 +121,9 @@ TEST(Mirror, AnOlderLocalCheckpointGivesWayToTheMirrorsNewest) {
   EXPECT_EQ(ReadFile(dir / "b-result"), expected) << out;
 }
 
-// A mirror copy in flight (16 MiB at 1 MiB/s) never holds back a stop: the trainer gets
-// its signal at once; the upload then gets at most mirror.timeout before spotvisor exits.
-TEST(Mirror, ACopyInFlightNeverDelaysAStop) {
-  TempDir dir;
+// A trainer (the child helper) beside a 16 MiB checkpoint that a path mirror copies at
+// `bandwidth`; returns spotvisor once the copy is under way (its temp entry is there).
+testing::Spawned StartWithASlowCopy(const TempDir& dir, const std::string& bandwidth, const std::string& timeout) {
   std::filesystem::create_directories(dir / "ckpt" / "ckpt_step5");
   WriteFile(dir / "ckpt" / "ckpt_step5" / "blob", std::string(16 << 20, 'w'));
   WriteFile(dir / "job.yaml", "job:\n  name: slow\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) +
@@ -132,14 +131,23 @@ TEST(Mirror, ACopyInFlightNeverDelaysAStop) {
                                   "\"]\n"
                                   "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n  format: any\n"
                                   "  mirror:\n    path: " +
-                                  (dir / "bucket").string() +
-                                  "\n    bandwidth: 1MiB\n    timeout: 2s\n"
+                                  (dir / "bucket").string() + "\n    bandwidth: " + bandwidth +
+                                  "\n    timeout: " + timeout +
+                                  "\n"
                                   "signals:\n  grace: 5s\ntelemetry:\n  state_dir: ./state\n");
   auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
-  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
-  ASSERT_TRUE(WaitUntil([&] { return Entries(dir / "bucket", ".spotvisor") > 0; }, 10s))
+  EXPECT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
+  EXPECT_TRUE(WaitUntil([&] { return Entries(dir / "bucket", ".spotvisor") > 0; }, 10s))
       << "the copy of ckpt_step5 is under way\n"
       << ReadFile(dir / "out.txt");
+  return sv;
+}
+
+// A mirror copy in flight (16 MiB at 1 MiB/s) never holds back a stop: the trainer gets
+// its signal at once; the upload then gets at most mirror.timeout before spotvisor exits.
+TEST(Mirror, ACopyInFlightNeverDelaysAStop) {
+  TempDir dir;
+  auto sv = StartWithASlowCopy(dir, "1MiB", "2s");
   const auto stop = std::chrono::steady_clock::now();
   kill(sv.pid, SIGTERM);
   ASSERT_TRUE(WaitUntil(
@@ -154,19 +162,7 @@ TEST(Mirror, ACopyInFlightNeverDelaysAStop) {
 // user or systemd that wants it gone is never ignored.
 TEST(Mirror, ASigtermAfterTheExitLineEndsTheLastUploadsWait) {
   TempDir dir;
-  std::filesystem::create_directories(dir / "ckpt" / "ckpt_step5");
-  WriteFile(dir / "ckpt" / "ckpt_step5" / "blob", std::string(16 << 20, 'w'));
-  WriteFile(dir / "job.yaml", "job:\n  name: slow\n  command: [\"" + std::string(SPOTVISOR_CHILD_HELPER) +
-                                  "\", \"--mode=checkpoint\", \"--ready=" + (dir / "ready").string() +
-                                  "\"]\n"
-                                  "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n  format: any\n"
-                                  "  mirror:\n    path: " +
-                                  (dir / "bucket").string() +
-                                  "\n    bandwidth: 256KiB\n    timeout: 1h\n"
-                                  "signals:\n  grace: 5s\ntelemetry:\n  state_dir: ./state\n");
-  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
-  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
-  ASSERT_TRUE(WaitUntil([&] { return Entries(dir / "bucket", ".spotvisor") > 0; }, 10s)) << ReadFile(dir / "out.txt");
+  auto sv = StartWithASlowCopy(dir, "256KiB", "1h");
   kill(sv.pid, SIGTERM);
   ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=exit code=75") != std::string::npos; }, 30s))
       << ReadFile(dir / "out.txt");
