@@ -44,15 +44,20 @@ void MirrorObserver::Drain() {
   if (drained_) return;
   drained_ = true;
   const Duration bound = ExitBound();
+  const auto started = clock_ ? clock_->Now() : SteadyTime{};
   if (!WaitIdle(bound)) {
     std::string left;
     {
       std::lock_guard lock(mutex_);
       for (const auto& r : running_) left += (left.empty() ? "" : ",") + r.item.name;
     }
-    Log(LogLevel::kError, "event=mirror_abandoned uploading=" + Quote(left) + " after_ms=" + Ms(bound) + " detail=" +
-                              Quote(deadline_ ? "the stop notice's deadline passed before the uploads finished"
-                                              : "uploads did not finish within checkpoints.mirror.timeout"));
+    const bool hurried = control_ && control_->ExitHurried();
+    const auto waited = clock_ ? std::chrono::duration_cast<Duration>(clock_->Now() - started) : Duration::zero();
+    Log(LogLevel::kError, "event=mirror_abandoned uploading=" + Quote(left) +
+                              " after_ms=" + Ms(hurried ? waited : bound) + " detail=" +
+                              Quote(hurried     ? "a stop signal arrived after the exit line"
+                                    : deadline_ ? "the stop notice's deadline passed before the uploads finished"
+                                                : "uploads did not finish within checkpoints.mirror.timeout"));
   }
   stop_.request_stop();  // cancels every upload (their own stop sources follow it)
   changed_.notify_all();
@@ -70,6 +75,7 @@ Duration MirrorObserver::ExitBound() const {
 void MirrorObserver::OnStart(supervisor::RunControl& control) {
   // All before any checkpoint is enqueued (they are posted).
   clock_ = &control.clock();
+  control_ = &control;
   limiter_.emplace(*clock_, job_.checkpoints.mirror.path ? job_.checkpoints.mirror.bandwidth : 0);
   store_ = MakeMirrorStore(job_, control.children());
   if (store_) ledger_.emplace(job_.telemetry.state_dir);
@@ -155,9 +161,16 @@ void MirrorObserver::OnExit(int, const std::string&) {
   Drain();
 }
 
+// False when `timeout` passed or a stop signal hurried the exit (a signal cannot wake a
+// waiter: the wait looks for it every kHurryCheck).
 bool MirrorObserver::WaitIdle(Duration timeout) {
+  constexpr Duration kHurryCheck = std::chrono::milliseconds(50);
   std::unique_lock lock(mutex_);
-  return changed_.wait_for(lock, timeout, [this] { return busy_ == 0; });
+  const auto hurried = [this] { return control_ && control_->ExitHurried(); };
+  for (Duration left = timeout; left > Duration::zero(); left -= kHurryCheck) {
+    if (changed_.wait_for(lock, std::min(left, kHurryCheck), [&] { return busy_ == 0 || hurried(); })) break;
+  }
+  return busy_ == 0 && !hurried();
 }
 
 void MirrorObserver::Enqueue(MirrorItem item) {

@@ -3,6 +3,7 @@
 // the io thread (the table may have been called from a mirror upload thread).
 #include "spotvisor/supervisor/posix_host.hpp"
 
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
@@ -12,6 +13,7 @@
 #include <csignal>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "child_environment.hpp"
 #include "spotvisor/process/child_table.hpp"
@@ -23,6 +25,11 @@ namespace spotvisor::supervisor {
 namespace {
 
 namespace asio = boost::asio;
+
+// Set by a stop signal after Detach (a signal handler can do no more than this).
+volatile std::sig_atomic_t g_hurried = 0;
+
+extern "C" void OnLateSignal(int) { g_hurried = 1; }
 
 ExitStatus FromWaitStatus(int status) {
   if (WIFSIGNALED(status)) return ExitStatus{0, WTERMSIG(status)};
@@ -112,15 +119,21 @@ class PosixHost final : public Host {
     detached_ = true;
     if (children_) children_->cancel();
     if (requests_) {
-      // After the exit line the signals get their default action back: a SIGTERM while the
-      // mirror's last uploads finish (up to the notice's deadline) ends spotvisor at once.
+      // After the exit line a stop signal hurries the exit: the mirror's last uploads (up to
+      // the notice's deadline) are cancelled, and spotvisor ends with the code it logged,
+      // its state and report written. The handler replaces asio's in one sigaction, so no
+      // signal finds the default action (which would end spotvisor before its state is saved).
       requests_->cancel();
-      boost::system::error_code ec;
-      requests_->clear(ec);
+      struct sigaction late {};
+      late.sa_handler = OnLateSignal;
+      sigemptyset(&late.sa_mask);
+      for (int signo : signos_) sigaction(signo, &late, nullptr);
     }
     if (table_) table_->StopGroupWatches();
     exits_.clear();
   }
+
+  bool Hurried() const override { return g_hurried != 0; }
 
   process::ChildTable& children() override { return *table_; }
 
@@ -129,6 +142,7 @@ class PosixHost final : public Host {
   void WatchSignals(const std::vector<int>& signos, std::function<void(int)> on_signal) override {
     requests_.emplace(*io_);
     for (int signo : signos) requests_->add(signo);
+    signos_ = signos;
     on_request_ = std::move(on_signal);
     WaitRequests();
   }
@@ -195,6 +209,7 @@ class PosixHost final : public Host {
   std::optional<asio::signal_set> children_;  // SIGCHLD
   std::optional<asio::signal_set> requests_;  // WatchSignals's
   std::function<void(int)> on_request_;       // WatchSignals's handler
+  std::vector<int> signos_;                   // WatchSignals's signals
   std::map<pid_t, ExitHandler> exits_;        // trainers whose main process still runs
   bool detached_ = false;                     // no more waiting, no more callbacks
 };

@@ -151,15 +151,16 @@ TEST(Mirror, ACopyInFlightNeverDelaysAStop) {
   const auto stop = std::chrono::steady_clock::now();
   kill(sv.pid, SIGTERM);
   ASSERT_TRUE(WaitUntil(
-      [&] { return ReadFile(dir / "out.txt").find("event=signal_sent signal=SIGTERM") != std::string::npos; }, 1s))
+      [&] { return ReadFile(dir / "out.txt").find("event=signal_sent signal=SIGTERM") != std::string::npos; }, 8s))
       << ReadFile(dir / "out.txt");
   EXPECT_EQ(WaitExit(sv.pid, 30s), 75) << ReadFile(dir / "out.txt");
   EXPECT_LT(std::chrono::steady_clock::now() - stop, 10s) << "bounded by mirror.timeout, not by the 16 s copy";
 }
 
 // After the exit line spotvisor still lets the mirror's uploads finish (here for up to
-// mirror.timeout, an hour: no notice gave a deadline). A SIGTERM then ends it at once: a
-// user or systemd that wants it gone is never ignored.
+// mirror.timeout, an hour: no notice gave a deadline). A SIGTERM then ends that wait at once:
+// a user or systemd that wants it gone is never ignored, and spotvisor still ends the way
+// its exit line said, its state saved (never killed by the signal's default action).
 TEST(Mirror, ASigtermAfterTheExitLineEndsTheLastUploadsWait) {
   TempDir dir;
   auto sv = StartWithASlowCopy(dir, "256KiB", "1h");
@@ -168,8 +169,13 @@ TEST(Mirror, ASigtermAfterTheExitLineEndsTheLastUploadsWait) {
       << ReadFile(dir / "out.txt");
   EXPECT_TRUE(testing::ProcessAlive(sv.pid)) << "the 64 s upload is still under way\n" << ReadFile(dir / "out.txt");
   kill(sv.pid, SIGTERM);
-  EXPECT_EQ(WaitExit(sv.pid, 10s), 128 + SIGTERM) << "spotvisor ignored a SIGTERM after its exit line\n"
-                                                  << ReadFile(dir / "out.txt");
+  EXPECT_EQ(WaitExit(sv.pid, 10s), 75) << "spotvisor ignored a SIGTERM after its exit line, or died of it\n"
+                                       << ReadFile(dir / "out.txt");
+  const std::string out = ReadFile(dir / "out.txt");
+  EXPECT_NE(out.find("event=mirror_abandoned uploading=ckpt_step5 "), std::string::npos) << out;
+  EXPECT_NE(out.find("a stop signal arrived after the exit line"), std::string::npos) << out;
+  EXPECT_NE(ReadFile(dir / "state" / "state.json").find("\"last_exit_message\": \"stopped"), std::string::npos)
+      << ReadFile(dir / "state" / "state.json");
 }
 
 TEST(Mirror, RcloneCommandWithALocalRemote) {

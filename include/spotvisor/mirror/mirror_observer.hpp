@@ -88,6 +88,7 @@ class MirrorObserver final : public supervisor::RunObserver {
   const config::JobConfig& job_;                         // not owned
   std::shared_ptr<checkpoint_watch::DirKeeper> keeper_;  // owns checkpoints.dir
   Clock* clock_ = nullptr;                               // the run's; from OnStart on
+  supervisor::RunControl* control_ = nullptr;            // from OnStart on: ExitHurried
   std::unique_ptr<MirrorStore> store_;                   // path, remote or command; from OnStart on
   std::optional<DurabilityLedger> ledger_;               // with store_: durability.json
   std::optional<RateLimiter> limiter_;                   // mirror.bandwidth, shared by uploads; from OnStart on

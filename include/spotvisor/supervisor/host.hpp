@@ -114,8 +114,12 @@ class Host {
   // Once, before anything else: the loop every callback runs on. The host becomes the
   // reaper of the trainer's orphans (child subreaper) where it can.
   virtual void Attach(boost::asio::io_context& io) = 0;
-  // No callback after this (shutdown).
+  // No callback after this (shutdown). A signal of WatchSignals's that arrives from now on
+  // no longer reaches `on_signal`: it hurries the exit (Hurried), whose last waits then end.
   virtual void Detach() = 0;
+  // After Detach: a stop signal has arrived since (a second SIGTERM while the mirror's last
+  // uploads finish). Any thread.
+  virtual bool Hurried() const { return false; }
   // Where every other child of the run (hooks, mirror commands) is started and reaped;
   // from Attach on, for RunControl::children. Usable from any thread.
   virtual process::ChildTable& children() = 0;

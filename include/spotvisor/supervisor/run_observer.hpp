@@ -58,6 +58,9 @@ class RunControl {
   // Where every child of the run is started and reaped (hooks, mirror commands); it
   // outlives the observers.
   virtual process::ChildTable& children() = 0;
+  // After the exit line: a stop signal has arrived since, so what is still waited for
+  // (the mirror's last uploads) ends now. Any thread.
+  virtual bool ExitHurried() const { return false; }
 };
 
 class RunObserver {
