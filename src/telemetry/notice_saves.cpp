@@ -84,6 +84,24 @@ void MatchMirrored(RunLedger& l, const std::string& name, std::int64_t ms) {
   }
 }
 
+void SettleDurable(RunLedger& l, const std::vector<DurableAt>& durable, std::optional<std::int64_t> now_ms) {
+  for (auto& n : l.notices) {
+    if (!n.mirror || n.durable_step) continue;
+    if (now_ms && (!n.deadline_ms || *n.deadline_ms > *now_ms)) continue;
+    for (const auto& d : durable) {
+      if (n.deadline_ms && d.at_ms > *n.deadline_ms) continue;
+      if (!n.durable_step || d.step > *n.durable_step) n.durable_step = d.step;
+    }
+  }
+}
+
+std::optional<std::uint64_t> StepsLostOnANewVm(const NoticeRecord& n) {
+  if (!n.mirror || !n.step) return std::nullopt;
+  if (n.mirrored_ms && (!n.deadline_ms || *n.mirrored_ms <= *n.deadline_ms)) return 0;
+  const std::uint64_t from = n.durable_step.value_or(0);  // nothing on the mirror: from scratch
+  return *n.step > from ? *n.step - from : 0;
+}
+
 std::vector<std::size_t> SettleOpen(RunLedger& l, std::optional<int> attempt) {
   std::vector<std::size_t> settled;
   for (std::size_t i = 0; i < l.notices.size(); ++i) {

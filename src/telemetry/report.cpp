@@ -105,6 +105,21 @@ std::optional<double> StepsLost(const RunSummary& s, int attempt) {
   return std::nullopt;
 }
 
+// With a mirror: the planner's prediction at the notice against what happened, and what a
+// new VM resumes from (the newest checkpoint on the mirror at the deadline).
+json DurabilityJson(const NoticeRecord& n) {
+  json d;
+  d["predicted_after_s"] = n.predicted_durable_ms ? json(Round(*n.predicted_durable_ms / 1000.0, 3)) : json(nullptr);
+  d["predicted_in_window"] = n.predicted_durable_ms && n.deadline_ms
+                                 ? json(n.received_ms + *n.predicted_durable_ms <= *n.deadline_ms)
+                                 : json(nullptr);
+  d["observed_after_s"] = Seconds(AfterNotice(n, n.mirrored_ms));
+  d["observed_in_window"] = n.deadline_ms ? json(n.mirrored_ms && *n.mirrored_ms <= *n.deadline_ms) : json(nullptr);
+  d["new_vm_resumes_from_step"] = OptJson(n.durable_step);
+  d["steps_lost_on_a_new_vm"] = OptJson(StepsLostOnANewVm(n));
+  return d;
+}
+
 json NoticesJson(const RunLedger& l, const RunSummary& s) {
   json out = json::array();
   for (const auto& n : l.notices) {
@@ -128,6 +143,7 @@ json NoticesJson(const RunLedger& l, const RunSummary& s) {
     auto lost = *outcome == "not-saved" ? StepsLost(s, n.attempt) : std::nullopt;
     if (*outcome == "not-saved" && n.steps_lost) lost = static_cast<double>(*n.steps_lost);  // measured
     item["steps_lost"] = lost ? json(Round(*lost, 1)) : json(nullptr);
+    if (n.mirror) item["durability"] = DurabilityJson(n);
     out.push_back(item);
   }
   return out;

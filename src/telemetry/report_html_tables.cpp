@@ -102,6 +102,29 @@ std::string Attempts(const json& r) {
   return o.str() + "</table>\n";
 }
 
+// With a mirror: per notice, the planner's prediction against what happened, and what a new
+// VM resumes from.
+std::string NoticeDurability(const json& notices) {
+  const auto yes_no = [](const json& d, const char* key) {
+    const json& v = d.value(key, json(nullptr));
+    return v.is_null() ? std::string("-") : v.get<bool>() ? std::string("yes") : std::string("no");
+  };
+  std::ostringstream rows;
+  for (const auto& n : notices) {
+    if (!n.contains("durability")) continue;
+    const json& d = n.at("durability");
+    rows << Cells({Field(n, "received"), Field(d, "predicted_after_s", "-"), yes_no(d, "predicted_in_window"),
+                   Field(d, "observed_after_s", "not durable"), yes_no(d, "observed_in_window"),
+                   Field(d, "new_vm_resumes_from_step", "scratch"), Field(d, "steps_lost_on_a_new_vm", "unknown")});
+  }
+  if (rows.str().empty()) return "";
+  return "<h4>Durable before the VM is gone</h4>\n<table class=\"notices\">\n" +
+         Cells({"received", "predicted durable after (s)", "predicted in the window", "durable after (s)",
+                "in the window", "a new VM resumes from step", "steps lost on a new VM"},
+               "th") +
+         rows.str() + "</table>\n";
+}
+
 std::string Notices(const json& r) {
   std::ostringstream o;
   o << "<h3>Notices</h3>\n";
@@ -125,7 +148,7 @@ std::string Notices(const json& r) {
     o << "<p>Saved inside the warning window: " << Esc(Field(s, "saved_in_window")) << " of "
       << Esc(Field(s, "notices")) << " notices.</p>\n";
   }
-  return o.str();
+  return o.str() + NoticeDurability(notices);
 }
 
 std::string Cost(const json& r) {

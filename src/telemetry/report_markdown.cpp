@@ -46,6 +46,31 @@ std::string After(const json& v) { return v.is_null() ? "-" : Text(v) + " s"; }
 
 // One row per notice: the times from its receipt to the signal, the checkpoint appearing,
 // judged good and mirrored, the margin to the deadline and the outcome.
+// With a mirror: per notice, the planner's prediction against what happened, and what a new
+// VM (the disk gone with the old one) resumes from.
+void DurabilityMarkdown(std::ostringstream& o, const json& r) {
+  const auto in_window = [](const json& v) {
+    return v.is_null() ? std::string() : v.get<bool>() ? " (in the window)" : " (too late)";
+  };
+  std::string rows;
+  for (const auto& n : r.at("notices")) {
+    if (!n.contains("durability")) continue;
+    const json& d = n.at("durability");
+    rows += "| " + Text(n.at("received")) + " | " + After(d.at("predicted_after_s")) +
+            in_window(d.at("predicted_in_window")) + " | " +
+            (d.at("observed_after_s").is_null() ? std::string("not durable") : After(d.at("observed_after_s"))) +
+            in_window(d.at("observed_in_window")) + " | " + Text(d.at("new_vm_resumes_from_step"), "scratch") + " | " +
+            Text(d.at("steps_lost_on_a_new_vm"), "unknown") + " |\n";
+  }
+  if (rows.empty()) return;
+  o << "\n### Durable before the VM is gone\n\n"
+       "| received | predicted durable after | durable after | a new VM resumes from step | steps lost on a new VM "
+       "|\n|---|---|---|---|---|\n"
+    << rows
+    << "\nPredicted: the planner's save + upload at the notice. A new VM resumes from the newest checkpoint on the "
+       "mirror at the deadline.\n";
+}
+
 void NoticesMarkdown(std::ostringstream& o, const json& r) {
   o << "\n## Notices\n\n";
   if (r.at("notices").empty()) {
@@ -74,6 +99,7 @@ void NoticesMarkdown(std::ostringstream& o, const json& r) {
   }
   o << "\nTimes are from the notice being seen. Margin: the deadline minus the time the checkpoint was judged good "
        "(negative: it missed).\n";
+  DurabilityMarkdown(o, r);
 }
 
 void GoodputMarkdown(std::ostringstream& o, const json& r) {

@@ -52,7 +52,10 @@ json ToJson(const NoticeRecord& n) {
               {"checkpoint", n.checkpoint},
               {"step", OptJson(n.step)},
               {"steps_lost", OptJson(n.steps_lost)},
-              {"outcome", n.outcome}};
+              {"outcome", n.outcome},
+              {"mirror", n.mirror},
+              {"predicted_durable_ms", OptJson(n.predicted_durable_ms)},
+              {"durable_step", OptJson(n.durable_step)}};
 }
 NoticeRecord NoticeFrom(const json& j) {
   NoticeRecord n;
@@ -70,6 +73,9 @@ NoticeRecord NoticeFrom(const json& j) {
   n.step = GetOpt<std::uint64_t>(j, "step");
   n.steps_lost = GetOpt<std::uint64_t>(j, "steps_lost");
   n.outcome = j.value("outcome", "");
+  n.mirror = j.value("mirror", false);
+  n.predicted_durable_ms = GetOpt<std::int64_t>(j, "predicted_durable_ms");
+  n.durable_step = GetOpt<std::uint64_t>(j, "durable_step");
   return n;
 }
 

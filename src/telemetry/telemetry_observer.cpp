@@ -118,6 +118,12 @@ void TelemetryObserver::OnNotice(const preemption::Notice& n) {
     r.deadline_ms = std::chrono::duration_cast<std::chrono::milliseconds>(n.deadline->time_since_epoch()).count();
   }
   r.attempt = current_ ? current_->attempt : record_->last_attempt();
+  if (mirror_feed_) {
+    TakeMirrored();  // the planner's newest verdict
+    r.mirror = true;
+    if (durability_)
+      r.predicted_durable_ms = (durability_->save.value_or(Duration::zero()) + durability_->upload).count();
+  }
   auto& notices = record_->ledger().notices;
   notices.push_back(r);
   awaiting_signal_ = notices.size() - 1;
@@ -171,6 +177,7 @@ void TelemetryObserver::OnExit(int code, const std::string& message) {
   }
   TrackWaiting(Phase::kFinished);
   Settle(SettleOpen(record_->ledger(), std::nullopt));
+  SettleDurable(record_->ledger(), durable_, std::nullopt);
   record_->Save();
   const auto report_path = WriteRunReport();
   systemd_.Notify("STOPPING=1\nSTATUS=exit " + std::to_string(code) + ": " + message);

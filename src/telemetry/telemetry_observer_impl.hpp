@@ -124,6 +124,7 @@ class TelemetryObserver final : public supervisor::RunObserver {
   // The newest checkpoint on the mirror (step, unix ms it got there) and the planner's last verdict.
   std::optional<std::pair<std::uint64_t, std::int64_t>> newest_durable_;
   std::optional<mirror::DurabilityPlan> durability_;
+  std::vector<DurableAt> durable_;  // every checkpoint found on the mirror by this run, in order
   bool budget_stopped_ = false, exited_ = false;
 };
 

@@ -143,8 +143,13 @@ void TelemetryObserver::TakeMirrored() {
   for (const auto& d : done) {
     MatchMirrored(record_->ledger(), d.name, d.at_ms);
     if (!newest_durable_ || d.step >= newest_durable_->first) newest_durable_ = std::pair{d.step, d.at_ms};
+    durable_.push_back({d.step, d.at_ms});
     if (d.plan) durability_ = d.plan;
   }
+  // A notice whose deadline passed is settled now, so only the last uploads need keeping.
+  SettleDurable(record_->ledger(), durable_, NowMs());
+  constexpr std::size_t kDurableKept = 1024;
+  if (durable_.size() > kDurableKept) durable_.erase(durable_.begin(), durable_.end() - kDurableKept);
   record_->Save();
 }
 

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <nlohmann/json.hpp>
+
 #include "support/test_support.hpp"
 
 namespace spotvisor {
@@ -74,9 +76,26 @@ TEST(Mirror, DirectoryMirrorRestoresOntoANewMachineThatResumesExactly) {
   TempDir dir;
   const std::string mirror =
       "  mirror:\n    path: " + (dir / "bucket").string() + "\n    keep: 2\n    bandwidth: 64MiB\n";
+  WriteFile(dir / "b.yaml", Job("b", mirror));
+  std::string status;
+  ASSERT_EQ(testing::RunSpotvisor({"status", "--config", (dir / "b.yaml").string()}, &status), 0) << status;
+  EXPECT_NE(status.find("job m on this machine: no run yet"), std::string::npos) << status;
   StopThenRestoreElsewhere(dir, mirror, dir / "bucket");
   EXPECT_LE(Entries(dir / "bucket", "ckpt_step"), 2);   // retention on the mirror
   EXPECT_EQ(Entries(dir / "bucket", ".spotvisor"), 0);  // no temp copies left
+  // `spotvisor status` on machine B: what is durable, and the planner's verdict.
+  ASSERT_EQ(testing::RunSpotvisor({"status", "--config", (dir / "b.yaml").string()}, &status), 0) << status;
+  EXPECT_NE(status.find("job m on this machine: finished, 1 attempt"), std::string::npos) << status;
+  EXPECT_NE(status.find("  durable: ckpt_step80 (step 80, "), std::string::npos) << status;
+  EXPECT_NE(status.find("  planner: save "), std::string::npos) << status;
+  EXPECT_NE(status.find("the warning window is 30.0 s: fits, "), std::string::npos) << status;
+  ASSERT_EQ(testing::RunSpotvisor({"status", "--config", (dir / "b.yaml").string(), "--json"}, &status), 0) << status;
+  const auto local = nlohmann::json::parse(status.substr(status.find('{')))["local"];
+  EXPECT_EQ(local["phase"], "finished") << local;
+  EXPECT_EQ(local["durability"]["newest_durable"]["step"], 80) << local;
+  EXPECT_EQ(local["durability"]["uploading"].size(), 0u) << local;
+  EXPECT_EQ(local["durability"]["plan"]["fits"], true) << local;
+  EXPECT_EQ(local["durability"]["plan"]["window_s"], 30.0) << local;
 }
 
 // A machine whose local checkpoints are older than the mirror's (a disk restored from an

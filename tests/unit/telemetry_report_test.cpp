@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "spotvisor/state/journal.hpp"
+#include "spotvisor/telemetry/notice_saves.hpp"
 #include "spotvisor/telemetry/report.hpp"
 #include "spotvisor/telemetry/run_ledger.hpp"
 #include "support/test_support.hpp"
@@ -229,6 +230,80 @@ TEST(Report, BaselineComparison) {
   }
   EXPECT_TRUE(saved_row && bucket_row) << c.dump();
   EXPECT_NE(RenderComparison(c).find("| goodput | 0.76 | 0.76 | 1 |"), std::string::npos) << RenderComparison(c);
+}
+
+// With a mirror (issue 36): two notices, one whose checkpoint went up inside its window as
+// the planner said, one the planner said would not fit and that did not: a new VM resumes
+// from the newest checkpoint on the mirror by that deadline, and the steps lost are exact.
+TEST(Report, PerNoticeThePlannersPredictionAndWhatANewVmResumesFrom) {
+  RunLedger l;
+  l.job = "mirrored";
+  SessionRecord s;
+  s.started_ms = s.last_seen_ms = kT0;
+  s.ended_ms = kT0 + 60 * kMin;
+  s.exit_code = 0;
+  l.sessions.push_back(s);
+  const auto notice = [&](std::int64_t at, int attempt, std::uint64_t step, std::int64_t predicted_ms) {
+    NoticeRecord n;
+    n.received_ms = kT0 + at;
+    n.deadline_ms = n.received_ms + 120'000;
+    n.signal_ms = n.received_ms + 20;
+    n.provider = "aws";
+    n.kind = "terminate";
+    n.action = "stop";
+    n.attempt = attempt;
+    n.saved_ms = n.received_ms + 5'000;
+    n.validated_ms = n.received_ms + 6'000;
+    n.checkpoint = "ckpt_step" + std::to_string(step);
+    n.step = step;
+    n.outcome = "saved";
+    n.mirror = true;
+    n.predicted_durable_ms = predicted_ms;
+    return n;
+  };
+  l.notices.push_back(notice(10 * kMin, 1, 500, 40'000));
+  l.notices.push_back(notice(30 * kMin, 2, 900, 300'000));
+  MatchMirrored(l, "ckpt_step500", kT0 + 10 * kMin + 45'000);   // 45 s after its notice
+  MatchMirrored(l, "ckpt_step900", kT0 + 30 * kMin + 400'000);  // after its deadline
+  const std::vector<DurableAt> durable{{400, kT0 + 5 * kMin},
+                                       {500, kT0 + 10 * kMin + 45'000},
+                                       {700, kT0 + 25 * kMin},
+                                       {800, kT0 + 30 * kMin + 60'000},       // inside the second window
+                                       {900, kT0 + 30 * kMin + 400'000}};     // too late
+  SettleDurable(l, {durable.begin(), durable.begin() + 2}, kT0 + 13 * kMin);  // the first deadline passed
+  EXPECT_EQ(l.notices[0].durable_step, 500u);
+  EXPECT_FALSE(l.notices[1].durable_step) << "settled before its deadline";
+  SettleDurable(l, durable, std::nullopt);  // the run ends
+  EXPECT_EQ(l.notices[1].durable_step, 800u);
+  EXPECT_EQ(StepsLostOnANewVm(l.notices[0]), 0u);
+  EXPECT_EQ(StepsLostOnANewVm(l.notices[1]), 100u);
+  NoticeRecord none = l.notices[1];
+  none.durable_step.reset();
+  none.mirrored_ms.reset();
+  EXPECT_EQ(StepsLostOnANewVm(none), 900u) << "nothing on the mirror: a new VM starts from scratch";
+  none.mirror = false;
+  EXPECT_FALSE(StepsLostOnANewVm(none)) << "no mirror, no such number";
+
+  testing::TempDir dir;
+  ASSERT_TRUE(l.Save(dir.path()));
+  auto r = BuildReport(dir.path(), kT0 + 60 * kMin);
+  ASSERT_TRUE(r) << r.error().message;
+  const auto& first = (*r)["notices"][0]["durability"];
+  EXPECT_EQ(first["predicted_after_s"], 40.0);
+  EXPECT_EQ(first["predicted_in_window"], true);
+  EXPECT_EQ(first["observed_after_s"], 45.0);
+  EXPECT_EQ(first["observed_in_window"], true);
+  EXPECT_EQ(first["new_vm_resumes_from_step"], 500);
+  EXPECT_EQ(first["steps_lost_on_a_new_vm"], 0);
+  const auto& second = (*r)["notices"][1]["durability"];
+  EXPECT_EQ(second["predicted_in_window"], false);
+  EXPECT_EQ(second["observed_after_s"], 400.0);
+  EXPECT_EQ(second["observed_in_window"], false);
+  EXPECT_EQ(second["new_vm_resumes_from_step"], 800);
+  EXPECT_EQ(second["steps_lost_on_a_new_vm"], 100);
+  const std::string md = RenderMarkdown(*r);
+  EXPECT_NE(md.find("| 40 s (in the window) | 45 s (in the window) | 500 | 0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 300 s (too late) | 400 s (too late) | 800 | 100 |"), std::string::npos) << md;
 }
 
 TEST(Report, AnEmptyDirIsAClearError) {

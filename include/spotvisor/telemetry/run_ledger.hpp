@@ -47,6 +47,12 @@ struct NoticeRecord {
   // Not saved: `checkpoint` and `step` name the newest good checkpoint (the resume's), and this
   // is the trainer's last step (health.progress_pattern's group) less that one's; none unknown.
   std::optional<std::uint64_t> steps_lost;
+  // With a mirror: the planner's save + upload at the notice (ms; none before an upload was
+  // measured), and the newest step on the mirror at the notice's deadline (at the run's end
+  // without one): what a new VM resumes from. Older run.json files lack them.
+  bool mirror = false;
+  std::optional<std::int64_t> predicted_durable_ms;
+  std::optional<std::uint64_t> durable_step;
 };
 
 struct Interval {  // unix ms
