@@ -25,6 +25,14 @@ real S3 client and server, each with a server of its own:
 - test_server_errors_then_recovers: the server answers 503 to everything for a while:
   uploads fail (`event=mirror_failed`) and leave no marker; once it recovers later
   checkpoints get theirs, and a new VM restores the newest and ends exactly.
+- test_when_it_does_not_fit_the_planner_warns_and_a_new_vm_loses_exactly_what_the_report_says:
+  a 1 MiB checkpoint at 128 KiB/s (8 s up) against a 5 s warning window. After the first
+  upload, before any notice, spotvisor logs `event=durability_at_risk` with its advice, and
+  `spotvisor status` says AT RISK. A notice then comes: the trainer saves, the upload of
+  that checkpoint is cut at the deadline, and the report says per notice that the planner
+  predicted it would not fit, that it did not, which step a new VM resumes from (the newest
+  marked one) and how many steps that loses. A new VM resumes from exactly that step and
+  ends with the uninterrupted result.
 - test_stalled_server_at_exit_is_bounded_by_the_notice_deadline: the server stalls
   (SIGSTOP) right after an upload (while its retention runs), then a notice comes whose
   deadline is 6 s away; mirror.timeout is an hour.
@@ -147,7 +155,8 @@ class Durable(E2ECase):
         return vm
 
     def write_job(self, vm: Path, command: Sequence[str], *, bandwidth: str = "1MiB", keep: int = 3,
-                  rclone_flags: Sequence[str] = (), safety_margin: Optional[str] = None) -> Path:
+                  rclone_flags: Sequence[str] = (), safety_margin: Optional[str] = None,
+                  window: Optional[str] = None) -> Path:
         """The job file of one VM: a notice is `vm/notice.json` appearing (the file provider,
         with the deadline in it); the mirror is the server's bucket, folder PREFIX."""
         j = json.dumps
@@ -166,6 +175,7 @@ class Durable(E2ECase):
             f"  file: {j(str(vm / 'notice.json'))}",
             "  poll_interval: 100ms",
             *([f"  safety_margin: {safety_margin}"] if safety_margin else []),
+            *([f"  default_window: {window}"] if window else []),
             "signals:",
             "  on_notice: SIGTERM",
             "  grace: 30s",
@@ -196,9 +206,9 @@ class Durable(E2ECase):
                 "--steps", str(PLAIN_STEPS), "--checkpoint-every", "25", "--keep", "0",
                 "--step-sleep", str(step_sleep)]
 
-    def durable_command(self, step_sleep: float) -> List[str]:
+    def durable_command(self, step_sleep: float, args: Sequence[str] = DURABLE_ARGS) -> List[str]:
         return [PYTHON, str(DURABLE_TRAINER), "--ckpt-dir", "{checkpoint_dir}", "--result-file", "{result_file}",
-                *DURABLE_ARGS, "--step-sleep", str(step_sleep)]
+                *args, "--step-sleep", str(step_sleep)]
 
     def start(self, job: Path, name: str) -> RemoteSupervisor:
         env = self.s3.rclone_env(clean_env())
@@ -480,6 +490,69 @@ class Durable(E2ECase):
         svb = self.start(self.write_job(b, self.plain_command(0)), "spotvisor")
         self.assert_restored(svb, b, stop)
         self.assert_exit(svb, 0, 120)
+        self.assertEqual(self.result_of(b), expected, "the result differs from the uninterrupted run's")
+
+    # -- 5 ---------------------------------------------------------------------------
+    def test_when_it_does_not_fit_the_planner_warns_and_a_new_vm_loses_exactly_what_the_report_says(self):
+        # 4 shards of 0.25 MiB (+ model.pt) a checkpoint, one every 30 steps of 0.1 s.
+        args = ["--steps", "600", "--checkpoint-every", "30", "--shards", "4", "--shard-mib", "0.25"]
+        expected = self.reference(self.durable_command(0, args))
+        a = self.new_vm("vm-a")
+        job = self.write_job(a, self.durable_command(0.1, args), bandwidth="128KiB", window="5s", safety_margin="1s")
+        sv = self.start(job, "spotvisor")
+        # The first upload measures the rate: from then on the planner knows it does not fit.
+        risk = sv.wait_event("durability_at_risk", 120)
+        self.assertEqual(risk["window_s"], "5.0", risk)
+        self.assertLess(float(risk["margin_s"]), 0, risk)
+        self.assertIn("upload rate", risk["advice"], risk)
+        first = sv.events("mirrored")
+        self.assertGreaterEqual(len(first), 1, sv.tail())
+        status = subprocess.run([self.binary, "status", "--config", str(job)], cwd=a, capture_output=True, text=True,
+                                timeout=60)
+        self.assertEqual(status.returncode, 0, status.stderr)
+        self.assertIn("  planner: ", status.stdout)
+        self.assertIn(": AT RISK by ", status.stdout)
+        # A notice, its deadline the window away: the trainer saves, the upload cannot make it.
+        deadline = time.time() + 5
+        self.write_notice(a, deadline)
+        saved = sv.wait_for(r"^\[trainer\] saved step=(\d+) reason=stop", 60)
+        saved_step = int(saved.group(1))
+        sv.wait_event("drained", 60, lambda e: "newest_good" in e)
+        sv.signal(signal.SIGTERM)   # the machine goes away
+        self.assert_exit(sv, 75, 60)
+        log = sv.text()
+        notice_line = [i for _, i, _ in timed_events(log, "notice")]
+        risk_line = [i for _, i, _ in timed_events(log, "durability_at_risk")]
+        self.assertTrue(notice_line and risk_line and risk_line[0] < notice_line[0],
+                        f"no durability_at_risk before the notice; log {sv.log_path}:\n{sv.tail()}")
+        abandoned = sv.events("mirror_abandoned")
+        self.assertEqual(len(abandoned), 1, sv.tail())
+        self.assertIn(f"ckpt_step{saved_step}", abandoned[0]["uploading"].split(","), abandoned)
+        _, markers = self.remote()
+        self.assertNotIn(f"ckpt_step{saved_step}", markers)
+        self.assert_every_marker_whole()
+        durable = max(m["step"] for m in markers.values())
+        self.assertLess(durable, saved_step)
+
+        # The report: predicted and observed, what a new VM resumes from and the steps it loses.
+        report = json.loads((a / "state" / "report.json").read_text())["notices"][0]
+        self.assertEqual((report["checkpoint"], report["step"]), (f"ckpt_step{saved_step}", saved_step), report)
+        d = report["durability"]
+        self.assertEqual((d["predicted_in_window"], d["observed_in_window"], d["observed_after_s"]),
+                         (False, False, None), report)
+        self.assertGreater(d["predicted_after_s"], report["warning_s"], report)
+        self.assertEqual(d["new_vm_resumes_from_step"], durable, (report, sorted(markers)))
+        self.assertEqual(d["steps_lost_on_a_new_vm"], saved_step - durable, report)
+        md = (a / "state" / "report.md").read_text()
+        self.assertIn(f"(too late) | not durable (too late) | {durable} | {saved_step - durable} |", md)
+        print(f"\n[durable] it does not fit: saved step {saved_step} at the notice, {durable} on the mirror at the "
+              f"deadline: {saved_step - durable} steps lost on a new VM", file=sys.stderr, flush=True)
+
+        # A new VM resumes from exactly that step and ends as if never interrupted.
+        b = self.new_vm("vm-b")
+        svb = self.start(self.write_job(b, self.durable_command(0, args)), "spotvisor")
+        self.assert_restored(svb, b, durable)
+        self.assert_exit(svb, 0, 300)
         self.assertEqual(self.result_of(b), expected, "the result differs from the uninterrupted run's")
 
     # -- 4 ---------------------------------------------------------------------------
