@@ -24,16 +24,15 @@ from __future__ import annotations
 import os
 import pickle
 import random
-import shutil
 import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
-from .atomic import TEMP_PREFIX, atomic_checkpoint_dir, temp_name_for
+from .atomic import atomic_checkpoint_dir
+from .checkpoint_dir import CheckpointDir
 from .errors import CheckpointError, ManifestError
-from .fsio import fsync_dir
 from .manifest import verify_manifest
 from .names import NamePattern
 from .rng import capture_rng_state, plain, restore_rng_state
@@ -152,6 +151,7 @@ class Checkpointer:
         self.last_saved_step: Optional[int] = None
         self.resumed_from: Optional[LoadedCheckpoint] = None
         self._tracked: Dict[str, Any] = {}
+        self._dir = CheckpointDir(self.directory, self.pattern)
 
     # --- what is saved --------------------------------------------------------------
     def track(self, **objects: Any) -> "Checkpointer":
@@ -226,11 +226,11 @@ class Checkpointer:
             raise error
         self.last_saved_step = int(step)
         if rank == 0:
-            self._apply_retention(path)
+            self._dir.apply_retention(self.keep, path)
         return path
 
     def _write(self, path: Path, payload: Dict[str, Any]) -> None:
-        self._remove_stale_temps()
+        self._dir.remove_stale_temps()
         fmt = self._resolved_format()
         with atomic_checkpoint_dir(path, marker=self.marker) as tmp:
             if fmt == "torch":
@@ -240,77 +240,10 @@ class Checkpointer:
                 with open(tmp / STATE_PICKLE, "wb") as f:
                     pickle.dump(payload, f, protocol=4)
 
-    def _remove_stale_temps(self) -> None:
-        """Clean up after our own saves whose process died mid-way.
-
-        `.tmp-<name>-<pid>` (unfinished) and `.tmp-deleting-<name>-<pid>` (retention) are
-        deleted. `.tmp-replaced-<name>-<pid>` is a committed checkpoint moved aside while
-        the same step was re-saved: if `<name>` is missing it is put back, else deleted.
-        """
-        if not self.directory.is_dir():
-            return
-        for entry in sorted(self.directory.iterdir()):
-            name = entry.name
-            if not name.startswith(TEMP_PREFIX):
-                continue
-            body, _, pid_text = name[len(TEMP_PREFIX):].rpartition("-")
-            tag = ""
-            for candidate in ("replaced-", "deleting-"):
-                if body.startswith(candidate):
-                    tag, body = candidate, body[len(candidate):]
-            if not pid_text.isdigit() or self.pattern.match(body) is None:
-                continue
-            pid = int(pid_text)
-            if pid == os.getpid() or _pid_alive(pid):
-                continue
-            final = self.directory / body
-            if tag == "replaced-" and not os.path.lexists(final):
-                try:
-                    os.rename(entry, final)
-                    fsync_dir(self.directory)
-                    continue
-                except OSError:
-                    pass
-            shutil.rmtree(entry, ignore_errors=True)
-
-    def _apply_retention(self, just_saved: Path) -> None:
-        if self.keep <= 0:
-            return
-        existing = self.checkpoints()
-        newest_first = sorted(existing, key=lambda item: item[0], reverse=True)
-        keep = {p for _, p in newest_first[: self.keep]} | {just_saved}
-        removed = False
-        for _, old in existing:
-            if old in keep:
-                continue
-            # Rename to a temp name first: a crash mid-delete must not leave a
-            # half-deleted directory that still carries a checkpoint name.
-            doomed = self.directory / temp_name_for(old.name, "deleting")
-            try:
-                os.rename(old, doomed)
-                removed = True
-                shutil.rmtree(doomed)
-            except OSError as e:
-                warnings.warn(f"retention: could not delete old checkpoint {old}: {e}",
-                              RuntimeWarning, stacklevel=3)
-        if removed:
-            try:
-                fsync_dir(self.directory)
-            except OSError as e:
-                warnings.warn(f"retention: {e}", RuntimeWarning, stacklevel=3)
-
     # --- listing --------------------------------------------------------------------
     def checkpoints(self) -> List[Tuple[int, Path]]:
         """Committed checkpoint directories matching the pattern, oldest step first."""
-        if not self.directory.is_dir():
-            return []
-        found = []
-        for entry in self.directory.iterdir():
-            step = self.pattern.match(entry.name)
-            if step is not None and entry.is_dir() and not entry.is_symlink():
-                found.append((step, entry))
-        found.sort(key=lambda item: (item[0], item[1].name))
-        return found
+        return self._dir.checkpoints()
 
     def latest(self, *, verify: bool = True) -> Optional[Path]:
         """The newest checkpoint whose manifest verifies (or simply the newest one)."""
@@ -435,16 +368,6 @@ class Checkpointer:
                 stacklevel=3,
             )
         return rng_states[rank % len(rng_states)]
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _torch_load(path: Path) -> Any:
