@@ -4,6 +4,7 @@
 #include "spotvisor/cadence/cadence_observer.hpp"
 
 #include <algorithm>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
 #include "spotvisor/log/log.hpp"
@@ -101,6 +102,15 @@ void CadenceObserver::OnSignalSent(int signo, config::SignalTarget) {
 void CadenceObserver::OnPhase(supervisor::Phase phase) {
   phase_ = phase;
   if (phase != supervisor::Phase::kRunning && timer_) timer_->Cancel();
+}
+
+void CadenceObserver::PostDurabilityPlan(Duration upload, bool fits) {
+  if (!control_) return;
+  asio::post(control_->io(), [this, upload, fits] {
+    if (stopped_ || !policy_.ObserveUpload(fits ? std::nullopt : std::optional<Duration>(upload))) return;
+    NoteIntervalChange(fits ? "save + upload fits the warning window: C is the save alone"
+                            : "save + upload does not fit the warning window: the upload counts in C");
+  });
 }
 
 void CadenceObserver::OnExit(int, const std::string&) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "spotvisor/cadence/daly.hpp"
@@ -33,6 +34,20 @@ void CadencePolicy::ObserveRun(Duration length, bool interrupted) {
   if (interrupted) ++interruptions_;
 }
 
+bool CadencePolicy::ObserveUpload(std::optional<Duration> upload) {
+  if (upload.has_value() == upload_.has_value() &&
+      (!upload || std::abs((*upload - *upload_).count()) * 4 <= upload_->count()))
+    return false;
+  upload_ = upload;
+  return true;
+}
+
+std::optional<Duration> CadencePolicy::DurableCost() const {
+  const auto cost = Cost();
+  if (!cost) return std::nullopt;
+  return *cost + upload_.value_or(Duration::zero());
+}
+
 std::optional<Duration> CadencePolicy::Cost() const {
   if (costs_.empty()) return std::nullopt;
   std::vector<Duration> sorted(costs_.begin(), costs_.end());
@@ -45,7 +60,7 @@ Duration CadencePolicy::Mtbi() const { return (prior_ + observed_) / (1 + interr
 
 Duration CadencePolicy::Interval() const {
   if (cadence_.mode == config::CadenceMode::kFixed) return cadence_.every;
-  const auto cost = Cost();
+  const auto cost = DurableCost();
   if (!cost) return cadence_.min;
   // A measured cost of 0 (a checkpoint faster than the clock) still costs something.
   const Seconds c = std::max<Seconds>(Seconds(*cost), Seconds(0.001));
@@ -59,7 +74,7 @@ double CadencePolicy::OverheadPercent(Duration elapsed) const {
 }
 
 std::optional<double> CadencePolicy::ExpectedWastePercent() const {
-  const auto cost = Cost();
+  const auto cost = DurableCost();
   if (!cost) return std::nullopt;
   return 100.0 * WasteAtOptimum(Seconds(*cost), Seconds(Mtbi()));
 }
@@ -70,7 +85,8 @@ std::string CadencePolicy::Describe() const {
     return FormatDuration(d >= std::chrono::minutes(1) ? Duration(std::chrono::round<std::chrono::seconds>(d)) : d);
   };
   const auto cost = Cost();
-  return "C=" + (cost ? pretty(*cost) : std::string("unmeasured")) + " M=" + pretty(Mtbi()) +
+  return "C=" + (cost ? pretty(*cost) : std::string("unmeasured")) +
+         (upload_ ? "+upload " + pretty(*upload_) : std::string()) + " M=" + pretty(Mtbi()) +
          " interval=" + pretty(Interval());
 }
 

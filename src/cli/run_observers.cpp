@@ -49,9 +49,11 @@ Result<RunParts> AssembleRun(const config::JobConfig& job) {
     parts.observers.push_back(std::move(owned));
     parts.observers.push_back(std::make_unique<LandedCheckpoints>(*watcher));
   }
+  cadence::CadenceObserver* cadence = nullptr;
   if (job.cadence.mode != config::CadenceMode::kOff) {
-    parts.observers.push_back(
-        std::make_unique<cadence::CadenceObserver>(job, watcher, config::ToString(job.provider.kind)));
+    auto owned = std::make_unique<cadence::CadenceObserver>(job, watcher, config::ToString(job.provider.kind));
+    cadence = owned.get();
+    parts.observers.push_back(std::move(owned));
   }
   if (job.health.heartbeat_file || !job.health.progress_pattern.empty()) {
     parts.observers.push_back(std::make_unique<health::HeartbeatMonitor>(job));
@@ -62,6 +64,13 @@ Result<RunParts> AssembleRun(const config::JobConfig& job) {
     auto owned = std::make_unique<mirror::MirrorObserver>(job, *watcher);
     mirror = owned.get();
     parts.observers.push_back(std::move(owned));
+    // The planner's verdict reaches the adaptive cadence (the upload counts in C when it does not fit).
+    if (cadence) {
+      mirror->SubscribeUploaded(
+          [cadence](const mirror::MirrorItem&, const std::optional<mirror::DurabilityPlan>& plan) {
+            if (plan) cadence->PostDurabilityPlan(plan->upload, plan->fits());
+          });
+    }
   }
   auto telemetry = telemetry::MakeTelemetryObservers(job, watcher, mirror);
   if (!telemetry) return telemetry.error();

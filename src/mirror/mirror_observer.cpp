@@ -61,6 +61,8 @@ void MirrorObserver::Drain() {
   }
   stop_.request_stop();  // cancels every upload (their own stop sources follow it)
   changed_.notify_all();
+  std::lock_guard tell(telling_);  // waits for a subscriber being told: after this, none is
+  told_last_ = true;
 }
 
 // After the exit line: the VM is gone at the notice's deadline, so waiting longer only
@@ -279,7 +281,19 @@ void MirrorObserver::Upload(const MirrorItem& item, const std::stop_source& own)
     if (bytes) Replan(*bytes, std::chrono::duration_cast<Duration>(clock_->Now() - started));
   }
   keeper_->MarkDurable(item.step);
-  if (uploaded_) uploaded_(item, Plan());
+  TellUploaded(item);
+  PruneMirror(own);
+}
+
+void MirrorObserver::TellUploaded(const MirrorItem& item) {
+  std::lock_guard tell(telling_);
+  if (told_last_) return;
+  const auto plan = Plan();
+  for (const auto& done : uploaded_) done(item, plan);
+}
+
+// The mirror's retention after an upload: checkpoints.mirror.keep (or checkpoints.keep).
+void MirrorObserver::PruneMirror(const std::stop_source& own) {
   const int keep = Keep();
   if (keep > 0 && !job_.checkpoints.mirror.command.empty() && job_.checkpoints.mirror.prune_command.empty()) {
     std::lock_guard lock(mutex_);

@@ -111,6 +111,36 @@ TEST(Cadence, AdaptiveLogsCMAndTheClampedDalyInterval) {
   EXPECT_TRUE(checkpoints.front().contains("expected_waste_pct")) << checkpoints.front().dump();
 }
 
+// Issue 36: with a mirror whose save + upload does not fit the warning window (here a 1 ms
+// window, which nothing fits), the mirror's planner says so after the first upload and the
+// adaptive cadence counts the upload in C from then on.
+TEST(Cadence, AdaptiveCountsTheUploadWhenSaveAndUploadDoNotFitTheWindow) {
+  TempDir dir;
+  std::string job = HelperJob(dir, CheckpointArgs(dir),
+                              "cadence:\n  every: adaptive\n  min: 100ms\n  max: 1h\n  mtbi_priors: {none: 200s}\n"
+                              "provider:\n  default_window: 1ms\n");
+  const std::string format = "  format: any\n";
+  job.insert(job.find(format) + format.size(), "  mirror:\n    path: " + (dir / "bucket").string() + "\n");
+  WriteFile(dir / "job.yaml", job);
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  const auto counted = [&] { return ReadFile(dir / "out.txt").find("the upload counts in C") != std::string::npos; };
+  ASSERT_TRUE(WaitUntil(counted, 30s)) << ReadFile(dir / "out.txt");
+  kill(sv.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
+  const std::string out = ReadFile(dir / "out.txt");
+  const auto risk = out.find("event=durability_at_risk window_s=0.0");
+  const auto interval = out.find("event=cadence_interval C=");
+  ASSERT_NE(risk, std::string::npos) << out;
+  ASSERT_NE(interval, std::string::npos) << out;
+  const auto line = out.substr(out.rfind('\n', out.find("the upload counts in C")) + 1);
+  EXPECT_NE(line.find("+upload "), std::string::npos) << line;
+  EXPECT_LT(risk, out.find("the upload counts in C")) << "the cadence heard it from the planner";
+  const auto intervals = Records(dir, "interval");
+  ASSERT_FALSE(intervals.empty()) << out;
+  EXPECT_EQ(intervals.back()["reason"], "save + upload does not fit the warning window: the upload counts in C")
+      << intervals.back().dump();
+}
+
 // M comes from the job's own history too: interruptions that earlier supervisors of this
 // job recorded in attempts.jsonl shorten the 200 s prior before anything runs.
 TEST(Cadence, AdaptiveMLearnsFromEarlierSupervisorsInterruptions) {

@@ -59,6 +59,32 @@ TEST(CadencePolicy, AdaptiveStartsAtMinThenFollowsDaly) {
   EXPECT_EQ(p.Describe(), "C=30s M=3h interval=13m5s");
 }
 
+// Issue 36: where save + upload does not fit the warning window, the upload counts in C
+// (C = 30 s + 30 s = 60 s, M = 3 h: Daly's interval for 60 s), and no longer once it fits.
+// A new verdict, or an upload time that moved by more than a quarter, is a change; a small
+// wobble is not (no new interval for each upload).
+TEST(CadencePolicy, TheUploadCountsInCWhileItDoesNotFitTheWindow) {
+  CadencePolicy p(Adaptive(2min, 2h), 3h);
+  p.ObserveCost(30s);
+  const auto save_only = p.Interval();
+  EXPECT_FALSE(p.ObserveUpload(std::nullopt)) << "it fits, as assumed";
+  EXPECT_TRUE(p.ObserveUpload(30s));
+  EXPECT_EQ(p.DurableCost(), 60s);
+  EXPECT_EQ(p.Cost(), 30s) << "the save's cost itself is unchanged";
+  EXPECT_NEAR(std::chrono::duration<double>(p.Interval()).count(), DalyInterval(Seconds(60), Seconds(3 * 3600)).count(),
+              0.5);
+  EXPECT_GT(p.Interval(), save_only);
+  EXPECT_EQ(p.Describe(), "C=30s+upload 30s M=3h interval=" +
+                              FormatDuration(std::chrono::round<std::chrono::seconds>(Duration(p.Interval()))));
+  EXPECT_FALSE(p.ObserveUpload(35s)) << "within a quarter: no change";
+  EXPECT_EQ(p.upload_counted(), 30s);
+  EXPECT_TRUE(p.ObserveUpload(45s));
+  EXPECT_EQ(p.DurableCost(), 75s);
+  EXPECT_TRUE(p.ObserveUpload(std::nullopt)) << "it fits again";
+  EXPECT_EQ(p.Interval(), save_only);
+  EXPECT_NEAR(*p.ExpectedWastePercent(), 100 * WasteAtOptimum(Seconds(30), Seconds(3 * 3600)), 1e-9);
+}
+
 TEST(CadencePolicy, CostIsTheMedianOfTheRecentOnes) {
   CadencePolicy p(Adaptive(1s, 10h), 3h);
   for (auto c : {10s, 50s, 30s, 1000s, 20s}) p.ObserveCost(c);

@@ -37,6 +37,11 @@ class CadenceObserver final : public supervisor::RunObserver {
   void OnPhase(supervisor::Phase phase) override;
   void OnExit(int code, const std::string& message) override;
 
+  // Any thread (the mirror's uploads), from OnStart on: the planner's verdict after an
+  // upload (does save + `upload` fit the warning window?). Handled on the io thread: where
+  // it does not fit, the upload counts in the adaptive interval's C.
+  void PostDurabilityPlan(Duration upload, bool fits);
+
   const CadencePolicy& policy() const { return policy_; }
 
  private:

@@ -54,11 +54,12 @@ class MirrorObserver final : public supervisor::RunObserver {
   // is out, and observers after this one (the run report) see what reached the mirror.
   void OnExit(int code, const std::string& message) override;
 
-  // Before OnStart: `done` hears of every checkpoint the mirror holds after an upload (or
-  // held already), with the planner's verdict then, on the upload's thread (also while
-  // OnExit drains).
+  // Before OnStart, one per subscriber: `done` hears of every checkpoint the mirror holds
+  // after an upload (or held already), with the planner's verdict then, on the upload's
+  // thread (also while OnExit drains; never after it, so a subscriber may go once every
+  // observer's OnExit ran).
   using Uploaded = std::function<void(const MirrorItem& item, const std::optional<DurabilityPlan>& plan)>;
-  void SubscribeUploaded(Uploaded done) { uploaded_ = std::move(done); }
+  void SubscribeUploaded(Uploaded done) { uploaded_.push_back(std::move(done)); }
 
   // The planner's verdict after the last upload (durability_plan.hpp); nullopt before one.
   std::optional<DurabilityPlan> Plan();
@@ -78,6 +79,8 @@ class MirrorObserver final : public supervisor::RunObserver {
   void YieldOlderLocked(const MirrorItem& newer);
   void Work();  // upload thread: the newest queued item
   void Upload(const MirrorItem& item, const std::stop_source& own);
+  void TellUploaded(const MirrorItem& item);      // the subscribers, until the drain closes them
+  void PruneMirror(const std::stop_source& own);  // after an upload
   CopyControl Control(const std::stop_source& own);
   Duration ExitBound() const;
   void Drain();                                     // once: waits at most ExitBound(), then cancels every upload
@@ -102,7 +105,9 @@ class MirrorObserver final : public supervisor::RunObserver {
   std::optional<WallTime> deadline_;                     // the last stop notice's
   std::optional<DurabilityPlan> plan_;                   // after the last upload
   bool restore_done_ = false;                            // restore runs before the first selection only
-  Uploaded uploaded_;                                    // set before OnStart, then read only
+  std::vector<Uploaded> uploaded_;                       // set before OnStart, then read only
+  std::mutex telling_;                                   // held while telling uploaded_; Drain closes it
+  bool told_last_ = false;                               // under telling_: after the drain, no more
   bool drained_ = false;                                 // Drain ran (the io thread, or the destructor)
   bool warned_prune_ = false;                            // said once that prune_command is missing
   std::shared_ptr<void> holding_;                        // the clock's BackgroundWork while busy
