@@ -406,11 +406,14 @@ Result<std::vector<fs::path>> Catalog::ApplyRetention(bool judged_only) {
       if (e.scan_error.empty()) e.verdict = cache_.Find(e.name, e.key, options_.validator.level);
     }
   }
-  int good = 0;
+  // Good ones beyond the newest `keep` go, and so do fenced ones beyond the newest `keep` of
+  // them (never resumed from, kept a while for people to look at: a flapping node's would
+  // fill the dir). The fenced count apart, so they never push out the job's own.
+  int good = 0, fenced = 0;
   for (const auto& e : *entries) {
-    // A fenced one is neither kept nor deleted: it is not the job's, and people may want it.
-    if (!e.verdict || !e.verdict->good || FencedBecause(e)) continue;
-    if (++good <= options_.keep) continue;
+    if (!e.verdict || !e.verdict->good) continue;
+    const auto fenced_why = FencedBecause(e);
+    if (++(fenced_why ? fenced : good) <= options_.keep) continue;
     if (auto why = options_.held ? options_.held(e) : std::nullopt) {
       if (said_held_.insert(e.name).second) {
         Log(LogLevel::kWarning, "event=retention_held path=" + Quote(e.path.string()) +
@@ -425,7 +428,8 @@ Result<std::vector<fs::path>> Catalog::ApplyRetention(bool judged_only) {
     if (!e.is_directory) fs::remove(ManifestPathFor(e.path, false), ec);
     cache_.Erase(e.name);
     Log(LogLevel::kInfo, "event=checkpoint_deleted path=" + Quote(e.path.string()) + " step=" + std::to_string(e.step) +
-                             " keep=" + std::to_string(options_.keep));
+                             " keep=" + std::to_string(options_.keep) +
+                             (fenced_why ? " fenced=" + Quote(*fenced_why) : std::string()));
     deleted.push_back(e.path);
   }
   if (!deleted.empty()) {

@@ -95,6 +95,41 @@ TEST_F(CheckpointFence, TheSelectionPassesOverAFencedCheckpointAndLeavesItAlone)
   EXPECT_EQ(Steps(sel->good), (std::vector<std::uint64_t>{1100}));
 }
 
+// Issue 37: a flapping node's fenced checkpoints do not fill the dir. They count apart
+// from the job's own: with keep 2, the two newest fenced ones stay (and `spotvisor
+// checkpoints` says why each is fenced), older fenced ones go, and the job's own two newest
+// good ones are never pushed out by them.
+TEST_F(CheckpointFence, FencedCheckpointsArePrunedApartFromTheJobsOwn) {
+  Write(900, 3);
+  Write(1000, 3);
+  Write(1100, std::nullopt);  // no epoch: the job's own
+  for (std::uint64_t step : {1200, 1300, 1400, 1500}) Write(step, 3);
+  Attempts({{3, 800}, {4, 1000}});
+  auto catalog = Make(/*keep=*/2);
+  ASSERT_TRUE(catalog) << catalog.error().message;
+  auto sel = catalog->Select(/*act=*/true);
+  ASSERT_TRUE(sel && sel->chosen) << (sel ? "" : sel.error().message);
+  EXPECT_EQ(sel->chosen->step, 1100u);
+  for (const char* kept : {"ckpt_step1100", "ckpt_step1000", "ckpt_step1500", "ckpt_step1400"})
+    EXPECT_TRUE(fs::exists(dir_ / kept)) << kept;
+  for (const char* gone : {"ckpt_step900", "ckpt_step1200", "ckpt_step1300"})
+    EXPECT_FALSE(fs::exists(dir_ / gone)) << gone;
+  EXPECT_EQ(Steps(sel->good), (std::vector<std::uint64_t>{1100, 1000}));
+
+  const fs::path job = tmp_ / "job.yaml";
+  WriteFile(job,
+            "job:\n  command: [\"/bin/true\"]\ncheckpoints:\n  dir: ./ckpt\n"
+            "  pattern: \"ckpt_step{step}\"\ntelemetry:\n  state_dir: ./state\n");
+  std::string out;
+  RunSpotvisor({"checkpoints", "--config", job.string(), "--json"}, &out);
+  const auto list = nlohmann::json::parse(out.substr(out.find('[')));
+  std::vector<std::uint64_t> fenced;
+  for (const auto& row : list) {
+    if (!row.at("fenced").is_null()) fenced.push_back(row.at("step").get<std::uint64_t>());
+  }
+  EXPECT_EQ(fenced, (std::vector<std::uint64_t>{1500, 1400})) << out;
+}
+
 TEST_F(CheckpointFence, TheGroupIsOfferedNoFencedStep) {
   Write(10, 1);
   Write(20, 1);

@@ -94,7 +94,8 @@ class Catalog {
   Result<Selection> Select(bool act, const VerdictCache* validated_now = nullptr);
 
   // Deletes good checkpoints beyond `keep`, oldest first; never the newest good one,
-  // never one newer than the keep-th good one, never a temp name. Uses cached verdicts;
+  // never one newer than the keep-th good one, never a temp name. Fenced ones count apart:
+  // the newest `keep` of them stay (for people to look at), older ones go. Uses cached verdicts;
   // an entry without one is validated now, or with `judged_only` passed over (a watcher
   // judges it soon, and reading it here would read it twice).
   Result<std::vector<std::filesystem::path>> ApplyRetention(bool judged_only = false);
