@@ -296,6 +296,10 @@ class Spares(GroupCase):
         for sv in (sv1, sv2):
             agreed = sv.wait_event("group_agreed", 120, lambda e: e["epoch"] == "2")
             self.assertEqual(agreed["step"], str(step), agreed)
+        # Each starts its trainer a moment after it logs the agreement: wait for those lines
+        # (rank 1's second attempt, the spare's first), not only for the agreement.
+        sv1.wait_event("trainer_started", 60, lambda e: e["attempt"] == "2")
+        sv2.wait_event("trainer_started", 60)
         starts = [timed_events(sv.text(), "trainer_started")[-1] for sv in (sv1, sv2)]
         self.assertEqual([s["attempt"] for s in starts], ["2", "1"], starts)
         t_released = stamp(timed_events(sv0.text(), "group_rank_released")[0])

@@ -114,6 +114,9 @@ class GroupShrinks(GroupCase):
         status = json.loads(subprocess.run([self.binary, "status", "--config", str(jobs[1]), "--json"],
                                            capture_output=True, text=True, timeout=60).stdout)
         self.assertIn({"epoch": 2, "ranks": [1, 2]}, status["shrinks"], status)
+        # Each node's second start is logged a moment after its agreement: wait for both.
+        for sv in (sv1, sv2):
+            sv.wait_event("trainer_started", 60, lambda e: e["attempt"] == "2")
         ended = [timed_events(sv.text(), "attempt_ended")[0] for sv in (sv1, sv2)]
         started = [timed_events(sv.text(), "trainer_started")[1] for sv in (sv1, sv2)]
         idle = max(stamp(s) for s in started) - min(stamp(e) for e in ended)
