@@ -88,11 +88,16 @@ class S3Server:
         # An empty config of its own: the remote is all in the environment (rclone_env), and
         # no user's rclone.conf (a [s3test] section, say) can add to it.
         self.rclone_config.write_text("")
+        self._launch(0)
+        return self
+
+    def _launch(self, port: int) -> None:
+        """The server on `port` (0: a free one), answering, with the bucket made."""
         with open(self.log_path, "ab") as log:
             # In the test's process group, so whatever kills a hung test takes it along; it
             # also dies with its parent (PDEATHSIG, set by the script).
             self.proc = subprocess.Popen(
-                [self.python, str(SERVER_SCRIPT), "--host", "127.0.0.1", "--port", "0",
+                [self.python, str(SERVER_SCRIPT), "--host", "127.0.0.1", "--port", str(port),
                  "--port-file", str(self.port_file), "--fault-file", str(self.fault_file)],
                 cwd=self.workdir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -101,7 +106,6 @@ class S3Server:
         except BaseException:
             self._stop()
             raise
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop()
@@ -234,3 +238,17 @@ class S3Server:
     def resume(self) -> None:
         os.kill(self.pid, signal.SIGCONT)
         self.paused = False
+
+    def crash(self) -> None:
+        """The server dies (SIGKILL) in the middle of whatever it was doing: connections are
+        cut, new ones refused, until restart()."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+        self.paused = False
+
+    def restart(self) -> None:
+        """A new server on the same port, with the bucket made again. moto keeps objects in
+        memory, so the new one starts empty: what the old one held is gone."""
+        self.port_file.unlink(missing_ok=True)
+        self._launch(self.port)

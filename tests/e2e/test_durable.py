@@ -33,6 +33,11 @@ real S3 client and server, each with a server of its own:
   predicted it would not fit, that it did not, which step a new VM resumes from (the newest
   marked one) and how many steps that loses. A new VM resumes from exactly that step and
   ends with the uninterrupted result.
+- test_server_crash_mid_upload_leaves_no_torn_marker_and_uploads_resume: the server is
+  SIGKILLed while a checkpoint is part way up, and a new one comes up on the same port (moto
+  keeps objects in memory: it starts empty). The cut upload fails or is retried by rclone;
+  either way uploads resume on the new server, every marker there is for a whole checkpoint,
+  the stop's checkpoint goes up at the end, and a new VM resumes from it exactly.
 - test_stalled_server_at_exit_is_bounded_by_the_notice_deadline: the server stalls
   (SIGSTOP) right after an upload (while its retention runs), then a notice comes whose
   deadline is 6 s away; mirror.timeout is an hour.
@@ -552,6 +557,45 @@ class Durable(E2ECase):
         b = self.new_vm("vm-b")
         svb = self.start(self.write_job(b, self.durable_command(0, args)), "spotvisor")
         self.assert_restored(svb, b, durable)
+        self.assert_exit(svb, 0, 300)
+        self.assertEqual(self.result_of(b), expected, "the result differs from the uninterrupted run's")
+
+    # -- 6 ---------------------------------------------------------------------------
+    def test_server_crash_mid_upload_leaves_no_torn_marker_and_uploads_resume(self):
+        # 4 MiB a checkpoint at 1 MiB/s, one file at a time (as in case 2), for a minute:
+        # time for the crash, the restart and an upload after it before the trainer ends.
+        args = ["--steps", "300", "--checkpoint-every", "30", "--shards", "4", "--shard-mib", "1"]
+        expected = self.reference(self.durable_command(0, args))
+        a = self.new_vm("vm-a")
+        sv = self.start(self.write_job(a, self.durable_command(0.2, args), rclone_flags=["--transfers", "1"]),
+                        "spotvisor")
+        first = int(sv.wait_event("mirrored", 180)["step"])
+
+        def torn() -> Optional[str]:
+            checkpoints, markers = self.remote()
+            later = [n for n in checkpoints if n not in markers and step_of(n) > first]
+            return later[0] if later else None
+
+        name = self.wait_until(torn, 120, "a later checkpoint part way up", sv)
+        self.s3.crash()
+        self.s3.restart()
+        # Uploads go on against the new server: the cut one (retried by rclone, or failed)
+        # or the next one, whole and marked.
+        resumed = sv.wait_event("mirrored", 180, lambda e: int(e["step"]) >= step_of(name))
+        self.assert_whole_on_remote(a / "ckpt" / resumed["name"], sv)
+        self.assert_every_marker_whole()
+        sv.signal(signal.SIGTERM)
+        self.assert_exit(sv, 75, 120)
+        stop = int(re.findall(r"^\[trainer\] saved step=(\d+) reason=stop", sv.text(), re.M)[-1])
+        self.assert_whole_on_remote(a / "ckpt" / f"ckpt_step{stop}", sv)
+        markers = self.assert_every_marker_whole()
+        self.assertEqual(max(m["step"] for m in markers.values()), stop, markers)
+        print(f"\n[durable] server crashed with {name} part way up; after its restart {resumed['name']} went up; "
+              f"failed uploads: {[e['name'] for e in sv.events('mirror_failed')]}", file=sys.stderr, flush=True)
+
+        b = self.new_vm("vm-b")
+        svb = self.start(self.write_job(b, self.durable_command(0, args)), "spotvisor")
+        self.assert_restored(svb, b, stop)
         self.assert_exit(svb, 0, 300)
         self.assertEqual(self.result_of(b), expected, "the result differs from the uninterrupted run's")
 
