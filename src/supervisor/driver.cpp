@@ -48,6 +48,7 @@ int Driver::Impl::Run() {
   std::vector<int> requests = job_.signals.stop_on;    // signals.stop_on: "stop"
   if (!StopsOn(SIGUSR1)) requests.push_back(SIGUSR1);  // else "checkpoint now"
   host_->WatchSignals(requests, [this](int signo) { OnSignal(signo); });
+  host_->HurryOn(job_.signals.stop_on);
   pid_t holder = 0;
   auto files = host_->OpenState(job_, &holder);
   if (!files && holder != 0) {

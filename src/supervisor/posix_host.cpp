@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -124,15 +125,19 @@ class PosixHost final : public Host {
       // its state and report written. The handler replaces asio's in one sigaction, so no
       // signal finds the default action (which would end spotvisor before its state is saved).
       requests_->cancel();
-      struct sigaction late {};
-      late.sa_handler = OnLateSignal;
-      sigemptyset(&late.sa_mask);
-      for (int signo : signos_) sigaction(signo, &late, nullptr);
+      for (int signo : signos_) {
+        struct sigaction late {};
+        const bool hurries = std::find(hurry_.begin(), hurry_.end(), signo) != hurry_.end();
+        late.sa_handler = hurries ? OnLateSignal : SIG_IGN;
+        sigemptyset(&late.sa_mask);
+        sigaction(signo, &late, nullptr);
+      }
     }
     if (table_) table_->StopGroupWatches();
     exits_.clear();
   }
 
+  void HurryOn(const std::vector<int>& signos) override { hurry_ = signos; }
   bool Hurried() const override { return g_hurried != 0; }
 
   process::ChildTable& children() override { return *table_; }
@@ -210,6 +215,7 @@ class PosixHost final : public Host {
   std::optional<asio::signal_set> requests_;  // WatchSignals's
   std::function<void(int)> on_request_;       // WatchSignals's handler
   std::vector<int> signos_;                   // WatchSignals's signals
+  std::vector<int> hurry_;                    // HurryOn's: after Detach they hurry the exit, the rest are ignored
   std::map<pid_t, ExitHandler> exits_;        // trainers whose main process still runs
   bool detached_ = false;                     // no more waiting, no more callbacks
 };

@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "support/test_support.hpp"
 
@@ -187,6 +188,11 @@ TEST(Mirror, ASigtermAfterTheExitLineEndsTheLastUploadsWait) {
   ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=exit code=75") != std::string::npos; }, 30s))
       << ReadFile(dir / "out.txt");
   EXPECT_TRUE(testing::ProcessAlive(sv.pid)) << "the 64 s upload is still under way\n" << ReadFile(dir / "out.txt");
+  // "Checkpoint now" asks for nothing once the trainer is gone: the upload goes on.
+  kill(sv.pid, SIGUSR1);
+  std::this_thread::sleep_for(500ms);
+  EXPECT_TRUE(testing::ProcessAlive(sv.pid)) << ReadFile(dir / "out.txt");
+  EXPECT_EQ(ReadFile(dir / "out.txt").find("event=mirror_abandoned"), std::string::npos) << ReadFile(dir / "out.txt");
   kill(sv.pid, SIGTERM);
   EXPECT_EQ(WaitExit(sv.pid, 10s), 75) << "spotvisor ignored a SIGTERM after its exit line, or died of it\n"
                                        << ReadFile(dir / "out.txt");

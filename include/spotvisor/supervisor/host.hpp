@@ -115,10 +115,14 @@ class Host {
   // reaper of the trainer's orphans (child subreaper) where it can.
   virtual void Attach(boost::asio::io_context& io) = 0;
   // No callback after this (shutdown). A signal of WatchSignals's that arrives from now on
-  // no longer reaches `on_signal`: it hurries the exit (Hurried), whose last waits then end.
+  // no longer reaches `on_signal`: one of HurryOn's hurries the exit (Hurried), whose last
+  // waits then end; the others are ignored.
   virtual void Detach() = 0;
-  // After Detach: a stop signal has arrived since (a second SIGTERM while the mirror's last
-  // uploads finish). Any thread.
+  // Before Detach: the signals that hurry the exit after it (signals.stop_on; not "checkpoint
+  // now", which after the exit line asks for nothing).
+  virtual void HurryOn(const std::vector<int>& signos) { (void)signos; }
+  // After Detach: one of HurryOn's signals has arrived since (a second SIGTERM while the
+  // mirror's last uploads finish). Any thread.
   virtual bool Hurried() const { return false; }
   // Where every other child of the run (hooks, mirror commands) is started and reaped;
   // from Attach on, for RunControl::children. Usable from any thread.
