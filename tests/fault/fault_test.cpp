@@ -155,23 +155,29 @@ TEST(Fault, SupervisorKilledDuringBackoff) {
 }
 
 // The checkpoint filesystem fills up during a save: the half-written checkpoint is never
-// resumed from; once there is room again the job ends exactly.
+// resumed from, nor mirrored (the job mirrors to a directory off that disk); once there is
+// room again the job ends exactly, and everything on the mirror validates.
 TEST(Fault, CheckpointFilesystemFullDuringASave) {
   TempDir dir;
   SmallFilesystem fs(dir / "ckfs", "8m");
   if (!fs.mounted()) GTEST_SKIP() << fs.why();
   const std::string expected = UninterruptedDigest(dir, "120");
   ASSERT_FALSE(expected.empty());
-  WriteFile(dir / "job.yaml",
-            TrainerJob(dir, {.step_sleep = "0.05",
-                             .extra = std::string(kQuickRestart) +
-                                      "  crash_loop: {failures: 0, window: 10m}\n  max_restarts: 1000\n",
-                             .checkpoint_dir = (dir / "ckfs" / "ckpt").string()}));
+  std::string job = TrainerJob(
+      dir, {.step_sleep = "0.05",
+            .extra = std::string(kQuickRestart) + "  crash_loop: {failures: 0, window: 10m}\n  max_restarts: 1000\n",
+            .checkpoint_dir = (dir / "ckfs" / "ckpt").string()});
+  const std::string pattern = "  pattern: \"ckpt_step{step}\"\n";
+  job.insert(job.find(pattern) + pattern.size(), "  mirror:\n    path: " + (dir / "bucket").string() + "\n");
+  WriteFile(dir / "job.yaml", job);
   auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
   ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ckfs" / "ckpt" / "ckpt_step10"); }, 30s))
       << ReadFile(dir / "out.txt");
   fs.Fill("filler");  // before the save at step 20
   ASSERT_TRUE(WaitUntil([&] { return Contains(dir / "out.txt", "outcome=failed"); }, 30s)) << ReadFile(dir / "out.txt");
+  EXPECT_FALSE(std::filesystem::exists(dir / "bucket" / "ckpt_step20"))
+      << "the save that hit the full disk reached the mirror\n"
+      << ReadFile(dir / "out.txt");
   std::filesystem::remove(dir / "ckfs" / "filler");
   EXPECT_EQ(WaitExit(sv.pid, 120s), 0) << ReadFile(dir / "out.txt");
   const std::string out = ReadFile(dir / "out.txt");
@@ -180,6 +186,15 @@ TEST(Fault, CheckpointFilesystemFullDuringASave) {
       << "the save that hit the full disk was resumed from\n"
       << out;
   EXPECT_EQ(ReadFile(dir / "result"), expected) << out;
+  std::vector<std::string> mirrored;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "bucket")) {
+    if (e.path().filename().string().rfind("ckpt_step", 0) == 0) mirrored.push_back(e.path().string());
+  }
+  ASSERT_FALSE(mirrored.empty()) << out;
+  std::vector<std::string> validate = {"validate", "--level", "full"};
+  validate.insert(validate.end(), mirrored.begin(), mirrored.end());
+  std::string checked;
+  EXPECT_EQ(testing::RunSpotvisor(validate, &checked), 0) << "a mirrored checkpoint does not validate\n" << checked;
 }
 
 // The state dir fills up: spotvisor says so once, keeps supervising (here through a crash
