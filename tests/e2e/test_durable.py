@@ -304,6 +304,33 @@ class Durable(E2ECase):
         self.assertEqual(started["resume"], str(path), started)
         sv.wait_for(rf"^\[trainer\] resumed from={re.escape(str(path))} step={step}\b", 60)
 
+    def torn_after(self, step: int) -> Optional[str]:
+        """A checkpoint newer than `step` with some of its files on the remote and no marker."""
+        checkpoints, markers = self.remote()
+        later = [n for n in checkpoints if n not in markers and step_of(n) > step]
+        return later[0] if later else None
+
+    def stop_and_check_its_checkpoint_went_up(self, sv: Supervisor, vm: Path) -> Tuple[int, Dict[str, dict]]:
+        """The machine is stopped (SIGTERM, exit 75): the trainer's stop checkpoint is whole on
+        the remote before spotvisor ends, it is the newest marked one, and every marker there
+        is for a whole checkpoint. Returns its step and the markers."""
+        sv.signal(signal.SIGTERM)
+        self.assert_exit(sv, 75, 120)
+        stop = int(re.findall(r"^\[trainer\] saved step=(\d+) reason=stop", sv.text(), re.M)[-1])
+        self.assert_whole_on_remote(vm / "ckpt" / f"ckpt_step{stop}", sv)
+        markers = self.assert_every_marker_whole()
+        self.assertEqual(max(m["step"] for m in markers.values()), stop, markers)
+        return stop, markers
+
+    def new_vm_ends_exactly(self, command: Sequence[str], step: int, expected: str, timeout: float = 300) -> None:
+        """A new VM (an empty disk) restores the checkpoint of `step` from the bucket, resumes
+        from it and ends with `expected`, the uninterrupted run's result."""
+        b = self.new_vm("vm-b")
+        svb = self.start(self.write_job(b, command), "spotvisor")
+        self.assert_restored(svb, b, step)
+        self.assert_exit(svb, 0, timeout)
+        self.assertEqual(self.result_of(b), expected, "the result differs from the uninterrupted run's")
+
     # -- 1 ---------------------------------------------------------------------------
     def test_notices_each_end_durable_and_a_new_vm_resumes_exactly(self):
         seed = int(os.environ.get("SPOTVISOR_E2E_SEED", time.time_ns() % 1_000_000))
@@ -404,16 +431,8 @@ class Durable(E2ECase):
         a = self.new_vm("vm-a")
         job_a = self.write_job(a, self.durable_command(0.2), rclone_flags=flags)
         sv = self.start(job_a, "spotvisor-1")
-        first = sv.wait_event("mirrored", 180)
-        older = int(first["step"])
-
-        def torn() -> Optional[str]:
-            """A later checkpoint with some of its files on the remote and no marker."""
-            checkpoints, markers = self.remote()
-            later = [n for n in checkpoints if n not in markers and step_of(n) > older]
-            return later[0] if later else None
-
-        name = self.wait_until(torn, 120, "later checkpoint part way up", sv)
+        older = int(sv.wait_event("mirrored", 180)["step"])
+        name = self.wait_until(lambda: self.torn_after(older), 120, "later checkpoint part way up", sv)
         sv.kill()   # SIGKILL: the machine is gone, no warning
         local = a / "ckpt" / name
         self.assertEqual(max(step_of(p.name) for p in (a / "ckpt").glob("ckpt_step*")), step_of(name),
@@ -480,22 +499,13 @@ class Durable(E2ECase):
         recovered = sv.wait_event("mirrored", 120, lambda e: int(e["step"]) > latest_failed)
         self.assert_whole_on_remote(a / "ckpt" / recovered["name"], sv)
         # The machine is stopped: the trainer's stop checkpoint goes up before spotvisor ends.
-        sv.signal(signal.SIGTERM)
-        self.assert_exit(sv, 75, 120)
-        stop = int(re.findall(r"^\[trainer\] saved step=(\d+) reason=stop", sv.text(), re.M)[-1])
-        self.assert_whole_on_remote(a / "ckpt" / f"ckpt_step{stop}", sv)
-        markers = self.assert_every_marker_whole()
-        self.assertEqual(max(m["step"] for m in markers.values()), stop, markers)
+        stop, markers = self.stop_and_check_its_checkpoint_went_up(sv, a)
         unmarked = {n: f for n, f in self.remote()[0].items() if n not in markers}
         print(f"\n[durable] failed uploads: {sorted(failed_names)}; left without a marker: {unmarked}",
               file=sys.stderr, flush=True)
 
         # A new VM restores the newest, and the run ends as if never interrupted.
-        b = self.new_vm("vm-b")
-        svb = self.start(self.write_job(b, self.plain_command(0)), "spotvisor")
-        self.assert_restored(svb, b, stop)
-        self.assert_exit(svb, 0, 120)
-        self.assertEqual(self.result_of(b), expected, "the result differs from the uninterrupted run's")
+        self.new_vm_ends_exactly(self.plain_command(0), stop, expected, timeout=120)
 
     # -- 5 ---------------------------------------------------------------------------
     def test_when_it_does_not_fit_the_planner_warns_and_a_new_vm_loses_exactly_what_the_report_says(self):
@@ -554,11 +564,7 @@ class Durable(E2ECase):
               f"deadline: {saved_step - durable} steps lost on a new VM", file=sys.stderr, flush=True)
 
         # A new VM resumes from exactly that step and ends as if never interrupted.
-        b = self.new_vm("vm-b")
-        svb = self.start(self.write_job(b, self.durable_command(0, args)), "spotvisor")
-        self.assert_restored(svb, b, durable)
-        self.assert_exit(svb, 0, 300)
-        self.assertEqual(self.result_of(b), expected, "the result differs from the uninterrupted run's")
+        self.new_vm_ends_exactly(self.durable_command(0, args), durable, expected)
 
     # -- 6 ---------------------------------------------------------------------------
     def test_server_crash_mid_upload_leaves_no_torn_marker_and_uploads_resume(self):
@@ -570,13 +576,7 @@ class Durable(E2ECase):
         sv = self.start(self.write_job(a, self.durable_command(0.2, args), rclone_flags=["--transfers", "1"]),
                         "spotvisor")
         first = int(sv.wait_event("mirrored", 180)["step"])
-
-        def torn() -> Optional[str]:
-            checkpoints, markers = self.remote()
-            later = [n for n in checkpoints if n not in markers and step_of(n) > first]
-            return later[0] if later else None
-
-        name = self.wait_until(torn, 120, "a later checkpoint part way up", sv)
+        name = self.wait_until(lambda: self.torn_after(first), 120, "a later checkpoint part way up", sv)
         self.s3.crash()
         self.s3.restart()
         # Uploads go on against the new server: the cut one (retried by rclone, or failed)
@@ -584,20 +584,11 @@ class Durable(E2ECase):
         resumed = sv.wait_event("mirrored", 180, lambda e: int(e["step"]) >= step_of(name))
         self.assert_whole_on_remote(a / "ckpt" / resumed["name"], sv)
         self.assert_every_marker_whole()
-        sv.signal(signal.SIGTERM)
-        self.assert_exit(sv, 75, 120)
-        stop = int(re.findall(r"^\[trainer\] saved step=(\d+) reason=stop", sv.text(), re.M)[-1])
-        self.assert_whole_on_remote(a / "ckpt" / f"ckpt_step{stop}", sv)
-        markers = self.assert_every_marker_whole()
-        self.assertEqual(max(m["step"] for m in markers.values()), stop, markers)
+        stop, _ = self.stop_and_check_its_checkpoint_went_up(sv, a)
         print(f"\n[durable] server crashed with {name} part way up; after its restart {resumed['name']} went up; "
               f"failed uploads: {[e['name'] for e in sv.events('mirror_failed')]}", file=sys.stderr, flush=True)
 
-        b = self.new_vm("vm-b")
-        svb = self.start(self.write_job(b, self.durable_command(0, args)), "spotvisor")
-        self.assert_restored(svb, b, stop)
-        self.assert_exit(svb, 0, 300)
-        self.assertEqual(self.result_of(b), expected, "the result differs from the uninterrupted run's")
+        self.new_vm_ends_exactly(self.durable_command(0, args), stop, expected)
 
     # -- 4 ---------------------------------------------------------------------------
     def test_stalled_server_at_exit_is_bounded_by_the_notice_deadline(self):
