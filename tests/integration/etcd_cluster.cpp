@@ -9,27 +9,60 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
+#include <cstdint>
+#include <fstream>
 #include <optional>
+#include <random>
 #include <stdexcept>
 
 #include "spotvisor/etcd/client.hpp"
 
 namespace spotvisor::testing {
 
-int FreeLoopbackPort() {
+namespace {
+
+// Binds 127.0.0.1:`port` (0: any) and returns the bound port; -1 when it cannot.
+int BindLoopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
   socklen_t len = sizeof addr;
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    throw std::runtime_error("cannot bind 127.0.0.1:0");
-  }
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
   close(fd);
-  return ntohs(addr.sin_port);
+  return ok ? ntohs(addr.sin_port) : -1;
+}
+
+// The low end of the kernel's ephemeral range (32768 by default).
+int EphemeralLow() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 32768;
+  in >> low;
+  return in ? low : 32768;
+}
+
+}  // namespace
+
+// A port below the kernel's ephemeral range, which bind(0) and every outgoing connection
+// draw from: once checked free here, no other process is handed it before etcd binds it (or
+// while a member is down and comes back on it). With bind(0) a test beside this one took
+// the port in between once ("bind: address already in use").
+int FreeLoopbackPort() {
+  static std::mt19937 rng(std::random_device{}());
+  const int below = EphemeralLow();
+  const int low = std::max(1024, below - 12000);
+  for (int tries = 0; tries < 200 && below - low >= 1000; ++tries) {
+    const int port = std::uniform_int_distribution<int>(low, below - 1)(rng);
+    if (BindLoopback(port) == port) return port;
+  }
+  const int any = BindLoopback(0);
+  if (any < 0) throw std::runtime_error("cannot bind 127.0.0.1:0");
+  return any;
 }
 
 EtcdCluster::EtcdCluster(int members, std::optional<EtcdTls> tls)

@@ -15,7 +15,8 @@
 
 namespace spotvisor::testing {
 
-// A port nothing listens on right now (bound to 127.0.0.1:0, then closed).
+// A port nothing listens on right now, below the kernel's ephemeral range (so that no other
+// process is handed it by bind(0) or for an outgoing connection before etcd binds it).
 int FreeLoopbackPort();
 
 // TLS on the members' client URLs (https://127.0.0.1:P; peers stay plain on loopback).
