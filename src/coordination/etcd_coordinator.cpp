@@ -1,255 +1,233 @@
-// The multi-node coordinator's epochs (see etcd_coordinator.hpp, records.hpp): this node's
-// join of the next epoch, the barrier and the one decision every node makes alike, the one
-// stop per epoch and a peer's, the factory, and the one-shot read for `spotvisor status`.
-// Its membership (lease, rank, watch) is membership.cpp; its state etcd_coordinator_impl.hpp.
+// The etcd side of a multi-node job's coordinator (see etcd_coordinator.hpp): it carries out
+// what the GroupFsm (group_fsm.hpp) decides — sends its requests, keeps its lease and its
+// watch, arms its timers, hands its news to the local Fsm — and feeds every answer back as
+// an event. It decides nothing itself. Also the factory, and the one-shot read for
+// `spotvisor status`. io_context thread only.
 #include "spotvisor/coordination/etcd_coordinator.hpp"
 
-#include <boost/asio/io_context.hpp>
+#include <unistd.h>
 
-#include "etcd_coordinator_impl.hpp"
+#include <boost/asio/io_context.hpp>
+#include <deque>
+#include <map>
+
+#include "spotvisor/coordination/group_fsm.hpp"
+#include "spotvisor/etcd/client.hpp"
+#include "spotvisor/etcd/lease_keeper.hpp"
+#include "spotvisor/etcd/watch.hpp"
+#include "spotvisor/log/log.hpp"
+#include "spotvisor/util/host_name.hpp"
 
 namespace spotvisor::coordination {
-namespace detail {
-
-void EtcdCoordinator::Propose(const ProposeResumeAction& proposal, AgreedHandler on_agreed) {
-  on_finished_ = nullptr;  // the group did not finish: a peer stopped it
-  done_retry_->Cancel();
-  pending_ = proposal;
-  on_agreed_ = std::move(on_agreed);
-  running_epoch_ = 0;
-  stop_delivered_ = false;
-  Log(LogLevel::kInfo, "event=group_waiting nodes=" + std::to_string(c_.nodes) +
-                           " good_steps=" + std::to_string(proposal.good.size()) +
-                           " detail=\"waiting until every rank has joined the next epoch\"");
-  if (released_) {  // drained, then the notice cleared: a rank again, or a spare's place
-    released_ = false;
-    if (synced_) ClaimRank();
-    return;
-  }
-  if (spare_) {
-    if (on_spare_) on_spare_(GroupSpareEvent{true});
-    return;
-  }
-  if (claimed_ && synced_) PublishJoin();
-}
-
-void EtcdCoordinator::PublishStop(const PublishStopAction& stop) {
-  if (left_) return;
-  if (stop.failures) RaiseFailures(*stop.failures);
-  if (running_epoch_ == 0) {
-    // Not started yet: take back this node's join, so that the group does not start without it.
-    if (pending_ && join_epoch_ != 0)
-      client_->DeleteRange({JoinKey(base_, join_epoch_, rank_), "", false}, [](auto) {});
-    pending_.reset();
-    join_epoch_ = 0;
-    return;
-  }
-  StopRecord record{rank_, stop.why, stop.grace_cap ? UnixMillis(clock_.WallNow()) + stop.grace_cap->count() : 0};
-  etcd::TxnRequest txn;
-  const std::string key = StopKey(base_, running_epoch_);
-  txn.compare.push_back(etcd::Compare::Absent(key));
-  txn.success.emplace_back(etcd::PutRequest{key, Encode(record), 0, false});
-  const auto epoch = running_epoch_;
-  client_->Txn(std::move(txn), [this, epoch, why = stop.why](Result<etcd::TxnResponse> r) {
-    if (!r) {
-      Trouble("could not tell the group of this node's stop", r.error());
-      return;
-    }
-    Log(LogLevel::kInfo, "event=group_stop_published epoch=" + std::to_string(epoch) + " why=" + Quote(why) +
-                             " first=" + (r->succeeded ? "true" : "false"));
-  });
-}
-
-void EtcdCoordinator::PublishDone(FinishedHandler on_finished) {
-  if (left_ || running_epoch_ == 0) return;
-  on_finished_ = std::move(on_finished);
-  const auto epoch = running_epoch_;
-  client_->Put({DoneKey(base_, epoch, rank_), "{}", 0, false}, [this, epoch](Result<etcd::PutResponse> r) {
-    if (left_ || !on_finished_ || epoch != running_epoch_) return;
-    if (!r) {
-      Trouble("cannot tell the group that this node's trainer finished", r.error());
-      done_retry_->After(kRetry, [this] {
-        if (on_finished_) PublishDone(std::move(on_finished_));
-      });
-      return;
-    }
-    CheckFinished();  // the watch brings it too; whichever comes first answers
-  });
-}
-
-void EtcdCoordinator::CheckFinished() {
-  if (!on_finished_ || running_epoch_ == 0) return;
-  const auto done = view_.done.find(running_epoch_);
-  if (done == view_.done.end()) return;
-  for (int r : running_ranks_) {
-    if (done->second.count(r) == 0) return;
-  }
-  Log(LogLevel::kInfo, "event=group_finished epoch=" + std::to_string(running_epoch_) + " nodes=" +
-                           std::to_string(running_ranks_.size()) + " detail=\"every node's trainer finished\"");
-  auto on_finished = std::move(on_finished_);
-  on_finished_ = nullptr;
-  on_finished();
-}
-
-// This node's good steps under the next epoch: one past the newest the group agreed on or
-// this node ran, or the epoch others already wait in.
-void EtcdCoordinator::PublishJoin() {
-  if (left_ || !pending_ || !claimed_) return;
-  if (AwaitsGrowth()) {
-    HoldForGrowth();
-    return;
-  }
-  std::uint64_t epoch = std::max(view_.epoch, last_epoch_) + 1;
-  for (const auto& [e, joined] : view_.joins) {
-    if (e > epoch && !joined.empty()) epoch = e;
-  }
-  while (Skips(epoch)) ++epoch;
-  if (epoch == join_epoch_) return;
-  shrink_timer_->Cancel();
-  shrink_seen_ = 0;
-  JoinRecord record;
-  for (const auto& p : pending_->good) record.steps.push_back(p.step);
-  const auto previous = join_epoch_;
-  join_epoch_ = epoch;
-  client_->Put({JoinKey(base_, epoch, rank_), Encode(record), lease_, false},
-               [this, epoch, previous](Result<etcd::PutResponse> r) {
-                 if (left_) return;
-                 if (!r) {
-                   Trouble("cannot join epoch " + std::to_string(epoch), r.error());
-                   if (join_epoch_ == epoch) join_epoch_ = previous;
-                   retry_->After(kRetry, [this] { PublishJoin(); });
-                   return;
-                 }
-                 if (previous != 0 && previous != epoch) {
-                   client_->DeleteRange({JoinKey(base_, previous, rank_), "", false}, [](auto) {});
-                 }
-                 Evaluate();
-               });
-}
-
-// The barrier: every rank in this node's epoch, then the same decision on every node.
-void EtcdCoordinator::Evaluate() {
-  if (!pending_ || join_epoch_ == 0) return;
-  for (const auto& [e, joined] : view_.joins) {
-    if (e > join_epoch_ && !joined.empty()) {
-      PublishJoin();  // others wait in a later epoch: go there
-      return;
-    }
-  }
-  if (Skips(join_epoch_)) {
-    PublishJoin();
-    return;
-  }
-  const auto it = view_.joins.find(join_epoch_);
-  if (it == view_.joins.end() || it->second.count(rank_) == 0) return;
-  const auto ranks = EpochRanks(view_, join_epoch_, c_.nodes);
-  if (!GroupComplete(it->second, ranks)) {
-    WatchForShrink(it->second);
-    return;
-  }
-  shrink_timer_->Cancel();
-  GroupAgreedEvent agreed;
-  const auto step = AgreedStep(it->second, ranks);
-  if (step) {
-    for (const auto& p : pending_->good) {
-      if (p.step == *step) agreed.point = p;
-    }
-  }
-  // A shrunken group trains as places 0..n-1 in rank order; its lowest rank is the master.
-  const auto master = view_.members.find(ranks.front());
-  agreed.place.rank = static_cast<int>(std::find(ranks.begin(), ranks.end(), rank_) - ranks.begin());
-  agreed.place.world = static_cast<int>(ranks.size());
-  agreed.place.epoch = join_epoch_;
-  agreed.place.master_addr =
-      ranks.front() == rank_ || master == view_.members.end() ? me_.advertise : master->second.advertise;
-  agreed.place.master_port = c_.master_port;
-  agreed.group_failures = view_.failures;
-  running_epoch_ = join_epoch_;
-  running_ranks_ = ranks;
-  last_epoch_ = join_epoch_;
-  join_epoch_ = 0;
-  pending_.reset();
-  stop_delivered_ = false;
-  Log(LogLevel::kInfo, "event=group_agreed epoch=" + std::to_string(running_epoch_) + " rank=" + std::to_string(rank_) +
-                           " nodes=" + std::to_string(agreed.place.world) +
-                           (agreed.place.world < c_.nodes
-                                ? " of=" + std::to_string(c_.nodes) + " place=" + std::to_string(agreed.place.rank)
-                                : std::string()) +
-                           " step=" + (agreed.point ? std::to_string(agreed.point->step) : std::string("none")) +
-                           " master_addr=" + Quote(agreed.place.master_addr));
-  AdvanceEpochKey(running_epoch_);
-  auto on_agreed = std::move(on_agreed_);
-  on_agreed_ = nullptr;
-  on_agreed(std::move(agreed));
-  // A peer may have stopped this epoch before this node heard of the agreement.
-  if (auto s = view_.stops.find(running_epoch_); s != view_.stops.end() && s->second.rank != rank_) {
-    PeerStop(s->second.rank, s->second.why, s->second.deadline_unix_ms);
-  }
-}
-
 namespace {
 
-// A txn that moves the decimal counter at `key` from `seen` (0: the key is absent) to `value`,
-// and fails if another node moved it first.
-etcd::TxnRequest MoveCounter(const std::string& key, std::uint64_t seen, std::uint64_t value) {
-  etcd::TxnRequest txn;
-  txn.compare.push_back(seen == 0 ? etcd::Compare::Absent(key)
-                                  : etcd::Compare::Value(key, etcd::Compare::Result::kEqual, std::to_string(seen)));
-  txn.success.emplace_back(etcd::PutRequest{key, std::to_string(value), 0, false});
-  return txn;
+using supervisor::Coordinator;
+
+// A failed request's error, or none.
+template <class T>
+std::optional<Error> ErrorOf(const Result<T>& r) {
+  if (r) return std::nullopt;
+  return r.error();
 }
 
-}  // namespace
-
-// `epoch` key: the newest agreed epoch, moved forward only (a txn on its old value).
-void EtcdCoordinator::AdvanceEpochKey(std::uint64_t epoch) {
-  if (epoch <= view_.epoch) return;
-  // Another node may have moved it first: nothing to do then.
-  client_->Txn(MoveCounter(EpochKey(base_), view_.epoch, epoch), [](auto) {});
+// A txn's answer as the GroupFsm reads it: whether its comparisons held, or the error.
+Result<bool> Succeeded(const Result<etcd::TxnResponse>& r) {
+  if (!r) return r.error();
+  return r->succeeded;
 }
 
-void EtcdCoordinator::RaiseFailures(int count) {
-  if (count <= view_.failures) return;
-  client_->Txn(
-      MoveCounter(FailuresKey(base_), static_cast<std::uint64_t>(view_.failures), static_cast<std::uint64_t>(count)),
-      [this, count](Result<etcd::TxnResponse> r) {
-        if (!r) {
-          Trouble("could not count this node's failure for the job", r.error());
-          return;
-        }
-        if (r->succeeded) {
-          view_.failures = std::max(view_.failures, count);
-          Log(LogLevel::kInfo, "event=group_failures count=" + std::to_string(count));
-        }
-      });
+class EtcdCoordinator final : public Coordinator {
+ public:
+  // `clock` (the client's too) outlives the coordinator.
+  EtcdCoordinator(boost::asio::io_context& io, Clock& clock, const config::JobConfig& job,
+                  std::unique_ptr<etcd::Client> client)
+      : clock_(clock),
+        client_(std::move(client)),
+        fsm_(job.coordination, job.job.name,
+             MemberRecord{job.coordination.advertise, util::ShortHostName(), static_cast<std::int64_t>(getpid()),
+                          UnixMillis(clock.WallNow())}),
+        base_(GroupPrefix(job.coordination.prefix, job.job.name)) {
+    for (GroupTimer t : kGroupTimers) timers_[t] = clock.MakeTimer(io);
+  }
+
+  void Start(Handlers handlers) override {
+    handlers_ = std::move(handlers);
+    Feed(StartCall{});
+  }
+  void Propose(const supervisor::ProposeResumeAction& proposal, AgreedHandler on_agreed) override {
+    on_agreed_ = std::move(on_agreed);
+    on_finished_ = nullptr;  // the group did not finish: a peer stopped it
+    Feed(ProposeCall{proposal});
+  }
+  void PublishStop(const supervisor::PublishStopAction& stop) override { Feed(PublishStopCall{stop}); }
+  void PublishDone(FinishedHandler on_finished) override {
+    on_finished_ = std::move(on_finished);
+    Feed(PublishDoneCall{});
+  }
+  void ReleaseRank() override { Feed(ReleaseRankCall{}); }
+  void Leave(bool finished) override { Feed(LeaveCall{finished}); }
+
+ private:
+  // Events are handled one at a time, in order: one that a handler of the local Fsm brings
+  // about while an action runs waits until the actions before it are carried out.
+  void Feed(GroupEvent event) {
+    queue_.push_back(std::move(event));
+    if (feeding_) return;
+    feeding_ = true;
+    while (!queue_.empty()) {
+      GroupEvent next = std::move(queue_.front());
+      queue_.pop_front();
+      for (auto& action : fsm_.Handle(next, {clock_.Now(), clock_.WallNow()})) Carry(std::move(action));
+    }
+    feeding_ = false;
+  }
+
+  void Carry(GroupAction action) {
+    std::visit([this](auto& a) { Do(a); }, action);
+  }
+
+  void Do(const GrantLeaseAction& a) {
+    client_->LeaseGrant(a.ttl_s, [this](Result<etcd::LeaseGrantResponse> r) {
+      if (!r) return Feed(LeaseGrantFailedEvent{r.error()});
+      Feed(LeaseGrantedEvent{r->id, r->ttl});
+    });
+  }
+  void Do(const KeepLeaseAction& a) {
+    keeper_ = std::make_unique<etcd::LeaseKeeper>(*client_, a.id, a.ttl_s,
+                                                  [this](Error e) { Feed(LeaseLostEvent{std::move(e)}); });
+    keeper_->Start();
+  }
+  void Do(const DropLeaseAction&) { keeper_.reset(); }
+  void Do(const WatchGroupAction&) {
+    watch_ = std::make_unique<etcd::SnapshotWatch>(
+        *client_, base_,
+        etcd::SnapshotWatchHandlers{[this](const etcd::RangeResponse& s) { Feed(SnapshotEvent{s.kvs}); },
+                                    [this](const std::vector<etcd::Event>& events) { Feed(KeysChangedEvent{events}); },
+                                    [this](bool connected, const std::string& why) {
+                                      Feed(ConnectionEvent{connected, why});
+                                    }});
+    watch_->Start();
+  }
+  void Do(ClaimAction& a) {
+    client_->Txn(std::move(a.txn), [this, rank = a.rank](Result<etcd::TxnResponse> r) {
+      Feed(ClaimAnsweredEvent{rank, Succeeded(r)});
+    });
+  }
+  void Do(PutJoinAction& a) {
+    client_->Put(std::move(a.put), [this, epoch = a.epoch, previous = a.previous](Result<etcd::PutResponse> r) {
+      Feed(JoinAnsweredEvent{epoch, previous, ErrorOf(r)});
+    });
+  }
+  void Do(PutDoneAction& a) {
+    client_->Put(std::move(a.put), [this, epoch = a.epoch](Result<etcd::PutResponse> r) {
+      Feed(DoneAnsweredEvent{epoch, ErrorOf(r)});
+    });
+  }
+  void Do(PublishStopTxnAction& a) {
+    client_->Txn(std::move(a.txn), [this, epoch = a.epoch, why = a.why](Result<etcd::TxnResponse> r) {
+      Feed(StopAnsweredEvent{epoch, why, Succeeded(r)});
+    });
+  }
+  void Do(ShrinkAction& a) {
+    client_->Txn(std::move(a.txn),
+                 [this, epoch = a.epoch, ranks = a.ranks, missing = a.missing](Result<etcd::TxnResponse> r) {
+                   Feed(ShrinkAnsweredEvent{epoch, ranks, missing, Succeeded(r)});
+                 });
+  }
+  void Do(RaiseFailuresAction& a) {
+    client_->Txn(std::move(a.txn), [this, count = a.count](Result<etcd::TxnResponse> r) {
+      Feed(FailuresAnsweredEvent{count, Succeeded(r)});
+    });
+  }
+  void Do(WriteAction& a) {
+    auto failed = [this, trouble = a.trouble](const std::optional<Error>& e) {
+      if (e && !trouble.empty()) Feed(WriteFailedEvent{trouble, *e});
+    };
+    std::visit(
+        [this, &failed](auto& request) {
+          using T = std::decay_t<decltype(request)>;
+          if constexpr (std::is_same_v<T, etcd::PutRequest>)
+            client_->Put(std::move(request), [failed](auto r) { failed(ErrorOf(r)); });
+          if constexpr (std::is_same_v<T, etcd::DeleteRangeRequest>)
+            client_->DeleteRange(std::move(request), [failed](auto r) { failed(ErrorOf(r)); });
+          if constexpr (std::is_same_v<T, etcd::TxnRequest>)
+            client_->Txn(std::move(request), [failed](auto r) { failed(ErrorOf(r)); });
+        },
+        a.request);
+  }
+  void Do(CloseAction& a) {
+    for (auto& [t, timer] : timers_) timer->Cancel();
+    watch_.reset();
+    keeper_.reset();
+    if (a.lease == 0) return;
+    // The io_context runs until these are answered.
+    const auto revoke = [this, lease = a.lease] { client_->LeaseRevoke(lease, [](auto) {}); };
+    if (!a.done) return revoke();
+    client_->Put(std::move(*a.done), [revoke](auto) { revoke(); });
+  }
+  void Do(const ArmGroupTimerAction& a) {
+    timers_.at(a.timer)->After(a.after, [this, t = a.timer] { Feed(GroupTimerFiredEvent{t}); });
+  }
+  void Do(const CancelGroupTimerAction& a) { timers_.at(a.timer)->Cancel(); }
+  void Do(TellAgreedAction& a) {
+    auto on_agreed = std::move(on_agreed_);
+    on_agreed_ = nullptr;
+    if (on_agreed) on_agreed(std::move(a.agreed));
+  }
+  void Do(TellPeerStopAction& a) {
+    if (handlers_.on_peer_stop) handlers_.on_peer_stop(std::move(a.stop));
+  }
+  void Do(const TellSpareAction& a) {
+    if (!a.waiting) on_agreed_ = nullptr;  // the proposal was dropped: the Fsm selects again
+    if (handlers_.on_spare) handlers_.on_spare(supervisor::GroupSpareEvent{a.waiting});
+  }
+  void Do(const TellCutOffAction&) {
+    if (handlers_.on_cut_off) handlers_.on_cut_off();
+  }
+  void Do(const TellFinishedAction&) {
+    auto on_finished = std::move(on_finished_);
+    on_finished_ = nullptr;
+    if (on_finished) on_finished();
+  }
+  void Do(const TellSpareFinishedAction&) {
+    if (handlers_.on_finished) handlers_.on_finished();
+  }
+  void Do(const supervisor::LogAction& a) { log::Log(a.level, a.text); }
+
+  Clock& clock_;  // the time every event is handled at, and the timers'
+  std::unique_ptr<etcd::Client> client_;
+  GroupFsm fsm_;
+  const std::string base_;  // <prefix>/<job>/: the watch's prefix
+  std::map<GroupTimer, std::unique_ptr<Timer>> timers_;
+  std::unique_ptr<etcd::LeaseKeeper> keeper_;
+  std::unique_ptr<etcd::SnapshotWatch> watch_;
+  Handlers handlers_;
+  AgreedHandler on_agreed_;      // Propose's, until told
+  FinishedHandler on_finished_;  // PublishDone's, until told
+  std::deque<GroupEvent> queue_;
+  bool feeding_ = false;
+};
+
+std::string Join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ",") + p;
+  return out;
 }
 
-// Once per running epoch: the trainer stops through the usual path.
-void EtcdCoordinator::PeerStop(int rank, const std::string& cause, std::int64_t deadline_unix_ms) {
-  if (running_epoch_ == 0 || stop_delivered_ || !on_peer_stop_) return;
-  stop_delivered_ = true;
-  const std::string why = "node " + std::to_string(rank) + ": " + cause;
-  std::optional<std::chrono::milliseconds> cap;
-  if (deadline_unix_ms > 0)
-    cap = std::chrono::milliseconds(std::max<std::int64_t>(0, deadline_unix_ms - UnixMillis(clock_.WallNow())));
-  Log(LogLevel::kWarning, "event=peer_stop epoch=" + std::to_string(running_epoch_) + " rank=" + std::to_string(rank) +
-                              " why=" + Quote(why) + (cap ? " grace_cap=" + FormatDuration(*cap) : std::string()));
-  on_peer_stop_(StopRequestedEvent{StopReason::kPeer, cap, why});
-}
-
-}  // namespace detail
-
-using detail::EtcdCoordinator;
-using detail::Join;
-
-Result<std::unique_ptr<supervisor::Coordinator>> MakeEtcdCoordinator(boost::asio::io_context& io, Clock& clock,
-                                                                     const config::JobConfig& job) {
+etcd::ClientOptions Options(const config::JobConfig& job) {
   etcd::ClientOptions options;
   options.endpoints = job.coordination.etcd;
   if (job.coordination.credentials) options.credentials_file = job.coordination.credentials->string();
   options.tls = {job.coordination.tls.ca.value_or(""), job.coordination.tls.cert.value_or(""),
                  job.coordination.tls.key.value_or("")};
-  auto client = etcd::Client::Create(io, clock, options);
+  return options;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<supervisor::Coordinator>> MakeEtcdCoordinator(boost::asio::io_context& io, Clock& clock,
+                                                                     const config::JobConfig& job) {
+  auto client = etcd::Client::Create(io, clock, Options(job));
   if (!client) return Error{"coordination.etcd: " + client.error().message};
   return std::unique_ptr<supervisor::Coordinator>(
       std::make_unique<EtcdCoordinator>(io, clock, job, std::move(*client)));
@@ -257,14 +235,9 @@ Result<std::unique_ptr<supervisor::Coordinator>> MakeEtcdCoordinator(boost::asio
 
 Result<GroupView> ReadGroup(const config::JobConfig& job) {
   boost::asio::io_context io;
-  etcd::ClientOptions options;
-  options.endpoints = job.coordination.etcd;
-  if (job.coordination.credentials) options.credentials_file = job.coordination.credentials->string();
-  options.tls = {job.coordination.tls.ca.value_or(""), job.coordination.tls.cert.value_or(""),
-                 job.coordination.tls.key.value_or("")};
   // Real time: a one-shot command waiting on a real socket, with nothing to test in between.
   Clock& clock = SystemClock();
-  auto client = etcd::Client::Create(io, clock, options);
+  auto client = etcd::Client::Create(io, clock, Options(job));
   if (!client) return Error{"coordination.etcd: " + client.error().message};
   const std::string base = GroupPrefix(job.coordination.prefix, job.job.name);
   std::optional<Result<etcd::RangeResponse>> answer;

@@ -358,8 +358,10 @@ class CrossHostEtcdFaults(HostsCase):
             again = [e for e in timed_events(sv.text(), "group_reconnected") if stamp(e) > cut_wall]
             self.assertTrue(again, f"the watch stayed on the cut-off member: {sv.tail()}")
             moved.append(stamp(again[0]) - cut_wall)
+        # They computed all along (a stopped or frozen trainer uses none); how much depends on
+        # what else the machine runs: beside a load check's stress-ng, 0.7 s in 16.
         for used in trained:
-            self.assertGreater(used, 1.0, f"the trainers computed during the cut: {trained} s of CPU")
+            self.assertGreater(used, 0.2, f"the trainers computed during the cut: {trained} s of CPU")
         self.hosts.reconnect(old.host)
         back_at = time.monotonic()
         self.leader(self.members)  # the old leader back in the cluster, which agrees on one

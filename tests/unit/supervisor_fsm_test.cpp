@@ -20,6 +20,21 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
+std::string TimerName(TimerKind kind) {
+  switch (kind) {
+    case TimerKind::kGrace: return "grace";
+    case TimerKind::kKill: return "kill";
+    case TimerKind::kBackoff: return "backoff";
+    case TimerKind::kSelect: return "select";
+    case TimerKind::kDrained: return "drained";
+    case TimerKind::kJoin: return "join";
+    case TimerKind::kLauncher: return "launcher";
+    case TimerKind::kResume: return "resume";
+    case TimerKind::kDefer: return "defer";
+  }
+  return "?";
+}
+
 // Short names for the expectation column.
 std::string Kind(const Action& a) {
   return std::visit(
@@ -37,7 +52,7 @@ std::string Kind(const Action& a) {
         if constexpr (std::is_same_v<T, KillGroupAction>) return "kill";
         if constexpr (std::is_same_v<T, PublishStopAction>) return "publish";
         if constexpr (std::is_same_v<T, PublishDoneAction>) return "publish_done";
-        if constexpr (std::is_same_v<T, ArmTimerAction>) return "arm:" + std::to_string(static_cast<int>(x.kind));
+        if constexpr (std::is_same_v<T, ArmTimerAction>) return "arm:" + TimerName(x.kind);
         if constexpr (std::is_same_v<T, CancelTimerAction>) return "cancel";
         if constexpr (std::is_same_v<T, AttemptEndedAction>) return "ended:" + std::string(ToString(x.outcome));
         if constexpr (std::is_same_v<T, LogAction>) return "log";
@@ -124,8 +139,8 @@ const ChildExitedEvent kKilled{ExitStatus{0, SIGKILL}};
 const StopRequestedEvent kSigterm{StopReason::kSignal, std::nullopt, "SIGTERM to spotvisor"};
 
 TEST_F(FsmTest, CleanExitIsDone) {
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
         {kExit0, 500, {"ended:done", "exit:0"}}});
 }
 
@@ -134,13 +149,13 @@ TEST_F(FsmTest, CleanExitIsDone) {
 // never counted, and the node goes straight back to agreeing on a start with the group.
 TEST_F(FsmTest, APeersStopIsNeverDoneNorCountedAndTheNodeRejoins) {
   const StopRequestedEvent peer{StopReason::kPeer, seconds(30), "node 0: notice: aws spot-itn"};
-  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
-                   {At(20), 1, {"propose", "arm:5", "spawn"}},
-                   {peer, 100, {"signal:SIGTERM/group", "arm:0"}},
-                   {kExit0, 5000, {"ended:peer-stopped", "select", "arm:3"}},
-                   {At(30), 5001, {"propose", "arm:5", "spawn"}},
-                   {peer, 6000, {"signal:SIGTERM/group", "arm:0"}},
-                   {kExit1, 7000, {"ended:peer-stopped", "select", "arm:3"}}});
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
+                   {At(20), 1, {"propose", "arm:join", "spawn"}},
+                   {peer, 100, {"signal:SIGTERM/group", "arm:grace"}},
+                   {kExit0, 5000, {"ended:peer-stopped", "select", "arm:select"}},
+                   {At(30), 5001, {"propose", "arm:join", "spawn"}},
+                   {peer, 6000, {"signal:SIGTERM/group", "arm:grace"}},
+                   {kExit1, 7000, {"ended:peer-stopped", "select", "arm:select"}}});
   EXPECT_EQ(fsm->counters().failures, 0);
   EXPECT_EQ(fsm->counters().preemptions, 0);
   EXPECT_EQ(fsm->counters().consecutive_failures, 0);
@@ -154,22 +169,22 @@ TEST_F(FsmTest, ACutOffNodeStopsATrainerThatShowsNoProgressAndKeepsOneThatComput
   const GroupCutOffEvent busy{milliseconds(1900), milliseconds(2000)};
   const GroupCutOffEvent idle{milliseconds(40), milliseconds(2000)};  // 2 %: blocked in a collective
   const GroupCutOffEvent gone{std::nullopt, milliseconds(2000)};
-  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
                    {idle, 1, {}},  // nothing runs yet
-                   {At(20), 2, {"propose", "arm:5", "spawn"}},
+                   {At(20), 2, {"propose", "arm:join", "spawn"}},
                    {busy, 100, {}},
-                   {idle, 200, {"signal:SIGTERM/group", "arm:0"}},
+                   {idle, 200, {"signal:SIGTERM/group", "arm:grace"}},
                    {idle, 300, {}},  // stopping already
-                   {kExit1, 400, {"ended:peer-stopped", "select", "arm:3"}},
-                   {At(20), 500, {"propose", "arm:5", "spawn"}},
-                   {gone, 600, {"signal:SIGTERM/group", "arm:0"}}});
+                   {kExit1, 400, {"ended:peer-stopped", "select", "arm:select"}},
+                   {At(20), 500, {"propose", "arm:join", "spawn"}},
+                   {gone, 600, {"signal:SIGTERM/group", "arm:grace"}}});
   EXPECT_EQ(fsm->counters().failures, 0);
   bool said = false;
   for (const auto& a : last_) {
     if (const auto* note = std::get_if<LogAction>(&a)) said = said || note->text.find("cut off") != std::string::npos;
   }
   EXPECT_TRUE(said);
-  auto kept = Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(20), 2, {"propose", "arm:5", "spawn"}}});
+  auto kept = Play({{StartEvent{}, 0, {"select", "arm:select"}}, {At(20), 2, {"propose", "arm:join", "spawn"}}});
   const auto actions = kept->Handle(busy, t0_ + milliseconds(100));
   ASSERT_EQ(actions.size(), 1u);
   const auto* note = std::get_if<LogAction>(&actions[0]);
@@ -187,15 +202,15 @@ TEST_F(FsmTest, ANodeIsDoneOnlyWhenEveryNodesTrainerIs) {
   const GroupAgreedEvent two{std::nullopt, GroupPlace{0, 2, 1, "10.0.0.5", 29500}};
   const StopRequestedEvent peer_failed{StopReason::kPeer, std::nullopt, "node 1: trainer failed: exit code 3"};
   // The group's coordinator answers here (not a LocalCoordinator at once): plain Handle.
-  const std::vector<Row> rows = {{StartEvent{}, 0, {"select", "arm:3"}},
-                                 {At(std::nullopt), 1, {"propose", "arm:5"}},
+  const std::vector<Row> rows = {{StartEvent{}, 0, {"select", "arm:select"}},
+                                 {At(std::nullopt), 1, {"propose", "arm:join"}},
                                  {two, 2, {"spawn"}},
-                                 {kExit0, 500, {"ended:done", "publish_done", "arm:5"}},
-                                 {peer_failed, 600, {"select", "arm:3"}},
+                                 {kExit0, 500, {"ended:done", "publish_done", "arm:join"}},
+                                 {peer_failed, 600, {"select", "arm:select"}},
                                  {GroupFinishedEvent{}, 601, {}},  // late: this node no longer waits
-                                 {At(10), 700, {"propose", "arm:5"}},
+                                 {At(10), 700, {"propose", "arm:join"}},
                                  {two, 701, {"spawn"}},
-                                 {kExit0, 900, {"ended:done", "publish_done", "arm:5"}},
+                                 {kExit0, 900, {"ended:done", "publish_done", "arm:join"}},
                                  {GroupFinishedEvent{}, 950, {"exit:0"}}};
   Fsm fsm(job_, Counters{}, 1);
   std::vector<Action> last;
@@ -288,17 +303,17 @@ TEST_F(FsmTest, TheGroupsFailureCountIsTheJobsBudget) {
 
 TEST_F(FsmTest, CustomSuccessCodes) {
   job_.job.success_exit_codes = {0, 42};
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(7), 1, {"propose", "arm:5", "spawn"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(7), 1, {"propose", "arm:join", "spawn"}},
         {ChildExitedEvent{ExitStatus{42, 0}}, 9, {"ended:done", "exit:0"}}});
 }
 
 TEST_F(FsmTest, CrashRestartsAfterBackoffWithResumePoint) {
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
-        {kExit1, 50, {"ended:failed", "arm:2"}},
-        {TimerFiredEvent{TimerKind::kBackoff}, 150, {"select", "arm:3"}},
-        {At(20), 151, {"propose", "arm:5", "spawn"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
+        {kExit1, 50, {"ended:failed", "arm:backoff"}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 150, {"select", "arm:select"}},
+        {At(20), 151, {"propose", "arm:join", "spawn"}}});
   const auto& spawn = std::get<SpawnAction>(last_.back());
   ASSERT_TRUE(spawn.resume);
   EXPECT_EQ(spawn.resume->step, 20u);
@@ -307,44 +322,44 @@ TEST_F(FsmTest, CrashRestartsAfterBackoffWithResumePoint) {
 }
 
 TEST_F(FsmTest, SigtermStopsWithGraceThenExits75) {
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(3), 1, {"propose", "arm:5", "spawn"}},
-        {kSigterm, 100, {"signal:SIGTERM/group", "arm:0"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(3), 1, {"propose", "arm:join", "spawn"}},
+        {kSigterm, 100, {"signal:SIGTERM/group", "arm:grace"}},
         {kExit0, 200, {"ended:stopped", "exit:75"}}});  // exit 0 after a stop is never "done"
 }
 
 TEST_F(FsmTest, GraceExpiryEscalatesToSigkill) {
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
-        {kSigterm, 100, {"signal:SIGTERM/group", "arm:0"}},
-        {TimerFiredEvent{TimerKind::kGrace}, 10100, {"kill", "arm:1"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
+        {kSigterm, 100, {"signal:SIGTERM/group", "arm:grace"}},
+        {TimerFiredEvent{TimerKind::kGrace}, 10100, {"kill", "arm:kill"}},
         {kKilled, 10110, {"ended:stopped", "exit:75"}}});
 }
 
 TEST_F(FsmTest, SecondSigintKillsAtOnce) {
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
-        {kSigterm, 100, {"signal:SIGTERM/group", "arm:0"}},
-        {kSigterm, 200, {"kill", "arm:1"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
+        {kSigterm, 100, {"signal:SIGTERM/group", "arm:grace"}},
+        {kSigterm, 200, {"kill", "arm:kill"}},
         {kKilled, 210, {"ended:stopped", "exit:75"}}});
 }
 
 TEST_F(FsmTest, MainTargetSignalsOnlyTheMainPid) {
   job_.signals.target = config::SignalTarget::kMain;
   job_.signals.on_notice = SIGINT;
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
-        {kSigterm, 5, {"signal:SIGINT/main", "arm:0"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
+        {kSigterm, 5, {"signal:SIGINT/main", "arm:grace"}}});
 }
 
 // signals.target: workers (what auto chooses for torchrun): the launcher is paused before its
 // workers hear of the stop, released with SIGTERM once they are gone, SIGKILL as ever.
 TEST_F(FsmTest, WorkersTargetHoldsTheLauncherUntilTheWorkersAreGone) {
   job_.signals.target = config::SignalTarget::kWorkers;
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(3), 1, {"propose", "arm:5", "spawn"}},
-        {kSigterm, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
-        {WorkersGoneEvent{}, 40100, {"release:SIGTERM", "arm:6"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(3), 1, {"propose", "arm:join", "spawn"}},
+        {kSigterm, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:grace"}},
+        {WorkersGoneEvent{}, 40100, {"release:SIGTERM", "arm:launcher"}},
         {WorkersGoneEvent{}, 40200, {}},  // released once
         {kExit1, 40300, {"ended:stopped", "exit:75"}},
         {TimerFiredEvent{TimerKind::kLauncher}, 50100, {}}});  // cancelled; late: nothing
@@ -356,33 +371,33 @@ TEST_F(FsmTest, ALauncherThatOutlivesItsWorkersIsKilledAfterTheKillTimeout) {
   job_.signals.target = config::SignalTarget::kWorkers;
   job_.signals.grace = seconds(90);
   const StopRequestedEvent notice{StopReason::kNotice, seconds(120), "aws spot-itn"};
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
-        {notice, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
-        {WorkersGoneEvent{}, 40100, {"release:SIGTERM", "arm:6"}},
-        {TimerFiredEvent{TimerKind::kLauncher}, 50100, {"kill", "arm:1"}},
-        {kKilled, 50110, {"ended:preempted", "validate", "arm:4"}},  // the workers saved: drained
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
+        {notice, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:grace"}},
+        {WorkersGoneEvent{}, 40100, {"release:SIGTERM", "arm:launcher"}},
+        {TimerFiredEvent{TimerKind::kLauncher}, 50100, {"kill", "arm:kill"}},
+        {kKilled, 50110, {"ended:preempted", "validate", "arm:drained"}},  // the workers saved: drained
         {TimerFiredEvent{TimerKind::kGrace}, 90100, {}}});           // cancelled with the SIGKILL
 }
 
 TEST_F(FsmTest, AutoTargetForALauncherIsWorkers) {
   job_.signals.auto_choice = config::SignalTarget::kWorkers;  // what Finalize chose for torchrun
   const StopRequestedEvent notice{StopReason::kNotice, seconds(80), "aws spot-itn"};
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
         {CheckpointRequestedEvent{"cadence"}, 5, {"signal:SIGUSR1/workers"}},  // no hold for a checkpoint
-        {notice, 10, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
-        {WorkersGoneEvent{}, 50000, {"release:SIGTERM", "arm:6"}},
-        {kExit1, 50100, {"ended:preempted", "validate", "arm:4"}}});  // a launcher's exit code after a notice: drained
+        {notice, 10, {"hold", "signal:SIGTERM/workers", "watch", "arm:grace"}},
+        {WorkersGoneEvent{}, 50000, {"release:SIGTERM", "arm:launcher"}},
+        {kExit1, 50100, {"ended:preempted", "validate", "arm:drained"}}});  // a launcher's exit code after a notice: drained
   EXPECT_EQ(last_.size(), 7u);  // three cancels, ended, the drained line, the validation, the drained deadline
 }
 
 TEST_F(FsmTest, WorkersThatOutliveTheGraceAreKilledWithTheLauncherReleased) {
   job_.signals.target = config::SignalTarget::kWorkers;
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
-        {kSigterm, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
-        {TimerFiredEvent{TimerKind::kGrace}, 10100, {"release:SIGTERM", "kill", "arm:1"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
+        {kSigterm, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:grace"}},
+        {TimerFiredEvent{TimerKind::kGrace}, 10100, {"release:SIGTERM", "kill", "arm:kill"}},
         {WorkersGoneEvent{}, 10105, {}},
         {kKilled, 10110, {"ended:stopped", "exit:75"}}});
 }
@@ -394,38 +409,38 @@ TEST_F(FsmTest, StalledWorkersReleaseTheLauncherWithoutASignal) {
   job_.signals.target = config::SignalTarget::kWorkers;
   job_.signals.grace = seconds(90);
   const StopRequestedEvent notice{StopReason::kNotice, seconds(120), "aws spot-itn"};
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
-        {notice, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
+        {notice, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:grace"}},
         {WorkersStalledEvent{seconds(5)}, 5100, {"release:none"}},
         {WorkersStalledEvent{seconds(9)}, 9100, {}},  // once
-        {WorkersGoneEvent{}, 12000, {"arm:6"}},       // no SIGTERM: it ends by itself
-        {kExit0, 12100, {"ended:preempted", "validate", "arm:4"}}});
+        {WorkersGoneEvent{}, 12000, {"arm:launcher"}},       // no SIGTERM: it ends by itself
+        {kExit0, 12100, {"ended:preempted", "validate", "arm:drained"}}});
 }
 
 TEST_F(FsmTest, StalledWorkersChangeNothingOnceTheLauncherIsReleasedOrWithoutOne) {
   job_.signals.target = config::SignalTarget::kGroup;
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
         {WorkersStalledEvent{seconds(5)}, 50, {}},  // not stopping
-        {kSigterm, 100, {"signal:SIGTERM/group", "arm:0"}},
+        {kSigterm, 100, {"signal:SIGTERM/group", "arm:grace"}},
         {WorkersStalledEvent{seconds(5)}, 5100, {}}});  // nothing is held
 }
 
 TEST_F(FsmTest, WorkersGoneOutsideAStopChangesNothing) {
   job_.signals.target = config::SignalTarget::kWorkers;
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
         {WorkersGoneEvent{}, 5, {}},  // torchrun between two --max_restarts attempts
-        {kSigterm, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:0"}},
-        {kSigterm, 200, {"kill", "arm:1"}},  // "now": SIGKILL ends the paused launcher too
+        {kSigterm, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:grace"}},
+        {kSigterm, 200, {"kill", "arm:kill"}},  // "now": SIGKILL ends the paused launcher too
         {WorkersGoneEvent{}, 205, {}},
         {kKilled, 210, {"ended:stopped", "exit:75"}}});
 }
 
 TEST_F(FsmTest, CheckpointRequestIsForwarded) {
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
         {CheckpointRequestedEvent{"SIGUSR1"}, 5, {"signal:SIGUSR1/group"}}});
 }
 
@@ -436,14 +451,14 @@ TEST_F(FsmTest, ACheckpointRequestNobodyCatchesIsSkippedAndSaidOncePerAttempt) {
   for (auto target : {config::SignalTarget::kGroup, config::SignalTarget::kMain, config::SignalTarget::kWorkers}) {
     job_.signals.target = target;
     const CheckpointRequestedEvent uncaught{"aws rebalance", /*nobody_catches=*/true};
-    Play({{StartEvent{}, 0, {"select", "arm:3"}},
-          {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
+    Play({{StartEvent{}, 0, {"select", "arm:select"}},
+          {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
           {uncaught, 5, {}},
           {uncaught, 6, {}},
           {CheckpointRequestedEvent{"cadence"}, 7, {std::string("signal:SIGUSR1/") + config::ToString(target)}},
-          {kExit1, 50, {"ended:failed", "arm:2"}},
-          {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select", "arm:3"}},
-          {At(std::nullopt), 201, {"propose", "arm:5", "spawn"}},
+          {kExit1, 50, {"ended:failed", "arm:backoff"}},
+          {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select", "arm:select"}},
+          {At(std::nullopt), 201, {"propose", "arm:join", "spawn"}},
           {uncaught, 205, {}}});
     ASSERT_EQ(last_.size(), 1u);
     const auto& said = std::get<LogAction>(last_[0]);
@@ -473,7 +488,7 @@ TEST_F(FsmTest, ANoticeForATrainerThatCannotSaveOnItWaitsForItsNextCheckpoint) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws spot-itn", NoticeDeadline{seconds(120), seen},
                                   /*nobody_catches=*/true};
   auto fsm = Play(
-      {{StartEvent{}, 0, {"select", "arm:3"}}, {At(10), 1, {"propose", "arm:5", "spawn"}}, {notice, 100, {"arm:8"}}});
+      {{StartEvent{}, 0, {"select", "arm:select"}}, {At(10), 1, {"propose", "arm:join", "spawn"}}, {notice, 100, {"arm:defer"}}});
   EXPECT_EQ(fsm->phase(), Phase::kDeferred);
   const auto& said = std::get<LogAction>(last_[0]).text;
   const auto cap = seconds(120) - std::chrono::duration_cast<seconds>(job_.provider.safety_margin);
@@ -489,11 +504,11 @@ TEST_F(FsmTest, ANoticeForATrainerThatCannotSaveOnItWaitsForItsNextCheckpoint) {
             std::vector<std::string>{});
   EXPECT_EQ(fsm->phase(), Phase::kDeferred);
   last_ = fsm->Handle(CheckpointLandedEvent{"/ck/ckpt_step30", 30, seen + seconds(19)}, t0_ + seconds(20));
-  EXPECT_EQ(Kinds(last_), (std::vector<std::string>{"signal:SIGTERM/group", "arm:0"}));
+  EXPECT_EQ(Kinds(last_), (std::vector<std::string>{"signal:SIGTERM/group", "arm:grace"}));
   // signals.grace from now, as any notice's stop (well within what is left of its grace).
   EXPECT_EQ(std::get<ArmTimerAction>(last_.back()).at, t0_ + seconds(20) + job_.signals.grace);
   last_ = fsm->Handle(ChildExitedEvent{{0, SIGTERM}}, t0_ + seconds(20) + milliseconds(5));
-  EXPECT_EQ(Kinds(last_), (std::vector<std::string>{"ended:preempted", "validate", "arm:4"}));
+  EXPECT_EQ(Kinds(last_), (std::vector<std::string>{"ended:preempted", "validate", "arm:drained"}));
   EXPECT_EQ(fsm->counters().preemptions, 1);
 }
 
@@ -503,31 +518,31 @@ TEST_F(FsmTest, ADeferredStopEndsAtTheDeadlineLessTheMarginWithoutACheckpoint) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws spot-itn", NoticeDeadline{seconds(120), {}},
                                   true};
   const auto cap = seconds(120) - std::chrono::duration_cast<seconds>(job_.provider.safety_margin);
-  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
-                   {At(10), 1, {"propose", "arm:5", "spawn"}},
-                   {notice, 0, {"arm:8"}},
-                   {CheckpointLandedEvent{"/ck/ckpt_step9", 9}, 10, {"signal:SIGTERM/group", "arm:0"}},
-                   {kKilled, 20, {"ended:preempted", "validate", "arm:4"}},
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
+                   {At(10), 1, {"propose", "arm:join", "spawn"}},
+                   {notice, 0, {"arm:defer"}},
+                   {CheckpointLandedEvent{"/ck/ckpt_step9", 9}, 10, {"signal:SIGTERM/group", "arm:grace"}},
+                   {kKilled, 20, {"ended:preempted", "validate", "arm:drained"}},
                    {CheckpointLandedEvent{"/ck/ckpt_step10", 10}, 30, {}}});  // drained: no news
   EXPECT_EQ(fsm->phase(), Phase::kDrained);
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(10), 1, {"propose", "arm:5", "spawn"}},
-        {notice, 0, {"arm:8"}},
-        {TimerFiredEvent{TimerKind::kDefer}, cap.count() * 1000, {"signal:SIGTERM/group", "arm:0"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(10), 1, {"propose", "arm:join", "spawn"}},
+        {notice, 0, {"arm:defer"}},
+        {TimerFiredEvent{TimerKind::kDefer}, cap.count() * 1000, {"signal:SIGTERM/group", "arm:grace"}}});
   EXPECT_EQ(std::get<ArmTimerAction>(last_.back()).at, t0_ + cap + job_.provider.min_grace);
   // A notice that clears meanwhile: the trainer runs on, and the timer is no news.
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(10), 1, {"propose", "arm:5", "spawn"}},
-        {notice, 0, {"arm:8"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(10), 1, {"propose", "arm:join", "spawn"}},
+        {notice, 0, {"arm:defer"}},
         {NoticeClearedEvent{}, 10, {}},
         {TimerFiredEvent{TimerKind::kDefer}, 20, {}},
         {CheckpointLandedEvent{"/ck/ckpt_step11", 11}, 30, {}},
         {kExit0, 40, {"ended:done", "exit:0"}}});
   // A stop request while deferred stops at once, as a stop request.
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(10), 1, {"propose", "arm:5", "spawn"}},
-        {notice, 0, {"arm:8"}},
-        {kSigterm, 10, {"signal:SIGTERM/group", "arm:0"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(10), 1, {"propose", "arm:join", "spawn"}},
+        {notice, 0, {"arm:defer"}},
+        {kSigterm, 10, {"signal:SIGTERM/group", "arm:grace"}},
         {kKilled, 20, {"ended:stopped", "exit:75"}}});
 }
 
@@ -543,37 +558,37 @@ TEST_F(FsmTest, ADeferredStopWhoseTimeComesDuringAWriteWaitsForItWhileTheDeadlin
   ASSERT_LT(cap, last) << "the defaults leave room between the margin's time and the deadline";
   const CheckpointWritingEvent writing{"/ck/ckpt.pt"};
   const TimerFiredEvent defer{TimerKind::kDefer};
-  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
-                   {At(10), 1, {"propose", "arm:5", "spawn"}},
-                   {notice, 0, {"arm:8"}},
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
+                   {At(10), 1, {"propose", "arm:join", "spawn"}},
+                   {notice, 0, {"arm:defer"}},
                    {writing, cap - 50, {}},
-                   {defer, cap, {"arm:8"}}});  // waits for the write
+                   {defer, cap, {"arm:defer"}}});  // waits for the write
   EXPECT_EQ(fsm->phase(), Phase::kDeferred);
   EXPECT_EQ(std::get<ArmTimerAction>(last_.back()).at, t0_ + milliseconds(last));
   EXPECT_NE(std::get<LogAction>(last_[0]).text.find("event=deferred_stop_extended why=\"a checkpoint is being "
                                                     "written: /ck/ckpt.pt\""),
             std::string::npos);
   last_ = fsm->Handle(CheckpointLandedEvent{"/ck/ckpt.pt", 7}, t0_ + milliseconds(cap + 300));
-  EXPECT_EQ(Kinds(last_), (std::vector<std::string>{"signal:SIGTERM/group", "arm:0"}));  // landed: stop now
+  EXPECT_EQ(Kinds(last_), (std::vector<std::string>{"signal:SIGTERM/group", "arm:grace"}));  // landed: stop now
   // The write never lands: the stop at the deadline less the write margin, once.
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(10), 1, {"propose", "arm:5", "spawn"}},
-        {notice, 0, {"arm:8"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(10), 1, {"propose", "arm:join", "spawn"}},
+        {notice, 0, {"arm:defer"}},
         {writing, cap - 50, {}},
-        {defer, cap, {"arm:8"}},
+        {defer, cap, {"arm:defer"}},
         {writing, cap + 100, {}},
-        {defer, last, {"signal:SIGTERM/group", "arm:0"}}});
+        {defer, last, {"signal:SIGTERM/group", "arm:grace"}}});
   // No write seen: the stop at the margin's time, as before.
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(10), 1, {"propose", "arm:5", "spawn"}},
-        {notice, 0, {"arm:8"}},
-        {defer, cap, {"signal:SIGTERM/group", "arm:0"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(10), 1, {"propose", "arm:join", "spawn"}},
+        {notice, 0, {"arm:defer"}},
+        {defer, cap, {"signal:SIGTERM/group", "arm:grace"}}});
   // A write seen while running, before the notice, is no reason to wait.
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(10), 1, {"propose", "arm:5", "spawn"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(10), 1, {"propose", "arm:join", "spawn"}},
         {writing, 0, {}},
-        {notice, 0, {"arm:8"}},
-        {defer, cap, {"signal:SIGTERM/group", "arm:0"}}});
+        {notice, 0, {"arm:defer"}},
+        {defer, cap, {"signal:SIGTERM/group", "arm:grace"}}});
 }
 
 // Today's stop where deferring gains nothing or is not ours to decide: a trainer that catches
@@ -589,40 +604,40 @@ TEST_F(FsmTest, ANoticeStopsAtOnceWhenDeferringGainsNothing) {
   const StopRequestedEvent uncaught{StopReason::kNotice, std::nullopt, "aws spot-itn", NoticeDeadline{seconds(120), {}},
                                     true};
   for (const auto& notice : {caught, no_deadline, near}) {
-    Play({{StartEvent{}, 0, {"select", "arm:3"}},
-          {At(10), 1, {"propose", "arm:5", "spawn"}},
-          {notice, 100, {"signal:SIGTERM/group", "arm:0"}}});
+    Play({{StartEvent{}, 0, {"select", "arm:select"}},
+          {At(10), 1, {"propose", "arm:join", "spawn"}},
+          {notice, 100, {"signal:SIGTERM/group", "arm:grace"}}});
   }
   job_.signals.defer_stop = false;
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(10), 1, {"propose", "arm:5", "spawn"}},
-        {uncaught, 100, {"signal:SIGTERM/group", "arm:0"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(10), 1, {"propose", "arm:join", "spawn"}},
+        {uncaught, 100, {"signal:SIGTERM/group", "arm:grace"}}});
   job_.signals.defer_stop = true;
   Fsm fsm(job_, {}, 1);
   fsm.Handle(StartEvent{}, t0_);
   fsm.Handle(At(10), t0_);
   fsm.Handle(GroupAgreedEvent{std::nullopt, GroupPlace{0, 2, 1, "10.0.0.5", 29500}}, t0_);
-  EXPECT_EQ(Kinds(fsm.Handle(uncaught, t0_)), (std::vector<std::string>{"signal:SIGTERM/group", "arm:0"}));
+  EXPECT_EQ(Kinds(fsm.Handle(uncaught, t0_)), (std::vector<std::string>{"signal:SIGTERM/group", "arm:grace"}));
 }
 
 TEST_F(FsmTest, StopDuringBackoffExits75WithoutStarting) {
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
-        {kExit1, 50, {"ended:failed", "arm:2"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
+        {kExit1, 50, {"ended:failed", "arm:backoff"}},
         {kSigterm, 60, {"exit:75"}}});
 }
 
 TEST_F(FsmTest, StopWhileSelectingExits75WithoutStarting) {
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {kSigterm, 1, {}}, {At(9), 2, {"exit:75"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}}, {kSigterm, 1, {}}, {At(9), 2, {"exit:75"}}});
 }
 
 TEST_F(FsmTest, MaxRestartsGivesUp) {
   job_.restart.max_restarts = 1;
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
-        {kExit1, 50, {"ended:failed", "arm:2"}},
-        {TimerFiredEvent{TimerKind::kBackoff}, 150, {"select", "arm:3"}},
-        {At(std::nullopt), 151, {"propose", "arm:5", "spawn"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
+        {kExit1, 50, {"ended:failed", "arm:backoff"}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 150, {"select", "arm:select"}},
+        {At(std::nullopt), 151, {"propose", "arm:join", "spawn"}},
         {kExit1, 200, {"ended:failed", "exit:1"}}});
   EXPECT_NE(ExitMessage().find("restart.max_restarts = 1"), std::string::npos) << ExitMessage();
 }
@@ -630,11 +645,11 @@ TEST_F(FsmTest, MaxRestartsGivesUp) {
 TEST_F(FsmTest, CrashLoopGivesUpAndSaysWhy) {
   job_.restart.crash_loop = {2, seconds(60)};
   job_.restart.no_progress_limit = 0;
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
-        {kExit1, 10, {"ended:failed", "arm:2"}},
-        {TimerFiredEvent{TimerKind::kBackoff}, 110, {"select", "arm:3"}},
-        {At(std::nullopt), 111, {"propose", "arm:5", "spawn"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
+        {kExit1, 10, {"ended:failed", "arm:backoff"}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 110, {"select", "arm:select"}},
+        {At(std::nullopt), 111, {"propose", "arm:join", "spawn"}},
         {kExit1, 120, {"ended:failed", "exit:1"}}});
   EXPECT_NE(ExitMessage().find("crash loop, 2 failures within 1m"), std::string::npos) << ExitMessage();
 }
@@ -642,38 +657,38 @@ TEST_F(FsmTest, CrashLoopGivesUpAndSaysWhy) {
 TEST_F(FsmTest, FailuresOutsideTheWindowAreNotACrashLoop) {
   job_.restart.crash_loop = {2, seconds(1)};
   job_.restart.no_progress_limit = 0;
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
-        {kExit1, 10, {"ended:failed", "arm:2"}},
-        {TimerFiredEvent{TimerKind::kBackoff}, 110, {"select", "arm:3"}},
-        {At(std::nullopt), 111, {"propose", "arm:5", "spawn"}},
-        {kExit1, 5000, {"ended:failed", "arm:2"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
+        {kExit1, 10, {"ended:failed", "arm:backoff"}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 110, {"select", "arm:select"}},
+        {At(std::nullopt), 111, {"propose", "arm:join", "spawn"}},
+        {kExit1, 5000, {"ended:failed", "arm:backoff"}}});
 }
 
 TEST_F(FsmTest, NoProgressGivesUp) {
   job_.restart.no_progress_limit = 2;
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(10), 1, {"propose", "arm:5", "spawn"}},
-        {kExit1, 10, {"ended:failed", "arm:2"}},
-        {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select", "arm:3"}},
-        {At(10), 201, {"propose", "arm:5", "spawn"}},
-        {kExit1, 210, {"ended:failed", "arm:2"}},
-        {TimerFiredEvent{TimerKind::kBackoff}, 500, {"select", "arm:3"}},
-        {At(10), 501, {"propose", "arm:5", "exit:1"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(10), 1, {"propose", "arm:join", "spawn"}},
+        {kExit1, 10, {"ended:failed", "arm:backoff"}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select", "arm:select"}},
+        {At(10), 201, {"propose", "arm:join", "spawn"}},
+        {kExit1, 210, {"ended:failed", "arm:backoff"}},
+        {TimerFiredEvent{TimerKind::kBackoff}, 500, {"select", "arm:select"}},
+        {At(10), 501, {"propose", "arm:join", "exit:1"}}});
   EXPECT_NE(ExitMessage().find("2 restarts in a row without progress (each resumed from step 10"), std::string::npos)
       << ExitMessage();
 }
 
 TEST_F(FsmTest, ProgressResetsTheNoProgressStreak) {
   job_.restart.no_progress_limit = 2;
-  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
-                   {At(10), 1, {"propose", "arm:5", "spawn"}},
-                   {kExit1, 10, {"ended:failed", "arm:2"}},
-                   {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select", "arm:3"}},
-                   {At(10), 201, {"propose", "arm:5", "spawn"}},
-                   {kExit1, 210, {"ended:failed", "arm:2"}},
-                   {TimerFiredEvent{TimerKind::kBackoff}, 500, {"select", "arm:3"}},
-                   {At(11), 501, {"propose", "arm:5", "spawn"}}});
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
+                   {At(10), 1, {"propose", "arm:join", "spawn"}},
+                   {kExit1, 10, {"ended:failed", "arm:backoff"}},
+                   {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select", "arm:select"}},
+                   {At(10), 201, {"propose", "arm:join", "spawn"}},
+                   {kExit1, 210, {"ended:failed", "arm:backoff"}},
+                   {TimerFiredEvent{TimerKind::kBackoff}, 500, {"select", "arm:select"}},
+                   {At(11), 501, {"propose", "arm:join", "spawn"}}});
   EXPECT_EQ(fsm->counters().no_progress_streak, 0);
 }
 
@@ -684,21 +699,21 @@ TEST_F(FsmTest, RestartsAfterNoticesNeverCountTowardNoProgress) {
   job_.restart.no_progress_limit = 2;
   job_.provider.resume_after = milliseconds(0);
   const StopRequestedEvent notice{StopReason::kNotice, milliseconds(3000), "aws terminate"};
-  std::vector<Row> rows = {{StartEvent{}, 0, {"select", "arm:3"}}, {At(10), 1, {"propose", "arm:5", "spawn"}}};
+  std::vector<Row> rows = {{StartEvent{}, 0, {"select", "arm:select"}}, {At(10), 1, {"propose", "arm:join", "spawn"}}};
   long t = 100;
   for (int i = 0; i < 4; ++i, t += 1000) {  // four notices, each resumed from step 10 again
-    rows.push_back({notice, t, {"signal:SIGTERM/group", "arm:0"}});
-    rows.push_back({kExit0, t + 10, {"ended:preempted", "validate", "arm:4"}});
-    rows.push_back({NoticeClearedEvent{}, t + 20, {"select", "arm:3"}});
-    rows.push_back({At(10), t + 30, {"propose", "arm:5", "spawn"}});
+    rows.push_back({notice, t, {"signal:SIGTERM/group", "arm:grace"}});
+    rows.push_back({kExit0, t + 10, {"ended:preempted", "validate", "arm:drained"}});
+    rows.push_back({NoticeClearedEvent{}, t + 20, {"select", "arm:select"}});
+    rows.push_back({At(10), t + 30, {"propose", "arm:join", "spawn"}});
   }
   // Two failures from the same step do give up.
-  rows.push_back({kExit1, t, {"ended:failed", "arm:2"}});
-  rows.push_back({TimerFiredEvent{TimerKind::kBackoff}, t + 200, {"select", "arm:3"}});
-  rows.push_back({At(10), t + 201, {"propose", "arm:5", "spawn"}});
-  rows.push_back({kExit1, t + 210, {"ended:failed", "arm:2"}});
-  rows.push_back({TimerFiredEvent{TimerKind::kBackoff}, t + 500, {"select", "arm:3"}});
-  rows.push_back({At(10), t + 501, {"propose", "arm:5", "exit:1"}});
+  rows.push_back({kExit1, t, {"ended:failed", "arm:backoff"}});
+  rows.push_back({TimerFiredEvent{TimerKind::kBackoff}, t + 200, {"select", "arm:select"}});
+  rows.push_back({At(10), t + 201, {"propose", "arm:join", "spawn"}});
+  rows.push_back({kExit1, t + 210, {"ended:failed", "arm:backoff"}});
+  rows.push_back({TimerFiredEvent{TimerKind::kBackoff}, t + 500, {"select", "arm:select"}});
+  rows.push_back({At(10), t + 501, {"propose", "arm:join", "exit:1"}});
   auto fsm = Play(rows);
   EXPECT_EQ(fsm->counters().preemptions, 4);
   EXPECT_NE(ExitMessage().find("2 restarts in a row without progress"), std::string::npos) << ExitMessage();
@@ -710,22 +725,22 @@ TEST_F(FsmTest, AStartAfterAStoppedSupervisorNeverCountsTowardNoProgress) {
   restored.attempts = 3;
   restored.last_resume_step = 10;
   restored.last_attempt_failed = false;  // the last attempt was stopped (exit 75) or drained
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(10), 1, {"propose", "arm:5", "spawn"}}}, restored);
+  Play({{StartEvent{}, 0, {"select", "arm:select"}}, {At(10), 1, {"propose", "arm:join", "spawn"}}}, restored);
   restored.last_attempt_failed = true;  // it crashed: this start is a restart after a failure
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(10), 1, {"propose", "arm:5", "exit:1"}}}, restored);
+  Play({{StartEvent{}, 0, {"select", "arm:select"}}, {At(10), 1, {"propose", "arm:join", "exit:1"}}}, restored);
 }
 
 TEST_F(FsmTest, HangsHaveTheirOwnBudget) {
   job_.restart.max_hangs = 1;
   job_.restart.no_progress_limit = 0;
   const StopRequestedEvent hang{StopReason::kHang, std::nullopt, "no heartbeat"};
-  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
-                   {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
-                   {hang, 10, {"signal:SIGTERM/group", "arm:0"}},
-                   {kExit0, 20, {"ended:hang", "arm:2"}},
-                   {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select", "arm:3"}},
-                   {At(std::nullopt), 201, {"propose", "arm:5", "spawn"}},
-                   {hang, 210, {"signal:SIGTERM/group", "arm:0"}},
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
+                   {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
+                   {hang, 10, {"signal:SIGTERM/group", "arm:grace"}},
+                   {kExit0, 20, {"ended:hang", "arm:backoff"}},
+                   {TimerFiredEvent{TimerKind::kBackoff}, 200, {"select", "arm:select"}},
+                   {At(std::nullopt), 201, {"propose", "arm:join", "spawn"}},
+                   {hang, 210, {"signal:SIGTERM/group", "arm:grace"}},
                    {kExit0, 220, {"ended:hang", "exit:1"}}});
   EXPECT_EQ(fsm->counters().failures, 0);
   EXPECT_NE(ExitMessage().find("restart.max_hangs = 1"), std::string::npos);
@@ -734,13 +749,13 @@ TEST_F(FsmTest, HangsHaveTheirOwnBudget) {
 TEST_F(FsmTest, NoticeDrainsThenResumesWhenClearedWithoutUsingABudget) {
   job_.restart.max_restarts = 0;
   const StopRequestedEvent notice{StopReason::kNotice, milliseconds(3000), "aws terminate"};
-  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
-                   {At(5), 1, {"propose", "arm:5", "spawn"}},
-                   {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
-                   {kExit0, 200, {"ended:preempted", "validate", "arm:4"}},
-                   {NoticeClearedEvent{}, 9000, {"arm:7"}},  // provider.resume_after (5m) first
-                   {TimerFiredEvent{TimerKind::kResume}, 309000, {"select", "arm:3"}},
-                   {At(6), 309001, {"propose", "arm:5", "spawn"}}});
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
+                   {At(5), 1, {"propose", "arm:join", "spawn"}},
+                   {notice, 100, {"signal:SIGTERM/group", "arm:grace"}},
+                   {kExit0, 200, {"ended:preempted", "validate", "arm:drained"}},
+                   {NoticeClearedEvent{}, 9000, {"arm:resume"}},  // provider.resume_after (5m) first
+                   {TimerFiredEvent{TimerKind::kResume}, 309000, {"select", "arm:select"}},
+                   {At(6), 309001, {"propose", "arm:join", "spawn"}}});
   EXPECT_EQ(fsm->counters().preemptions, 1);
   EXPECT_EQ(fsm->counters().failures, 0);
 }
@@ -752,17 +767,17 @@ TEST_F(FsmTest, NoticeDrainsThenResumesWhenClearedWithoutUsingABudget) {
 TEST_F(FsmTest, ANoticeClearedWhileTheTrainerStopsForItResumesOnceItHasStopped) {
   job_.restart.max_restarts = 0;
   const StopRequestedEvent notice{StopReason::kNotice, milliseconds(3000), "aws terminate"};
-  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
-                   {At(5), 1, {"propose", "arm:5", "spawn"}},
-                   {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
+                   {At(5), 1, {"propose", "arm:join", "spawn"}},
+                   {notice, 100, {"signal:SIGTERM/group", "arm:grace"}},
                    {NoticeClearedEvent{}, 150, {}},
-                   {kExit0, 200, {"ended:preempted", "validate", "arm:4", "arm:7"}},
-                   {TimerFiredEvent{TimerKind::kResume}, 300200, {"select", "arm:3"}},
-                   {At(6), 300201, {"propose", "arm:5", "spawn"}},
-                   {notice, 300300, {"signal:SIGTERM/group", "arm:0"}},
+                   {kExit0, 200, {"ended:preempted", "validate", "arm:drained", "arm:resume"}},
+                   {TimerFiredEvent{TimerKind::kResume}, 300200, {"select", "arm:select"}},
+                   {At(6), 300201, {"propose", "arm:join", "spawn"}},
+                   {notice, 300300, {"signal:SIGTERM/group", "arm:grace"}},
                    {NoticeClearedEvent{}, 300350, {}},
                    {notice, 300360, {}},
-                   {kExit0, 300400, {"ended:preempted", "validate", "arm:4"}}});
+                   {kExit0, 300400, {"ended:preempted", "validate", "arm:drained"}}});
   EXPECT_EQ(fsm->counters().preemptions, 2);
 }
 
@@ -800,12 +815,12 @@ TEST_F(FsmTest, TheNoticesDeadlineCapsTheGrace) {
 // disarms it.
 TEST_F(FsmTest, DrainedValidatesThenAcknowledgesAndANewNoticeCancelsTheResume) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "azure preempt"};
-  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
-                   {At(5), 1, {"propose", "arm:5", "spawn"}},
-                   {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
-                   {kExit0, 200, {"ended:preempted", "validate", "arm:4"}},
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
+                   {At(5), 1, {"propose", "arm:join", "spawn"}},
+                   {notice, 100, {"signal:SIGTERM/group", "arm:grace"}},
+                   {kExit0, 200, {"ended:preempted", "validate", "arm:drained"}},
                    {DrainedValidatedEvent{}, 300, {"ack"}},
-                   {NoticeClearedEvent{}, 9000, {"arm:7"}},
+                   {NoticeClearedEvent{}, 9000, {"arm:resume"}},
                    {notice, 9500, {}}});
   bool cancelled = false;
   for (const auto& a : last_) {
@@ -819,78 +834,78 @@ TEST_F(FsmTest, DrainedValidatesThenAcknowledgesAndANewNoticeCancelsTheResume) {
 // A selection that failed (not stuck) and a group that outlived SIGKILL end the run in the
 // Fsm, with the words people read.
 TEST_F(FsmTest, AFailedSelectionAndAGroupThatSurvivesSigkillExit1) {
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {SelectionFailedEvent{"ck: permission denied"}, 5, {"exit:1"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}}, {SelectionFailedEvent{"ck: permission denied"}, 5, {"exit:1"}}});
   EXPECT_NE(ExitMessage().find("cannot choose a checkpoint to resume from: ck: permission denied"), std::string::npos)
       << ExitMessage();
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(5), 1, {"propose", "arm:5", "spawn"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(5), 1, {"propose", "arm:join", "spawn"}},
         {GroupSurvivedKillEvent{4321}, 90, {"exit:1"}}});
   EXPECT_NE(ExitMessage().find("group 4321 survive SIGKILL"), std::string::npos) << ExitMessage();
 }
 
 TEST_F(FsmTest, NoticeGraceIsCappedByTheDeadline) {
   const StopRequestedEvent notice{StopReason::kNotice, milliseconds(3000), "aws terminate"};
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(5), 1, {"propose", "arm:5", "spawn"}},
-        {notice, 100, {"signal:SIGTERM/group", "arm:0"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(5), 1, {"propose", "arm:join", "spawn"}},
+        {notice, 100, {"signal:SIGTERM/group", "arm:grace"}}});
   const auto& arm = std::get<ArmTimerAction>(last_.back());
   EXPECT_EQ(arm.at, t0_ + milliseconds(100) + milliseconds(3000));
 }
 
 TEST_F(FsmTest, SigtermWhileDrainedExits75) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "gcp preempted"};
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(5), 1, {"propose", "arm:5", "spawn"}},
-        {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
-        {kExit1, 200, {"ended:preempted", "validate", "arm:4"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(5), 1, {"propose", "arm:join", "spawn"}},
+        {notice, 100, {"signal:SIGTERM/group", "arm:grace"}},
+        {kExit1, 200, {"ended:preempted", "validate", "arm:drained"}},
         {kSigterm, 300, {"exit:75"}}});
 }
 
 TEST_F(FsmTest, NoticeDuringBackoffStartsNoNewChild) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "gcp preempted"};
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
-        {kExit1, 10, {"ended:failed", "arm:2"}},
-        {notice, 20, {"validate", "arm:4"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
+        {kExit1, 10, {"ended:failed", "arm:backoff"}},
+        {notice, 20, {"validate", "arm:drained"}},
         {TimerFiredEvent{TimerKind::kBackoff}, 120, {}}});
 }
 
 TEST_F(FsmTest, BudgetStopExits3) {
   const StopRequestedEvent budget{StopReason::kBudget, std::nullopt, "cost budget"};
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(1), 1, {"propose", "arm:5", "spawn"}},
-        {budget, 5, {"signal:SIGTERM/group", "arm:0"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(1), 1, {"propose", "arm:join", "spawn"}},
+        {budget, 5, {"signal:SIGTERM/group", "arm:grace"}},
         {kExit0, 9, {"ended:budget", "exit:3"}}});
 }
 
 // Three holes a review found (issue 12.7), one row each.
 TEST_F(FsmTest, NoticeDuringSelectionThatClearsResumesAndIsNotDrainedAgain) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "gcp preempted"};
-  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
                    {notice, 1, {}},
-                   {At(5), 2, {"validate", "arm:4"}},        // drained before the start
-                   {NoticeClearedEvent{}, 9000, {"arm:7"}},  // provider.resume_after (5m) first
-                   {TimerFiredEvent{TimerKind::kResume}, 309000, {"select", "arm:3"}},
-                   {At(5), 309001, {"propose", "arm:5", "spawn"}}});  // resumed, not drained a second time
+                   {At(5), 2, {"validate", "arm:drained"}},        // drained before the start
+                   {NoticeClearedEvent{}, 9000, {"arm:resume"}},  // provider.resume_after (5m) first
+                   {TimerFiredEvent{TimerKind::kResume}, 309000, {"select", "arm:select"}},
+                   {At(5), 309001, {"propose", "arm:join", "spawn"}}});  // resumed, not drained a second time
   EXPECT_EQ(fsm->phase(), Phase::kRunning);
 }
 
 TEST_F(FsmTest, BudgetStopDuringSelectionExits3WithoutStartingTheTrainer) {
   const StopRequestedEvent budget{StopReason::kBudget, std::nullopt, "cost budget"};
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws terminate"};
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {budget, 1, {}}, {notice, 2, {}}, {At(5), 3, {"exit:3"}}});
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {notice, 1, {}}, {budget, 2, {}}, {At(5), 3, {"exit:3"}}});
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {budget, 1, {}}, {kSigterm, 2, {}}, {At(5), 3, {"exit:75"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}}, {budget, 1, {}}, {notice, 2, {}}, {At(5), 3, {"exit:3"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}}, {notice, 1, {}}, {budget, 2, {}}, {At(5), 3, {"exit:3"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}}, {budget, 1, {}}, {kSigterm, 2, {}}, {At(5), 3, {"exit:75"}}});
 }
 
 TEST_F(FsmTest, NoticeDuringAHangStopDrainsInsteadOfRestarting) {
   const StopRequestedEvent hang{StopReason::kHang, std::nullopt, "no heartbeat for 10m"};
   const StopRequestedEvent notice{StopReason::kNotice, milliseconds(2000), "aws terminate"};
-  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
-                   {At(5), 1, {"propose", "arm:5", "spawn"}},
-                   {hang, 100, {"signal:SIGTERM/group", "arm:0"}},  // grace until 10100
-                   {notice, 200, {"arm:0"}},                        // the deadline is nearer: 2200
-                   {kKilled, 2300, {"ended:preempted", "validate", "arm:4"}}});
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
+                   {At(5), 1, {"propose", "arm:join", "spawn"}},
+                   {hang, 100, {"signal:SIGTERM/group", "arm:grace"}},  // grace until 10100
+                   {notice, 200, {"arm:grace"}},                        // the deadline is nearer: 2200
+                   {kKilled, 2300, {"ended:preempted", "validate", "arm:drained"}}});
   EXPECT_EQ(fsm->phase(), Phase::kDrained);
   EXPECT_EQ(fsm->counters().hangs, 0);
   EXPECT_EQ(fsm->counters().preemptions, 1);
@@ -898,8 +913,8 @@ TEST_F(FsmTest, NoticeDuringAHangStopDrainsInsteadOfRestarting) {
 
 TEST_F(FsmTest, SpawnFailureCountsAsAFailure) {
   job_.restart.max_restarts = 0;
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(std::nullopt), 1, {"propose", "arm:5", "spawn"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
         {SpawnFailedEvent{"ENOMEM"}, 2, {"ended:spawn-failed", "exit:1"}}});
 }
 
@@ -955,8 +970,8 @@ TEST_F(FsmTest, RestoredCountersContinue) {
   c.attempts = 7;
   c.failures = 3;
   job_.restart.max_restarts = 3;
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(4), 1, {"propose", "arm:5", "spawn"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(4), 1, {"propose", "arm:join", "spawn"}},
         {kExit1, 9, {"ended:failed", "exit:1"}}},
        c);
 }
@@ -965,9 +980,9 @@ TEST_F(FsmTest, RestoredCountersContinue) {
 TEST_F(FsmTest, ASelectionThatNeverReturnsEndsWithExit1) {
   job_.checkpoints.dir = "/ck";
   job_.checkpoints.select_timeout = std::chrono::hours(2);
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}}});
   EXPECT_EQ(std::get<ArmTimerAction>(last_.back()).at, t0_ + std::chrono::hours(2));
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {TimerFiredEvent{TimerKind::kSelect}, 7200000, {"exit:1"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}}, {TimerFiredEvent{TimerKind::kSelect}, 7200000, {"exit:1"}}});
   EXPECT_NE(ExitMessage().find("checkpoints.select_timeout = 2h"), std::string::npos) << ExitMessage();
   EXPECT_NE(ExitMessage().find("/ck"), std::string::npos) << ExitMessage();
 }
@@ -976,14 +991,14 @@ TEST_F(FsmTest, AStopThatCameDuringAStuckSelectionDecidesItsExitCode) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "gcp preempted"};
   const StopRequestedEvent budget{StopReason::kBudget, std::nullopt, "cost budget"};
   const TimerFiredEvent expired{TimerKind::kSelect};
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {kSigterm, 5, {}}, {expired, 9, {"exit:75"}}});
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {notice, 5, {}}, {expired, 9, {"exit:75"}}});
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {budget, 5, {}}, {expired, 9, {"exit:3"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}}, {kSigterm, 5, {}}, {expired, 9, {"exit:75"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}}, {notice, 5, {}}, {expired, 9, {"exit:75"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}}, {budget, 5, {}}, {expired, 9, {"exit:3"}}});
 }
 
 TEST_F(FsmTest, TheSelectionDeadlineEndsWithTheSelection) {
-  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
-                   {At(5), 1, {"propose", "arm:5", "spawn"}},
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
+                   {At(5), 1, {"propose", "arm:join", "spawn"}},
                    {TimerFiredEvent{TimerKind::kSelect}, 7200000, {}}});  // a late tick changes nothing
   EXPECT_EQ(fsm->phase(), Phase::kRunning);
   job_.checkpoints.select_timeout = milliseconds(0);  // 0: no deadline
@@ -993,36 +1008,36 @@ TEST_F(FsmTest, TheSelectionDeadlineEndsWithTheSelection) {
 TEST_F(FsmTest, DrainedForTooLongWithTheMachineStillHereResumes) {
   job_.provider.drained_timeout = std::chrono::minutes(30);
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws rebalance"};
-  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:3"}},
-                   {At(5), 1, {"propose", "arm:5", "spawn"}},
-                   {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
-                   {kExit0, 200, {"ended:preempted", "validate", "arm:4"}}});
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
+                   {At(5), 1, {"propose", "arm:join", "spawn"}},
+                   {notice, 100, {"signal:SIGTERM/group", "arm:grace"}},
+                   {kExit0, 200, {"ended:preempted", "validate", "arm:drained"}}});
   EXPECT_EQ(std::get<ArmTimerAction>(last_.back()).at, t0_ + milliseconds(200) + std::chrono::minutes(30));
   fsm->Handle(TimerFiredEvent{TimerKind::kDrained}, t0_ + milliseconds(200) + std::chrono::minutes(30));
   EXPECT_EQ(fsm->phase(), Phase::kSelecting);
   const auto spawn = HandleAsTheDriver(*fsm, At(6), t0_ + std::chrono::minutes(31));
-  EXPECT_EQ(Kinds(spawn), (std::vector<std::string>{"propose", "arm:5", "spawn"}));
+  EXPECT_EQ(Kinds(spawn), (std::vector<std::string>{"propose", "arm:join", "spawn"}));
   EXPECT_EQ(fsm->counters().preemptions, 1);
   EXPECT_EQ(fsm->counters().failures, 0);
 }
 
 TEST_F(FsmTest, AClearedNoticeDisarmsTheDrainedDeadline) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "azure preempt"};
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(5), 1, {"propose", "arm:5", "spawn"}},
-        {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
-        {kExit0, 200, {"ended:preempted", "validate", "arm:4"}},
-        {NoticeClearedEvent{}, 9000, {"arm:7"}},  // provider.resume_after (5m) first
-        {TimerFiredEvent{TimerKind::kResume}, 309000, {"select", "arm:3"}}});
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(5), 1, {"propose", "arm:join", "spawn"}},
+        {notice, 100, {"signal:SIGTERM/group", "arm:grace"}},
+        {kExit0, 200, {"ended:preempted", "validate", "arm:drained"}},
+        {NoticeClearedEvent{}, 9000, {"arm:resume"}},  // provider.resume_after (5m) first
+        {TimerFiredEvent{TimerKind::kResume}, 309000, {"select", "arm:select"}}});
   bool cancelled = false;
   for (const auto& a : last_) {
     if (const auto* c = std::get_if<CancelTimerAction>(&a)) cancelled = cancelled || c->kind == TimerKind::kDrained;
   }
   EXPECT_TRUE(cancelled);
   job_.provider.drained_timeout = milliseconds(0);  // 0: drained until the machine goes or the notice clears
-  Play({{StartEvent{}, 0, {"select", "arm:3"}},
-        {At(5), 1, {"propose", "arm:5", "spawn"}},
-        {notice, 100, {"signal:SIGTERM/group", "arm:0"}},
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(5), 1, {"propose", "arm:join", "spawn"}},
+        {notice, 100, {"signal:SIGTERM/group", "arm:grace"}},
         {kExit0, 200, {"ended:preempted", "validate"}}});
 }
 
@@ -1036,7 +1051,7 @@ TEST_F(FsmTest, TheProposalCarriesEveryGoodStepNewestFirst) {
   Fsm fsm(job_, {}, 1);
   fsm.Handle(StartEvent{}, t0_);
   const auto actions = fsm.Handle(selected, t0_ + milliseconds(1));
-  EXPECT_EQ(Kinds(actions), (std::vector<std::string>{"propose", "arm:5"}));
+  EXPECT_EQ(Kinds(actions), (std::vector<std::string>{"propose", "arm:join"}));
   EXPECT_EQ(fsm.phase(), Phase::kJoining);
   const auto& proposal = std::get<ProposeResumeAction>(actions[1]);
   ASSERT_EQ(proposal.good.size(), 3u);
@@ -1049,7 +1064,7 @@ TEST_F(FsmTest, TheProposalCarriesEveryGoodStepNewestFirst) {
 TEST_F(FsmTest, ASingleNodeIsRankZeroOfOneWithTheAttemptAsItsEpoch) {
   Counters restored;
   restored.attempts = 7;  // the epoch continues across supervisor restarts
-  Play({{StartEvent{}, 0, {"select", "arm:3"}}, {At(20), 1, {"propose", "arm:5", "spawn"}}}, restored);
+  Play({{StartEvent{}, 0, {"select", "arm:select"}}, {At(20), 1, {"propose", "arm:join", "spawn"}}}, restored);
   const auto& spawn = std::get<SpawnAction>(last_.back());
   ASSERT_TRUE(spawn.resume);
   EXPECT_EQ(spawn.resume->step, 20u);
@@ -1085,7 +1100,7 @@ TEST_F(FsmTest, AStopWhileJoiningActsAtOnce) {
   for (const auto& [stop, expect, after] : std::vector<std::tuple<StopRequestedEvent, std::vector<std::string>, Phase>>{
            {kSigterm, {"exit:75"}, Phase::kFinished},
            {budget, {"exit:3"}, Phase::kFinished},
-           {notice, {"validate", "arm:4"}, Phase::kDrained},
+           {notice, {"validate", "arm:drained"}, Phase::kDrained},
            {hang, {}, Phase::kJoining}}) {
     Fsm fsm(job_, {}, 1);
     fsm.Handle(StartEvent{}, t0_);
@@ -1105,13 +1120,13 @@ TEST_F(FsmTest, AStopWhileJoiningActsAtOnce) {
 TEST_F(FsmTest, ASpareWaitsWithoutADeadlineAndSelectsAgainWhenItTakesARank) {
   job_.coordination.spares = 1;
   const GroupAgreedEvent two{checkpoint::ResumePoint{"/ck/ckpt_step7", 7}, GroupPlace{0, 2, 2, "10.0.0.3", 29500}};
-  const std::vector<Row> rows = {{StartEvent{}, 0, {"select", "arm:3"}},
-                                 {At(5), 1, {"propose", "arm:5"}},
+  const std::vector<Row> rows = {{StartEvent{}, 0, {"select", "arm:select"}},
+                                 {At(5), 1, {"propose", "arm:join"}},
                                  {GroupSpareEvent{true}, 2, {}},
                                  {TimerFiredEvent{TimerKind::kJoin}, 3'600'000, {}},  // no deadline for a spare
                                  {GroupSpareEvent{true}, 3'600'001, {}},              // said again: nothing new
-                                 {GroupSpareEvent{false}, 3'600'500, {"select", "arm:3"}},
-                                 {At(7), 3'600'600, {"propose", "arm:5"}},
+                                 {GroupSpareEvent{false}, 3'600'500, {"select", "arm:select"}},
+                                 {At(7), 3'600'600, {"propose", "arm:join"}},
                                  {two, 3'600'700, {"spawn"}}};
   Fsm fsm(job_, Counters{}, 1);
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -1133,7 +1148,7 @@ TEST_F(FsmTest, ASpareStopsAtOnceAndADrainedNodeGivesItsRankToTheSpares) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws spot-itn"};
   for (const auto& [stop, expect, after] : std::vector<std::tuple<StopRequestedEvent, std::vector<std::string>, Phase>>{
            {kSigterm, {"exit:75"}, Phase::kFinished},
-           {notice, {"release_rank", "validate", "arm:4"}, Phase::kDrained},
+           {notice, {"release_rank", "validate", "arm:drained"}, Phase::kDrained},
            {StopRequestedEvent{StopReason::kPeer, std::nullopt, "node 1: notice"}, {}, Phase::kSpare}}) {
     Fsm fsm(job_, {}, 1);
     fsm.Handle(StartEvent{}, t0_);
@@ -1270,7 +1285,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   // The timer kDefer's column comes after kResume's.
   const std::map<Phase, std::vector<Cell>> table = {
       {P::kIdle,
-       {{P::kSelecting, V{"select", "arm:3"}},
+       {{P::kSelecting, V{"select", "arm:select"}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
@@ -1298,7 +1313,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}}}},
-      {P::kSelecting, {{P::kSelecting, V{}}, {P::kJoining, V{"propose", "arm:5"}},
+      {P::kSelecting, {{P::kSelecting, V{}}, {P::kJoining, V{"propose", "arm:join"}},
                        {P::kSelecting, V{}}, {P::kSelecting, V{}},
                        {P::kSelecting, V{}}, {P::kSelecting, V{}},
                        {P::kSelecting, V{}}, {P::kSelecting, V{}},
@@ -1344,10 +1359,10 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       {P::kRunning,
        {{P::kRunning, V{}},
         {P::kRunning, V{}},
-        {P::kBackoff, V{"ended:spawn-failed", "arm:2"}},
-        {P::kBackoff, V{"ended:failed", "arm:2"}},
-        {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}},
-        {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}},  // the group stops together
+        {P::kBackoff, V{"ended:spawn-failed", "arm:backoff"}},
+        {P::kBackoff, V{"ended:failed", "arm:backoff"}},
+        {P::kStopping, V{"signal:SIGTERM/group", "arm:grace"}},
+        {P::kStopping, V{"signal:SIGTERM/group", "arm:grace"}},  // the group stops together
         {P::kRunning, V{"signal:SIGUSR1/group"}},
         {P::kRunning, V{}},
         {P::kRunning, V{}},
@@ -1367,15 +1382,15 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kFinished, V{"exit:1"}},
         {P::kRunning, V{}},
         {P::kRunning, V{}},
-        {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}},
+        {P::kStopping, V{"signal:SIGTERM/group", "arm:grace"}},
         {P::kRunning, V{}},
         {P::kRunning, V{}}}},
       {P::kDeferred,
        {{P::kDeferred, V{}},
         {P::kDeferred, V{}},
         {P::kDeferred, V{}},
-        {P::kDrained, V{"ended:preempted", "validate", "arm:4"}},  // the notice's end
-        {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}},        // a stop request: now
+        {P::kDrained, V{"ended:preempted", "validate", "arm:drained"}},  // the notice's end
+        {P::kStopping, V{"signal:SIGTERM/group", "arm:grace"}},        // a stop request: now
         {P::kDeferred, V{}},
         {P::kDeferred, V{"signal:SIGUSR1/group"}},
         {P::kRunning, V{}},  // the notice went: run on
@@ -1387,7 +1402,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDeferred, V{}},
         {P::kDeferred, V{}},
         {P::kDeferred, V{}},
-        {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}},  // the deadline less the margin
+        {P::kStopping, V{"signal:SIGTERM/group", "arm:grace"}},  // the deadline less the margin
         {P::kDeferred, V{}},
         {P::kDeferred, V{}},
         {P::kDeferred, V{}},
@@ -1397,18 +1412,18 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDeferred, V{}},
         {P::kDeferred, V{}},
         {P::kDeferred, V{}},
-        {P::kStopping, V{"signal:SIGTERM/group", "arm:0"}},  // the checkpoint landed: stop now
+        {P::kStopping, V{"signal:SIGTERM/group", "arm:grace"}},  // the checkpoint landed: stop now
         {P::kDeferred, V{}}}},
       {P::kStopping,
        {{P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kFinished, V{"ended:stopped", "exit:75"}},
-        {P::kStopping, V{"kill", "arm:1"}},
+        {P::kStopping, V{"kill", "arm:kill"}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
-        {P::kStopping, V{"kill", "arm:1"}},
+        {P::kStopping, V{"kill", "arm:kill"}},
         {P::kFinished, V{"exit:1"}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
@@ -1439,7 +1454,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
-        {P::kSelecting, V{"select", "arm:3"}},
+        {P::kSelecting, V{"select", "arm:select"}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
@@ -1465,15 +1480,15 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kFinished, V{"exit:75"}},
         {P::kDrained, V{}},
         {P::kDrained, V{}},
-        {P::kDrained, V{"arm:7"}},  // the notice cleared: wait provider.resume_after
+        {P::kDrained, V{"arm:resume"}},  // the notice cleared: wait provider.resume_after
         {P::kDrained, V{}},
         {P::kDrained, V{}},
         {P::kDrained, V{}},
         {P::kDrained, V{}},
-        {P::kSelecting, V{"select", "arm:3"}},  // the machine stayed: resume
+        {P::kSelecting, V{"select", "arm:select"}},  // the machine stayed: resume
         {P::kDrained, V{}},
         {P::kDrained, V{}},
-        {P::kSelecting, V{"select", "arm:3"}},
+        {P::kSelecting, V{"select", "arm:select"}},
         {P::kDrained, V{}},  // resume_after passed: resume
         {P::kDrained, V{}},
         {P::kDrained, V{}},
@@ -1491,7 +1506,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
                        {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
                        {P::kFinished, V{"exit:75"}},
-                       {P::kSelecting, V{"select", "arm:3"}},  // a peer failed after this node finished: rejoin
+                       {P::kSelecting, V{"select", "arm:select"}},  // a peer failed after this node finished: rejoin
                        {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
                        {P::kFinishing, V{}},
