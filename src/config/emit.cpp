@@ -306,6 +306,7 @@ std::string ToYaml(const JobConfig& c) {
   y << YAML::Key << "spares" << YAML::Value << g.spares;
   y << YAML::Key << "min_nodes" << YAML::Value << g.min_nodes;
   y << YAML::Key << "shrink_after" << YAML::Value << FormatDuration(g.shrink_after);
+  y << YAML::Key << "grow_wait" << YAML::Value << FormatDuration(g.grow_wait);
   y << YAML::Key << "prefix" << YAML::Value << g.prefix;
   y << YAML::Key << "lease_ttl" << YAML::Value << FormatDuration(g.lease_ttl);
   y << YAML::Key << "join_timeout" << YAML::Value << FormatDuration(g.join_timeout);

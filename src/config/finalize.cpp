@@ -142,7 +142,8 @@ Status CheckEtcdUrls(const JobConfig& job) {
   return Ok{};
 }
 
-// coordination.min_nodes and shrink_after: how few may train on, and after how long.
+// coordination.min_nodes, shrink_after and grow_wait: how few may train on, after how long,
+// and how long a growth waits for a checkpoint.
 Status CheckShrinking(JobConfig& job) {
   auto& c = job.coordination;
   if (c.min_nodes == 0) c.min_nodes = c.nodes;
@@ -151,6 +152,7 @@ Status CheckShrinking(JobConfig& job) {
                  " is more than coordination.nodes (" + std::to_string(c.nodes) +
                  "); the group shrinks to min_nodes at the least, and never grows past nodes"};
   }
+  if (c.grow_wait <= Duration::zero()) return Error{Where(job, "coordination.grow_wait") + "must be longer than 0"};
   if (c.min_nodes == c.nodes) return Ok{};
   if (c.shrink_after <= Duration::zero())
     return Error{Where(job, "coordination.shrink_after") + "must be longer than 0"};

@@ -303,6 +303,7 @@ class Reader : public NodeReader {
         {"spares", [&](const YAML::Node& n, const std::string& k) { v.spares = Int(n, k, 0, 64); }},
         {"min_nodes", [&](const YAML::Node& n, const std::string& k) { v.min_nodes = Int(n, k, 1, 4096); }},
         {"shrink_after", [&](const YAML::Node& n, const std::string& k) { v.shrink_after = Dur(n, k); }},
+        {"grow_wait", [&](const YAML::Node& n, const std::string& k) { v.grow_wait = Dur(n, k); }},
         {"lease_ttl", [&](const YAML::Node& n, const std::string& k) { v.lease_ttl = Dur(n, k); }},
         {"join_timeout", [&](const YAML::Node& n, const std::string& k) { v.join_timeout = Dur(n, k); }},
         {"advertise", [&](const YAML::Node& n, const std::string& k) { v.advertise = String(n, k); }},

@@ -181,6 +181,9 @@ class EtcdCoordinator final : public Coordinator {
     if (!a.waiting) on_agreed_ = nullptr;  // the proposal was dropped: the Fsm selects again
     if (handlers_.on_spare) handlers_.on_spare(supervisor::GroupSpareEvent{a.waiting});
   }
+  void Do(const TellGrowAction& a) {
+    if (handlers_.on_grow) handlers_.on_grow(a.detail);
+  }
   void Do(const TellCutOffAction&) {
     if (handlers_.on_cut_off) handlers_.on_cut_off();
   }

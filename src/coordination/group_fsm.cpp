@@ -512,6 +512,7 @@ void GroupFsm::Agree(const std::vector<int>& ranks, const std::map<int, JoinReco
   pending_.reset();
   course_ = Course::kRunning;
   stop_delivered_ = false;
+  grow_told_ = false;
   Say(LogLevel::kInfo, "event=group_agreed epoch=" + std::to_string(running_epoch_) + " rank=" + std::to_string(rank_) +
                            " nodes=" + std::to_string(agreed.place.world) +
                            (agreed.place.world < c_.nodes
@@ -675,11 +676,13 @@ bool GroupFsm::Skips(std::uint64_t epoch) const {
 void GroupFsm::GrowFor(int rank) {
   if (!InEpoch() || rank == rank_ || Runs(rank)) return;
   if (running_ranks_.size() >= static_cast<std::size_t>(c_.nodes)) return;
+  if (grow_told_) return;  // once per epoch: the group stops once for it
+  grow_told_ = true;
   Say(LogLevel::kInfo, "event=group_growing epoch=" + std::to_string(running_epoch_) +
                            " nodes=" + std::to_string(running_ranks_.size()) + " of=" + std::to_string(c_.nodes) +
                            " joined_rank=" + std::to_string(rank) +
                            " detail=\"a node joined the shrunken group: checkpoint, then start again with it\"");
-  PeerStop(rank, "joined the shrunken group: it grows back at this checkpoint", 0);
+  Do(TellGrowAction{"node " + std::to_string(rank) + ": joined the shrunken group: it grows back at a checkpoint"});
 }
 
 bool GroupFsm::AwaitsGrowth() const {

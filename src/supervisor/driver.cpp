@@ -86,7 +86,8 @@ int Driver::Impl::Run() {
       {[this](StopRequestedEvent stop) { asio::post(io_, [this, stop = std::move(stop)] { Dispatch(stop); }); },
        [this](GroupSpareEvent spare) { asio::post(io_, [this, spare] { Dispatch(spare); }); },
        [this] { asio::post(io_, [this] { SampleCutOffTrainer(); }); },
-       [this] { asio::post(io_, [this] { Dispatch(GroupFinishedEvent{}); }); }});
+       [this] { asio::post(io_, [this] { Dispatch(GroupFinishedEvent{}); }); },
+       [this](const std::string& detail) { asio::post(io_, [this, detail] { Dispatch(GroupGrowing(detail)); }); }});
   Dispatch(StartEvent{});
   host_->clock().Run(io_);
   // A selection still running now is stuck (a hung mount: checkpoints.select_timeout
@@ -118,6 +119,16 @@ void Driver::Impl::CheckpointWriting(const std::filesystem::path& path) {
 CheckpointRequestedEvent Driver::Impl::CheckpointRequest(const std::string& detail) const {
   CheckpointRequestedEvent e{detail};
   if (trainer_) e.nobody_catches = trainer_->Catchers(job_.signals.checkpoint, job_.signals.Recipients()) == 0;
+  return e;
+}
+
+// The same for a growth of the group: whether the trainer saves on the stop, or on request.
+GroupGrowingEvent Driver::Impl::GroupGrowing(const std::string& detail) const {
+  GroupGrowingEvent e{detail};
+  const auto to = job_.signals.Recipients();
+  e.stop_caught = !trainer_ || trainer_->Catchers(job_.signals.on_notice, to) > 0;
+  e.checkpoint_caught = trainer_ && trainer_->Catchers(job_.signals.checkpoint, to) > 0;
+  e.seen_at = host_->clock().WallNow();
   return e;
 }
 

@@ -61,6 +61,7 @@ class Driver::Impl final : public RunControl {
   bool StopsOn(int signo) const;  // signo is in signals.stop_on
   // "Checkpoint now", with whether any process of signals.target catches the signal.
   CheckpointRequestedEvent CheckpointRequest(const std::string& detail) const;
+  GroupGrowingEvent GroupGrowing(const std::string& detail) const;
   void Dispatch(const Event& event);
   void Perform(const ArmTimerAction& a);
   void Perform(const CancelTimerAction& a);
@@ -105,9 +106,6 @@ class Driver::Impl final : public RunControl {
   std::map<TimerKind, std::unique_ptr<Timer>> timers_;         // armed by the Fsm
   std::unique_ptr<Timer> workers_poll_;                        // waiting for a launcher's workers to stop
   std::unique_ptr<Timer> cut_off_sample_;                      // the trainer's CPU, sampled once cut off
-  std::uint64_t workers_cpu_ = 0;                              // their CPU ticks at the last poll
-  TimePoint workers_busy_at_{};                                // when those last changed
-  bool workers_stall_told_ = false;                            // WorkersStalledEvent sent for this stop
   std::unique_ptr<preemption::Watcher> watcher_;               // null for provider none
   std::unique_ptr<Coordinator> coordinator_;                   // agrees on each start, hears the group's stops
   std::optional<preemption::Notice> notice_;                   // the stop notice being handled

@@ -20,9 +20,6 @@ using log::LogLevel;
 using log::Quote;
 
 constexpr auto kWorkersPoll = std::chrono::milliseconds(100);  // a launcher's workers, while they stop
-// Workers that use no CPU at all for this long, each in a socket wait, are stalled
-// (WorkersStalledEvent): a rank that computes or saves shows ticks well within it.
-constexpr auto kWorkersStallWindow = std::chrono::seconds(5);
 // How long a cut-off node's trainer is watched before the Fsm judges it (GroupCutOffEvent).
 constexpr auto kCutOffSample = std::chrono::seconds(2);
 
@@ -111,12 +108,7 @@ void Driver::Impl::Perform(const ReleaseLaunchersAction& a) {
                            " processes=" + std::to_string(released));
 }
 
-void Driver::Impl::Perform(const WatchWorkersAction&) {
-  workers_cpu_ = trainer_ ? trainer_->Workers().cpu_ticks : 0;
-  workers_busy_at_ = host_->clock().Now();
-  workers_stall_told_ = false;
-  PollWorkers();
-}
+void Driver::Impl::Perform(const WatchWorkersAction&) { PollWorkers(); }
 
 void Driver::Impl::PollWorkers() {
   workers_poll_->After(kWorkersPoll, [this] {
@@ -125,15 +117,8 @@ void Driver::Impl::PollWorkers() {
       Dispatch(WorkersGoneEvent{});
       return;
     }
-    const auto now = host_->clock().Now();
     const WorkersActivity workers = trainer_->Workers();
-    if (workers.cpu_ticks != workers_cpu_ || !workers.all_in_socket_waits) {
-      workers_cpu_ = workers.cpu_ticks;
-      workers_busy_at_ = now;
-    } else if (!workers_stall_told_ && now - workers_busy_at_ >= kWorkersStallWindow) {
-      workers_stall_told_ = true;
-      Dispatch(WorkersStalledEvent{std::chrono::duration_cast<std::chrono::milliseconds>(now - workers_busy_at_)});
-    }
+    Dispatch(WorkersSampledEvent{workers.cpu_ticks, workers.all_in_socket_waits});  // the Fsm judges a stall
     PollWorkers();
   });
 }

@@ -64,7 +64,7 @@ std::vector<Action> Fsm::Handle(const Event& event, TimePoint now) {
         if constexpr (std::is_same_v<E, NoticeClearedEvent>) return OnNoticeCleared(now);
         if constexpr (std::is_same_v<E, TimerFiredEvent>) return OnTimer(e, now);
         if constexpr (std::is_same_v<E, WorkersGoneEvent>) return OnWorkersGone(now);
-        if constexpr (std::is_same_v<E, WorkersStalledEvent>) return OnWorkersStalled(e);
+        if constexpr (std::is_same_v<E, WorkersSampledEvent>) return OnWorkersSampled(e, now);
         if constexpr (std::is_same_v<E, GroupAgreedEvent>) return OnGroupAgreed(e, now);
         if constexpr (std::is_same_v<E, GroupFinishedEvent>) return OnGroupFinished();
         if constexpr (std::is_same_v<E, SelectionFailedEvent>) return OnSelectionFailed(e);
@@ -74,6 +74,7 @@ std::vector<Action> Fsm::Handle(const Event& event, TimePoint now) {
         if constexpr (std::is_same_v<E, GroupCutOffEvent>) return OnGroupCutOff(e, now);
         if constexpr (std::is_same_v<E, CheckpointLandedEvent>) return OnCheckpointLanded(e, now);
         if constexpr (std::is_same_v<E, CheckpointWritingEvent>) return OnCheckpointWriting(e);
+        if constexpr (std::is_same_v<E, GroupGrowingEvent>) return OnGroupGrowing(e, now);
       },
       event);
 }

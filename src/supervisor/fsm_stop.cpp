@@ -19,9 +19,13 @@ using std::chrono::milliseconds;
 std::vector<Action> Fsm::OnStopRequested(const StopRequestedEvent& e, TimePoint now) {
   const bool by_signal = e.reason == StopReason::kSignal;
   if (e.reason == StopReason::kNotice) notice_cleared_early_ = false;  // a notice is in force again
-  // A peer's stop ends a running trainer's epoch, or one this node finished and waits on;
-  // with no trainer there is nothing to stop (the next start is agreed with the group anyway).
-  if (e.reason == StopReason::kPeer && phase_ != Phase::kRunning && phase_ != Phase::kFinishing) return {};
+  // A peer's stop ends a running trainer's epoch (one whose stop waits for a checkpoint too),
+  // or one this node finished and waits on; with no trainer there is nothing to stop (the
+  // next start is agreed with the group anyway).
+  if (e.reason == StopReason::kPeer && phase_ != Phase::kRunning && phase_ != Phase::kDeferred &&
+      phase_ != Phase::kFinishing) {
+    return {};
+  }
   switch (phase_) {
     case Phase::kIdle:
     case Phase::kSelecting:
@@ -176,7 +180,11 @@ std::vector<Action> Fsm::StopTheTrainer(const StopRequestedEvent& e, TimePoint n
   launcher_runs_for_workers_ = false;
   if (launchers_held_) actions.push_back(HoldLaunchersAction{});
   actions.push_back(SignalAction{job_.signals.on_notice, to});
-  if (launchers_held_) actions.push_back(WatchWorkersAction{});
+  if (launchers_held_) {
+    actions.push_back(WatchWorkersAction{});
+    workers_cpu_.reset();
+    workers_stall_told_ = false;
+  }
   grace_at_ = now + grace;
   actions.push_back(ArmTimerAction{TimerKind::kGrace, grace_at_});
   return actions;
@@ -213,7 +221,7 @@ std::vector<Action> Fsm::OnNoticeCleared(TimePoint now) {
                  "event=notice_cleared detail=\"the notice went away while the trainer stopped for it: resuming once "
                  "it has\"")};
   }
-  if (phase_ == Phase::kDeferred) {
+  if (phase_ == Phase::kDeferred && !deferred_for_growth_) {
     phase_ = Phase::kRunning;
     stop_reason_ = StopReason::kNone;
     return {
@@ -386,12 +394,24 @@ std::vector<Action> Fsm::OnWorkersGone(TimePoint now) {
 // joining the group waits on the rendezvous store inside the launcher, so holding it would
 // cost the whole grace and then a SIGKILL. The launcher runs again (no signal: the workers
 // have theirs), they join, reach a step, see the stop and save.
-std::vector<Action> Fsm::OnWorkersStalled(const WorkersStalledEvent& e) {
-  if (phase_ != Phase::kStopping || !launchers_held_) return {};
+std::vector<Action> Fsm::OnWorkersSampled(const WorkersSampledEvent& e, TimePoint now) {
+  if (phase_ != Phase::kStopping) return {};
+  if (!workers_cpu_ || *workers_cpu_ != e.cpu_ticks || !e.all_in_socket_waits) {
+    workers_cpu_ = e.cpu_ticks;
+    workers_busy_at_ = now;
+    return {};
+  }
+  if (workers_stall_told_ || now - workers_busy_at_ < kWorkersStallWindow) return {};
+  workers_stall_told_ = true;
+  return OnWorkersStalled(std::chrono::duration_cast<milliseconds>(now - workers_busy_at_));
+}
+
+std::vector<Action> Fsm::OnWorkersStalled(std::chrono::milliseconds for_how_long) {
+  if (!launchers_held_) return {};
   launchers_held_ = false;
   launcher_runs_for_workers_ = true;
   return {Note(LogLevel::kWarning,
-               "event=launcher_released reason=workers_stalled stalled_for=" + FormatDuration(e.for_how_long) +
+               "event=launcher_released reason=workers_stalled stalled_for=" + FormatDuration(for_how_long) +
                    " detail=\"no worker used CPU while the launcher was held: they may be waiting on its "
                    "rendezvous store, so it runs again; the workers still have the stop\""),
           ReleaseLaunchersAction{0}};
@@ -419,6 +439,7 @@ std::vector<Action> Fsm::MaybeDefer(const StopRequestedEvent& e, std::chrono::mi
   deferred_wall_deadline_ = e.notice->seen_at + *e.notice->left;
   deferred_writing_.clear();
   deferred_extended_ = false;
+  deferred_for_growth_ = false;
   notice_cleared_early_ = false;
   const std::string signal = config::SignalName(job_.signals.on_notice);
   return {
@@ -430,15 +451,58 @@ std::vector<Action> Fsm::MaybeDefer(const StopRequestedEvent& e, std::chrono::mi
       ArmTimerAction{TimerKind::kDefer, deferred_until_}};
 }
 
-// The notice's stop, now: what is left of its grace (at least provider.min_grace).
-std::vector<Action> Fsm::EndDeferral(const std::string& why, TimePoint now) {
-  const auto left = std::chrono::duration_cast<milliseconds>(deferred_until_ - now);
-  const auto grace = std::max(left, std::chrono::duration_cast<milliseconds>(job_.provider.min_grace));
+// The notice's stop, now: what is left of its grace (at least provider.min_grace). A
+// growth's: the group's stop, told to the other nodes unless one of them stopped first
+// (`by_peer`), so that every node stops at the checkpoint that ended it.
+std::vector<Action> Fsm::EndDeferral(const std::string& why, TimePoint now, bool by_peer) {
   std::vector<Action> actions{CancelTimerAction{TimerKind::kDefer},
                               Note(LogLevel::kWarning, "event=deferred_stop_ends why=\"" + why + "\"")};
   phase_ = Phase::kRunning;
-  auto more = StopTheTrainer(StopRequestedEvent{StopReason::kNotice, grace, deferred_detail_}, now);
+  std::vector<Action> more;
+  if (deferred_for_growth_) {
+    if (!by_peer) actions.push_back(PublishStopAction{"grow: " + deferred_detail_ + " (" + why + ")", std::nullopt});
+    more = StopTheTrainer(StopRequestedEvent{StopReason::kPeer, std::nullopt, deferred_detail_}, now);
+  } else {
+    const auto left = std::chrono::duration_cast<milliseconds>(deferred_until_ - now);
+    const auto grace = std::max(left, std::chrono::duration_cast<milliseconds>(job_.provider.min_grace));
+    more = StopTheTrainer(StopRequestedEvent{StopReason::kNotice, grace, deferred_detail_}, now);
+  }
   actions.insert(actions.end(), more.begin(), more.end());
+  return actions;
+}
+
+// A trainer that saves on the stop signal stops at once: it keeps every step. One that dies
+// on it runs on to its next good checkpoint (asked for now where it catches
+// signals.checkpoint), for coordination.grow_wait at most, and the group stops there: the
+// newcomer idles meanwhile, but no node of the group loses the steps since its last save.
+std::vector<Action> Fsm::OnGroupGrowing(const GroupGrowingEvent& e, TimePoint now) {
+  if (phase_ != Phase::kRunning) return {};  // not running, or already on its way to a stop
+  if (e.stop_caught) return StopTheTrainer(StopRequestedEvent{StopReason::kPeer, std::nullopt, e.detail}, now);
+  phase_ = Phase::kDeferred;
+  stop_reason_ = StopReason::kPeer;
+  stop_detail_ = e.detail;
+  deferred_detail_ = e.detail;
+  deferred_for_growth_ = true;
+  deferred_until_ = now + job_.coordination.grow_wait;
+  deferred_deadline_ = deferred_until_;
+  deferred_seen_at_ = e.seen_at;
+  deferred_wall_deadline_ = e.seen_at + job_.coordination.grow_wait;
+  deferred_writing_.clear();
+  deferred_extended_ = false;
+  const std::string signal = config::SignalName(job_.signals.checkpoint);
+  std::vector<Action> actions{
+      Note(LogLevel::kWarning, "event=stop_deferred reason=\"no process catches " +
+                                   config::SignalName(job_.signals.on_notice) +
+                                   "\" until=" + preemption::FormatIso8601(deferred_wall_deadline_) +
+                                   " in=" + FormatDuration(job_.coordination.grow_wait) + " grow=\"" + e.detail +
+                                   "\" detail=\"the group grows at the trainer's next good checkpoint" +
+                                   (e.checkpoint_caught ? " (asked for now with " + signal + ")" : std::string()) +
+                                   ", then stops (coordination.grow_wait)\""),
+      ArmTimerAction{TimerKind::kDefer, deferred_until_}};
+  if (e.checkpoint_caught) {
+    actions.push_back(Note(LogLevel::kInfo, "event=checkpoint_requested detail=\"the group grows\" signal=" + signal));
+    actions.push_back(SignalAction{job_.signals.checkpoint, job_.signals.Recipients(), /*only_to_handlers=*/true});
+  }
   return actions;
 }
 
@@ -453,6 +517,7 @@ std::vector<Action> Fsm::OnCheckpointWriting(const CheckpointWritingEvent& e) {
 // it, while a trainer that dies at once on the signal needs no grace, and a write the VM's
 // end cuts short costs no more than one the stop cuts short (the previous version stays).
 std::vector<Action> Fsm::OnDeferTimer(TimePoint now) {
+  if (deferred_for_growth_) return EndDeferral("coordination.grow_wait has passed without a new good checkpoint", now);
   const TimePoint last = deferred_deadline_ - kDeferredWriteMargin;
   if (deferred_writing_.empty() || deferred_extended_ || last <= now) {
     return EndDeferral(deferred_extended_ ? "the checkpoint being written did not land before the deadline less " +
@@ -478,7 +543,8 @@ std::vector<Action> Fsm::OnCheckpointLanded(const CheckpointLandedEvent& e, Time
   if (phase_ != Phase::kDeferred) return {};
   if (e.written_at && *e.written_at < deferred_seen_at_) {
     return {Note(LogLevel::kDebug, "event=deferred_stop_waits detail=\"" + e.path.string() +
-                                       " was written before the notice: the trainer runs on to its next save\"")};
+                                       " was written before the stop was deferred: the trainer runs on to its next "
+                                       "save\"")};
   }
   return EndDeferral("a new good checkpoint landed: " + e.path.string() + " (step " + std::to_string(e.step) + ")",
                      now);
@@ -487,8 +553,13 @@ std::vector<Action> Fsm::OnCheckpointLanded(const CheckpointLandedEvent& e, Time
 // While deferred the notice still stands: another notice changes nothing; a stop request
 // or the budget ends the deferral with its own stop; a hang ends it with the notice's.
 std::vector<Action> Fsm::StopWhileDeferred(const StopRequestedEvent& e, TimePoint now) {
-  if (e.reason == StopReason::kNotice) return {};
-  if (e.reason == StopReason::kHang || e.reason == StopReason::kPeer) {
+  if (e.reason == StopReason::kPeer) {
+    return EndDeferral(std::string("the trainer was to stop anyway (") + ReasonName(e.reason) + ": " + e.detail + ")",
+                       now, /*by_peer=*/true);
+  }
+  // A growth's wait ends with any stop of the node's own, which is that stop.
+  if (e.reason == StopReason::kNotice && !deferred_for_growth_) return {};
+  if (e.reason == StopReason::kHang && !deferred_for_growth_) {
     return EndDeferral(std::string("the trainer was to stop anyway (") + ReasonName(e.reason) + ": " + e.detail + ")",
                        now);
   }

@@ -8,7 +8,8 @@ same samples whatever the number of ranks, each rank a slice of them. Nothing ra
 depends on the rank (no dropout, no per-rank noise), and each rank's loss is the mean of its
 slice, so DDP's average over ranks is the global batch's mean gradient: the same update up
 to the floating-point summation order. At every step the ranks agree on spotvisor's signals
-(SignalFlags.agree): SIGTERM saves and exits, SIGUSR1 saves and goes on.
+(SignalFlags.agree): SIGTERM saves and exits (with --dies-on-stop it ends the process), SIGUSR1
+saves and goes on.
 
 Output (rank 0): [elastic] start|resumed step=S world=W, step=N, [elastic] saved step=S
 reason=R, [elastic] done step=S. The final weights go to --result-file (torch.save).
@@ -35,8 +36,11 @@ def main() -> int:
     p.add_argument("--checkpoint-every", type=int, default=10)
     p.add_argument("--step-sleep", type=float, default=0.0)
     p.add_argument("--resume_from", default=None)
+    # The shape of most scripts: the stop signal ends the process (no save on it); a
+    # checkpoint request (SIGUSR1) is still answered.
+    p.add_argument("--dies-on-stop", action="store_true")
     args = p.parse_args()
-    signals = helper.SignalFlags()
+    signals = helper.SignalFlags(notice=None) if args.dies_on_stop else helper.SignalFlags()
 
     import torch
     import torch.distributed as dist
@@ -87,7 +91,7 @@ def main() -> int:
             if stop or requested or step % args.checkpoint_every == 0:
                 ckpt.save(step)
                 signals.clear_checkpoint()
-                say(f"[elastic] saved step={step} reason={'stop' if stop else 'periodic'}")
+                say(f"[elastic] saved step={step} reason={'stop' if stop else 'request' if requested else 'periodic'}")
             if stop:
                 stopped = True
                 break

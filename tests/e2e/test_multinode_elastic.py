@@ -156,3 +156,53 @@ class GroupShrinks(GroupCase):
         self.assertEqual(verdict.stdout.strip(), "same", verdict.stdout + verdict.stderr)
         print(f"\n[shrink] survivors' trainers ended -> both started again at world 2: {idle:.1f}s "
               f"(shrink_after 10s); saved {saved}, grew back at {grown}", flush=True)
+
+
+class GroupGrowsAtACheckpoint(GroupCase):
+    """A trainer of the shape most scripts have: the stop signal ends it (no save on it),
+    a checkpoint request is answered. `nodes: 2, min_nodes: 1`: the first node trains alone
+    after shrink_after; when the second comes, the running trainer is not stopped at once
+    (it would lose every step since its last save): spotvisor asks it for a checkpoint,
+    lets it run until that checkpoint is judged good, then the group stops there and starts
+    again at world 2 from it."""
+
+    NODES = 2
+
+    def test_a_node_that_joins_a_running_group_waits_for_its_next_checkpoint(self):
+        script = [str(ELASTIC), "--ckpt-dir", "{checkpoint_dir}", "--result-file", "final.pt", "--steps", "80",
+                  "--step-sleep", "0.25", "--checkpoint-every", "1000", "--dies-on-stop"]
+        common = dict(name="grow", node_rank="auto", script=script, resume_args=["--resume_from={checkpoint}"],
+                      grace="60s", result_file=None, coordination={"min_nodes": "1", "shrink_after": "2s"})
+        jobs = [self.node_job("n0", **common), self.node_job("n1", **common)]
+        sv0 = self.supervise(jobs[0], "n0")
+        self.assertEqual(sv0.wait_event("group_agreed", 60)["nodes"], "1")
+        sv0.wait_for(r"(?:^|\] |:)step=8 world=1", 120)
+
+        sv1 = self.supervise(jobs[1], "n1")
+        self.assertEqual(sv1.wait_event("group_joined", 60)["rank"], "1")
+        sv1.wait_event("group_grow_waiting", 60)
+        sv0.wait_event("group_growing", 60)
+        deferred = sv0.wait_event("stop_deferred", 30)
+        self.assertIn("grow", deferred, deferred)
+        sv0.wait_event("checkpoint_requested", 30)
+        saved = int(sv0.wait_for(r"\[elastic\] saved step=(\d+) reason=request", 60).group(1))
+        ends = sv0.wait_event("deferred_stop_ends", 60)
+        self.assertIn(f"step {saved}", ends["why"], ends)
+        ended = sv0.wait_event("attempt_ended", 60)
+        self.assertEqual(ended["outcome"], "peer-stopped", ended)
+        for sv in (sv0, sv1):
+            again = sv.wait_event("group_agreed", 120, lambda e: e["epoch"] == "2")
+            self.assertEqual((again["nodes"], again["step"]), ("2", str(saved)), again)
+        sv0.wait_for(rf"\[elastic\] resumed step={saved} world=2", 120)
+        for sv in (sv0, sv1):
+            self.assert_exit(sv, 0, 300)
+
+        # What the growth cost: the steps the first node trained after the checkpoint it
+        # stopped at (trained again at world 2), against every step since the last save had
+        # it stopped at once (no save before the request: all of them).
+        alone = [int(s) for s in re.findall(r"(?:^|\] |:)step=(\d+) world=1", sv0.text(), re.MULTILINE)]
+        lost = len([s for s in alone if s > saved])
+        print(f"\n[grow] the group grew at step {saved}, asked for at the join: {lost} step(s) trained again; "
+              f"a stop at the join would have trained again every step since the start (no save before it)",
+              flush=True)
+        self.assertLess(lost, 8, f"steps after the growth's checkpoint: {lost}")

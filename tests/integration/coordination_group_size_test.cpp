@@ -119,17 +119,20 @@ TEST_F(GroupSize, ALostRankNobodyTakesShrinksTheGroupRenumberedAndANewcomerGrows
   EXPECT_EQ((std::pair{b.agreed->place.epoch, b.agreed->place.world}), (std::pair{std::uint64_t{3}, 2}));
   EXPECT_EQ(Count(log.Joined(), "event=group_shrinking"), 2u) << log.Joined();
 
-  // A new node takes rank 0 and, once it has selected, asks to join: the shrunken group
-  // stops (its trainers save). The newcomer's proposal predates that save, so it waits, as a
-  // spare does, until the group regroups, then selects again; the group starts with three,
-  // the newcomer as rank 0 and master.
+  // A new node takes rank 0 and, once it has selected, asks to join: the shrunken group is
+  // told it grows (each node's Fsm stops its trainer at a checkpoint: at once if it saves on
+  // the signal). The newcomer's proposal predates that save, so it waits, as a spare does,
+  // until the group regroups, then selects again; the group starts with three, the newcomer
+  // as rank 0 and master.
   Node d{Job(cluster, "10.0.0.4")};
   Join({&d});
   clock.RunFor(io, 3s);
-  EXPECT_EQ(b.stops.size(), 2u) << "a claim alone stops nothing: the newcomer may still be selecting";
+  EXPECT_EQ(b.grows.size(), 0u) << "a claim alone grows nothing: the newcomer may still be selecting";
   d.Propose(30);
-  ASSERT_TRUE(RunUntil(io, [&] { return b.stops.size() == 3u && c.stops.size() == 2u; })) << log.Joined();
-  EXPECT_NE(b.stops[2].find("node 0: joined the shrunken group"), std::string::npos) << b.stops[2];
+  ASSERT_TRUE(RunUntil(io, [&] { return b.grows.size() == 1u && c.grows.size() == 1u; })) << log.Joined();
+  EXPECT_NE(b.grows[0].find("node 0: joined the shrunken group"), std::string::npos) << b.grows[0];
+  EXPECT_EQ((std::pair{b.stops.size(), c.stops.size()}), (std::pair{std::size_t{2}, std::size_t{1}}))
+      << "the growth is no stop: the Fsm decides when the trainer stops";
   EXPECT_NE(log.Joined().find("event=group_growing epoch=3 nodes=2 of=3 joined_rank=0"), std::string::npos)
       << log.Joined();
   ASSERT_TRUE(RunUntil(io, [&] { return d.spare_events == std::vector<bool>{true}; })) << log.Joined();

@@ -37,6 +37,7 @@ struct Node {
   std::vector<bool> spare_events;  // GroupSpareEvent::waiting, in order
   std::optional<supervisor::GroupAgreedEvent> agreed;
   std::vector<std::string> stops;  // StopRequestedEvent::detail, in order
+  std::vector<std::string> grows;  // the grow handler's details, in order
   int cut_offs = 0;                // the cut-off handler's calls
   int finished = 0;                // a spare told that the group is done
 
@@ -46,7 +47,8 @@ struct Node {
     coordinator = std::move(*made);
     coordinator->Start({[this](const supervisor::StopRequestedEvent& e) { stops.push_back(e.detail); },
                         [this](supervisor::GroupSpareEvent e) { spare_events.push_back(e.waiting); },
-                        [this] { ++cut_offs; }, [this] { ++finished; }});
+                        [this] { ++cut_offs; }, [this] { ++finished; },
+                        [this](const std::string& detail) { grows.push_back(detail); }});
   }
   void Propose(std::uint64_t step) {
     agreed.reset();

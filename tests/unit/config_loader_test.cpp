@@ -350,11 +350,14 @@ TEST(ConfigLoader, CoordinationReadsItsKeysAndFillsTheAdvertisedAddress) {
 
   auto shrinking = Load(dir,
                         "job:\n  command: [\"/bin/true\"]\ncoordination:\n  etcd: [\"http://e:2379\"]\n  nodes: 3\n"
-                        "  min_nodes: 2\n  shrink_after: 10s\n");
+                        "  min_nodes: 2\n  shrink_after: 10s\n  grow_wait: 20m\n");
   ASSERT_TRUE(shrinking) << shrinking.error().message;
   EXPECT_EQ(shrinking->coordination.min_nodes, 2);
   EXPECT_EQ(shrinking->coordination.shrink_after, std::chrono::seconds(10));
+  EXPECT_EQ(shrinking->coordination.grow_wait, std::chrono::minutes(20));
   EXPECT_NE(ToYaml(*shrinking).find("shrink_after: 10s"), std::string::npos);
+  EXPECT_NE(ToYaml(*shrinking).find("grow_wait: 20m"), std::string::npos);
+  EXPECT_EQ(c.grow_wait, std::chrono::minutes(30));  // the default
 
   auto single = Load(dir, "job:\n  command: [\"/bin/true\"]\n");
   ASSERT_TRUE(single);
@@ -385,6 +388,8 @@ TEST(ConfigLoader, CoordinationMistakesNameTheKey) {
        "coordination.shrink_after: 30m is not shorter than coordination.join_timeout (30m)"},
       {"  etcd: [\"http://e:2379\"]\n  nodes: 3\n  min_nodes: 2\n  shrink_after: 0s\n",
        "coordination.shrink_after: must be longer than 0"},
+      {"  etcd: [\"http://e:2379\"]\n  nodes: 3\n  min_nodes: 2\n  grow_wait: 0s\n",
+       "coordination.grow_wait: must be longer than 0"},
       {"  etcd: [\"http://e:2379\"]\n  min_nodes: 0\n", "coordination.min_nodes"},
   };
   for (const auto& [yaml, expected] : cases) {

@@ -74,6 +74,7 @@ std::string Name(const GroupAction& action) {
         if constexpr (std::is_same_v<T, TellAgreedAction>) return "tell agreed";
         if constexpr (std::is_same_v<T, TellPeerStopAction>) return "tell peer stop";
         if constexpr (std::is_same_v<T, TellSpareAction>) return a.waiting ? "tell spare" : "tell select again";
+        if constexpr (std::is_same_v<T, TellGrowAction>) return "tell grow";
         if constexpr (std::is_same_v<T, TellCutOffAction>) return "tell cut off";
         if constexpr (std::is_same_v<T, TellFinishedAction>) return "tell finished";
         if constexpr (std::is_same_v<T, TellSpareFinishedAction>) return "tell job done";
@@ -365,8 +366,10 @@ TEST(GroupFsm, ALostRankNobodyTakesShrinksTheGroupAfterShrinkAfterAndAReturningN
   store.Feed(e, Proposal({10}));
   EXPECT_EQ(e.fsm->course(), Course::kGrowthHeld);
   EXPECT_EQ(e.told, (std::vector<std::string>{"tell spare"}));
-  EXPECT_EQ(a.told, (std::vector<std::string>{"tell peer stop"}));  // the group grows at its next checkpoint
-  store.Feed(a, PublishStopCall{{"node 2: joined the shrunken group", std::nullopt, std::nullopt}});
+  EXPECT_EQ(a.told, (std::vector<std::string>{"tell grow"}));  // the group grows at its next checkpoint
+  // A's trainer stops there (its Fsm's decision), and the group with it.
+  store.Feed(a, PublishStopCall{{"grow: node 2 joined the shrunken group", std::nullopt, std::nullopt}});
+  EXPECT_TRUE(Told(b, "tell peer stop"));
   EXPECT_EQ(e.fsm->course(), Course::kNone);
   EXPECT_EQ(e.told.back(), "tell select again");
   // All three join epoch 3 and start whole.
@@ -407,6 +410,17 @@ std::vector<State> States() {
       KeysChangedEvent{{Put(Kv(DoneKey(kBase, 1, 0), "{}")), Put(Kv(DoneKey(kBase, 1, 1), "{}"))}};
   const std::vector<GroupEvent> running = {start,          granted,  peer_holds_1, claimed_0,
                                            Proposal({10}), joined_1, peer_joins_1};
+  // Nobody else came within shrink_after: epoch 1 starts with rank 0 alone.
+  const std::vector<GroupEvent> alone = {start,
+                                         granted,
+                                         empty,
+                                         claimed_0,
+                                         KeysChangedEvent{{Put(MemberKv(0, "10.0.0.1"))}},
+                                         Proposal({10}),
+                                         joined_1,
+                                         own_join_1,
+                                         GroupTimerFiredEvent{GroupTimer::kShrink},
+                                         KeysChangedEvent{{Put(Kv(ShrinkKey(kBase, 1), "{\"ranks\":[0]}"))}}};
   auto then = [](std::vector<GroupEvent> path, std::vector<GroupEvent> more) {
     path.insert(path.end(), more.begin(), more.end());
     return path;
@@ -428,6 +442,7 @@ std::vector<State> States() {
        Seat::kHolding,
        Course::kGrowthHeld},
       {"holding, running epoch 1", running, Seat::kHolding, Course::kRunning},
+      {"holding, running epoch 1 alone", alone, Seat::kHolding, Course::kRunning},
       {"holding, finishing epoch 1", then(running, {PublishDoneCall{}}), Seat::kHolding, Course::kFinishing},
       {"holding, epoch 1 finished", then(running, {PublishDoneCall{}, both_done}), Seat::kHolding, Course::kFinished},
       {"cut off while running", then(running, {LeaseLostEvent{Error{"no member answered"}}}), Seat::kConnecting,
@@ -455,6 +470,7 @@ std::vector<Column> Columns() {
       {"lease lost", LeaseLostEvent{Error{"lease expired"}}},
       {"snapshot: rank 1 held", SnapshotEvent{{MemberKv(1, "10.0.0.2")}}},
       {"rank 1's key gone", KeysChangedEvent{{Delete(MemberKey(kBase, 1))}}},
+      {"rank 1's key said again", KeysChangedEvent{{Put(MemberKv(1, "10.0.0.2", 2))}}},
       {"watch lost", ConnectionEvent{false, "stream ended"}},
       {"claim of rank 0 held", ClaimAnsweredEvent{0, true}},
       {"join of epoch 1 failed", JoinAnsweredEvent{1, 0, Error{"timeout"}}},
@@ -496,6 +512,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"lease lost", "idle/none", ""},
            {"snapshot: rank 1 held", "idle/none", ""},
            {"rank 1's key gone", "idle/none", ""},
+           {"rank 1's key said again", "idle/none", ""},
            {"watch lost", "idle/none", ""},
            {"claim of rank 0 held", "idle/none", ""},
            {"join of epoch 1 failed", "idle/none", ""},
@@ -523,6 +540,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"lease lost", "connecting/none", "say group_lease_lost, drop lease, arm lease_retry"},
            {"snapshot: rank 1 held", "connecting/none", ""},
            {"rank 1's key gone", "connecting/none", ""},
+           {"rank 1's key said again", "connecting/none", ""},
            {"watch lost", "connecting/none", "say group_trouble"},
            {"claim of rank 0 held", "connecting/none", ""},
            {"join of epoch 1 failed", "connecting/none", ""},
@@ -550,6 +568,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"lease lost", "connecting/none", "say group_lease_lost, drop lease, arm lease_retry"},
            {"snapshot: rank 1 held", "claiming/none", ""},
            {"rank 1's key gone", "claiming/none", ""},
+           {"rank 1's key said again", "claiming/none", ""},
            {"watch lost", "claiming/none", "say group_trouble"},
            {"claim of rank 0 held", "holding/none", "say group_joined"},
            {"join of epoch 1 failed", "claiming/none", ""},
@@ -577,6 +596,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"lease lost", "connecting/proposed", "say group_lease_lost, drop lease, arm lease_retry"},
            {"snapshot: rank 1 held", "claiming/proposed", ""},
            {"rank 1's key gone", "claiming/proposed", ""},
+           {"rank 1's key said again", "claiming/proposed", ""},
            {"watch lost", "claiming/proposed", "say group_trouble"},
            {"claim of rank 0 held", "holding/proposed", "say group_joined, join 1"},
            {"join of epoch 1 failed", "claiming/proposed", ""},
@@ -604,6 +624,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"lease lost", "connecting/none", "say group_lease_lost, drop lease, arm lease_retry"},
            {"snapshot: rank 1 held", "spare/none", "claim 0"},
            {"rank 1's key gone", "spare/none", "claim 1"},
+           {"rank 1's key said again", "spare/none", ""},
            {"watch lost", "spare/none", "say group_trouble"},
            {"claim of rank 0 held", "holding/none", "delete spares/00000000000000000007, say group_joined"},
            {"join of epoch 1 failed", "spare/none", ""},
@@ -631,6 +652,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"lease lost", "connecting/proposed", "say group_lease_lost, drop lease, arm lease_retry"},
            {"snapshot: rank 1 held", "spare/proposed", "claim 0"},
            {"rank 1's key gone", "spare/proposed", "claim 1"},
+           {"rank 1's key said again", "spare/proposed", ""},
            {"watch lost", "spare/proposed", "say group_trouble"},
            {"claim of rank 0 held", "holding/none",
             "delete spares/00000000000000000007, say group_joined, tell select again"},
@@ -659,6 +681,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"lease lost", "connecting/none", "say group_lease_lost, drop lease, arm lease_retry"},
            {"snapshot: rank 1 held", "holding/none", ""},
            {"rank 1's key gone", "holding/none", ""},
+           {"rank 1's key said again", "holding/none", ""},
            {"watch lost", "holding/none", "say group_trouble"},
            {"claim of rank 0 held", "holding/none", ""},
            {"join of epoch 1 failed", "holding/none", ""},
@@ -687,6 +710,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"lease lost", "connecting/proposed", "say group_lease_lost, drop lease, arm lease_retry"},
            {"snapshot: rank 1 held", "holding/proposed", ""},
            {"rank 1's key gone", "holding/proposed", ""},
+           {"rank 1's key said again", "holding/proposed", ""},
            {"watch lost", "holding/proposed", "say group_trouble"},
            {"claim of rank 0 held", "holding/proposed", ""},
            {"join of epoch 1 failed", "holding/proposed", "say group_trouble, arm join_retry"},
@@ -714,6 +738,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"lease lost", "connecting/growth_held", "say group_lease_lost, drop lease, arm lease_retry"},
            {"snapshot: rank 1 held", "holding/growth_held", ""},
            {"rank 1's key gone", "holding/growth_held", ""},
+           {"rank 1's key said again", "holding/growth_held", ""},
            {"watch lost", "holding/growth_held", "say group_trouble"},
            {"claim of rank 0 held", "holding/growth_held", ""},
            {"join of epoch 1 failed", "holding/growth_held", ""},
@@ -741,6 +766,35 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"lease lost", "connecting/running", "say group_lease_lost, tell cut off, drop lease, arm lease_retry"},
            {"snapshot: rank 1 held", "holding/running", ""},
            {"rank 1's key gone", "holding/running", "say peer_stop, tell peer stop"},
+           {"rank 1's key said again", "holding/running", ""},
+           {"watch lost", "holding/running", "say group_trouble"},
+           {"claim of rank 0 held", "holding/running", ""},
+           {"join of epoch 1 failed", "holding/running", ""},
+           {"done of epoch 1 written", "holding/running", ""},
+           {"stop of epoch 1 written first", "holding/running", "say group_stop_published"},
+           {"shrink of epoch 1 written", "holding/running", "say group_shrinking"},
+           {"failures raised to 2", "holding/running", "say group_failures"},
+           {"a write failed", "holding/running", "say group_trouble"},
+           {"timer lease_retry", "holding/running", ""},
+           {"timer claim_retry", "holding/running", ""},
+           {"timer join_retry", "holding/running", ""},
+           {"timer done_retry", "holding/running", ""},
+           {"timer shrink", "holding/running", ""},
+       }},
+      {"holding, running epoch 1 alone",
+       {
+           {"start", "holding/running", ""},
+           {"propose", "holding/proposed", "say group_waiting, join 2"},
+           {"publish stop", "holding/running", "failures 2, stop 1"},
+           {"publish done", "holding/finishing", "done 1"},
+           {"release rank", "released/none", "say group_rank_released, txn delete members/0000"},
+           {"leave", "left/none", "say group_left, close, revoke"},
+           {"lease granted", "holding/running", ""},
+           {"lease grant failed", "holding/running", "say group_trouble, arm lease_retry"},
+           {"lease lost", "connecting/running", "say group_lease_lost, tell cut off, drop lease, arm lease_retry"},
+           {"snapshot: rank 1 held", "holding/running", ""},
+           {"rank 1's key gone", "holding/running", ""},
+           {"rank 1's key said again", "holding/running", "say group_growing, tell grow"},
            {"watch lost", "holding/running", "say group_trouble"},
            {"claim of rank 0 held", "holding/running", ""},
            {"join of epoch 1 failed", "holding/running", ""},
@@ -768,6 +822,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"lease lost", "connecting/finishing", "say group_lease_lost, tell cut off, drop lease, arm lease_retry"},
            {"snapshot: rank 1 held", "holding/finishing", ""},
            {"rank 1's key gone", "holding/finishing", "say peer_stop, tell peer stop"},
+           {"rank 1's key said again", "holding/finishing", ""},
            {"watch lost", "holding/finishing", "say group_trouble"},
            {"claim of rank 0 held", "holding/finishing", ""},
            {"join of epoch 1 failed", "holding/finishing", ""},
@@ -795,6 +850,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"lease lost", "connecting/finished", "say group_lease_lost, tell cut off, drop lease, arm lease_retry"},
            {"snapshot: rank 1 held", "holding/finished", ""},
            {"rank 1's key gone", "holding/finished", "say peer_finished"},
+           {"rank 1's key said again", "holding/finished", ""},
            {"watch lost", "holding/finished", "say group_trouble"},
            {"claim of rank 0 held", "holding/finished", ""},
            {"join of epoch 1 failed", "holding/finished", ""},
@@ -822,6 +878,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"lease lost", "connecting/running", "say group_lease_lost, drop lease, arm lease_retry"},
            {"snapshot: rank 1 held", "connecting/running", ""},
            {"rank 1's key gone", "connecting/running", "say peer_stop, tell peer stop"},
+           {"rank 1's key said again", "connecting/running", ""},
            {"watch lost", "connecting/running", "say group_trouble"},
            {"claim of rank 0 held", "connecting/running", ""},
            {"join of epoch 1 failed", "connecting/running", ""},
@@ -849,6 +906,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"lease lost", "released/none", "say group_lease_lost, drop lease, arm lease_retry"},
            {"snapshot: rank 1 held", "released/none", ""},
            {"rank 1's key gone", "released/none", ""},
+           {"rank 1's key said again", "released/none", ""},
            {"watch lost", "released/none", "say group_trouble"},
            {"claim of rank 0 held", "released/none", ""},
            {"join of epoch 1 failed", "released/none", ""},
@@ -876,6 +934,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"lease lost", "left/none", ""},
            {"snapshot: rank 1 held", "left/none", ""},
            {"rank 1's key gone", "left/none", ""},
+           {"rank 1's key said again", "left/none", ""},
            {"watch lost", "left/none", ""},
            {"claim of rank 0 held", "left/none", ""},
            {"join of epoch 1 failed", "left/none", ""},

@@ -22,15 +22,24 @@ using std::chrono::seconds;
 
 std::string TimerName(TimerKind kind) {
   switch (kind) {
-    case TimerKind::kGrace: return "grace";
-    case TimerKind::kKill: return "kill";
-    case TimerKind::kBackoff: return "backoff";
-    case TimerKind::kSelect: return "select";
-    case TimerKind::kDrained: return "drained";
-    case TimerKind::kJoin: return "join";
-    case TimerKind::kLauncher: return "launcher";
-    case TimerKind::kResume: return "resume";
-    case TimerKind::kDefer: return "defer";
+    case TimerKind::kGrace:
+      return "grace";
+    case TimerKind::kKill:
+      return "kill";
+    case TimerKind::kBackoff:
+      return "backoff";
+    case TimerKind::kSelect:
+      return "select";
+    case TimerKind::kDrained:
+      return "drained";
+    case TimerKind::kJoin:
+      return "join";
+    case TimerKind::kLauncher:
+      return "launcher";
+    case TimerKind::kResume:
+      return "resume";
+    case TimerKind::kDefer:
+      return "defer";
   }
   return "?";
 }
@@ -377,7 +386,7 @@ TEST_F(FsmTest, ALauncherThatOutlivesItsWorkersIsKilledAfterTheKillTimeout) {
         {WorkersGoneEvent{}, 40100, {"release:SIGTERM", "arm:launcher"}},
         {TimerFiredEvent{TimerKind::kLauncher}, 50100, {"kill", "arm:kill"}},
         {kKilled, 50110, {"ended:preempted", "validate", "arm:drained"}},  // the workers saved: drained
-        {TimerFiredEvent{TimerKind::kGrace}, 90100, {}}});           // cancelled with the SIGKILL
+        {TimerFiredEvent{TimerKind::kGrace}, 90100, {}}});                 // cancelled with the SIGKILL
 }
 
 TEST_F(FsmTest, AutoTargetForALauncherIsWorkers) {
@@ -388,7 +397,9 @@ TEST_F(FsmTest, AutoTargetForALauncherIsWorkers) {
         {CheckpointRequestedEvent{"cadence"}, 5, {"signal:SIGUSR1/workers"}},  // no hold for a checkpoint
         {notice, 10, {"hold", "signal:SIGTERM/workers", "watch", "arm:grace"}},
         {WorkersGoneEvent{}, 50000, {"release:SIGTERM", "arm:launcher"}},
-        {kExit1, 50100, {"ended:preempted", "validate", "arm:drained"}}});  // a launcher's exit code after a notice: drained
+        {kExit1,
+         50100,
+         {"ended:preempted", "validate", "arm:drained"}}});  // a launcher's exit code after a notice: drained
   EXPECT_EQ(last_.size(), 7u);  // three cancels, ended, the drained line, the validation, the drained deadline
 }
 
@@ -412,9 +423,12 @@ TEST_F(FsmTest, StalledWorkersReleaseTheLauncherWithoutASignal) {
   Play({{StartEvent{}, 0, {"select", "arm:select"}},
         {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
         {notice, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:grace"}},
-        {WorkersStalledEvent{seconds(5)}, 5100, {"release:none"}},
-        {WorkersStalledEvent{seconds(9)}, 9100, {}},  // once
-        {WorkersGoneEvent{}, 12000, {"arm:launcher"}},       // no SIGTERM: it ends by itself
+        {WorkersSampledEvent{40, true}, 200, {}},
+        {WorkersSampledEvent{41, true}, 300, {}},  // a tick: the window starts again
+        {WorkersSampledEvent{41, true}, 5299, {}},
+        {WorkersSampledEvent{41, true}, 5300, {"release:none"}},  // no CPU for 5 s, each in a socket wait
+        {WorkersSampledEvent{41, true}, 9100, {}},                // once
+        {WorkersGoneEvent{}, 12000, {"arm:launcher"}},            // no SIGTERM: it ends by itself
         {kExit0, 12100, {"ended:preempted", "validate", "arm:drained"}}});
 }
 
@@ -422,9 +436,23 @@ TEST_F(FsmTest, StalledWorkersChangeNothingOnceTheLauncherIsReleasedOrWithoutOne
   job_.signals.target = config::SignalTarget::kGroup;
   Play({{StartEvent{}, 0, {"select", "arm:select"}},
         {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
-        {WorkersStalledEvent{seconds(5)}, 50, {}},  // not stopping
+        {WorkersSampledEvent{7, true}, 50, {}},  // not stopping
         {kSigterm, 100, {"signal:SIGTERM/group", "arm:grace"}},
-        {WorkersStalledEvent{seconds(5)}, 5100, {}}});  // nothing is held
+        {WorkersSampledEvent{7, true}, 200, {}},
+        {WorkersSampledEvent{7, true}, 5300, {}}});  // nothing is held
+}
+
+TEST_F(FsmTest, WorkersThatComputeOrWaitElsewhereAreNeverStalled) {
+  job_.signals.target = config::SignalTarget::kWorkers;
+  job_.signals.grace = seconds(90);
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(std::nullopt), 1, {"propose", "arm:join", "spawn"}},
+        {kSigterm, 100, {"hold", "signal:SIGTERM/workers", "watch", "arm:grace"}},
+        {WorkersSampledEvent{40, false}, 200, {}},
+        {WorkersSampledEvent{40, false}, 9000, {}},  // no CPU, but not all in socket waits (a save to disk)
+        {WorkersSampledEvent{40, true}, 9100, {}},   // from here on
+        {WorkersSampledEvent{45, true}, 14000, {}},  // CPU: busy again
+        {WorkersSampledEvent{45, true}, 18000, {}}});
 }
 
 TEST_F(FsmTest, WorkersGoneOutsideAStopChangesNothing) {
@@ -487,8 +515,9 @@ TEST_F(FsmTest, ANoticeForATrainerThatCannotSaveOnItWaitsForItsNextCheckpoint) {
   const auto seen = std::chrono::system_clock::time_point{} + std::chrono::hours(24 * 365 * 55);
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws spot-itn", NoticeDeadline{seconds(120), seen},
                                   /*nobody_catches=*/true};
-  auto fsm = Play(
-      {{StartEvent{}, 0, {"select", "arm:select"}}, {At(10), 1, {"propose", "arm:join", "spawn"}}, {notice, 100, {"arm:defer"}}});
+  auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
+                   {At(10), 1, {"propose", "arm:join", "spawn"}},
+                   {notice, 100, {"arm:defer"}}});
   EXPECT_EQ(fsm->phase(), Phase::kDeferred);
   const auto& said = std::get<LogAction>(last_[0]).text;
   const auto cap = seconds(120) - std::chrono::duration_cast<seconds>(job_.provider.safety_margin);
@@ -883,7 +912,7 @@ TEST_F(FsmTest, NoticeDuringSelectionThatClearsResumesAndIsNotDrainedAgain) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "gcp preempted"};
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
                    {notice, 1, {}},
-                   {At(5), 2, {"validate", "arm:drained"}},        // drained before the start
+                   {At(5), 2, {"validate", "arm:drained"}},       // drained before the start
                    {NoticeClearedEvent{}, 9000, {"arm:resume"}},  // provider.resume_after (5m) first
                    {TimerFiredEvent{TimerKind::kResume}, 309000, {"select", "arm:select"}},
                    {At(5), 309001, {"propose", "arm:join", "spawn"}}});  // resumed, not drained a second time
@@ -1204,6 +1233,57 @@ TEST(LocalCoordinator, AgreesAtOnceWithTheNewestGoodStep) {
 // actions). A new event (the peer events of multi-node) fails here until every phase has
 // its cell; a new phase until it has its row; a new timer until it has its column (each
 // waiting phase's deadline is one of them).
+TEST_F(FsmTest, AGrowingGroupStopsATrainerThatSavesOnTheSignalAtOnce) {
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(10), 10, {"propose", "arm:join", "spawn"}},
+        {GroupGrowingEvent{"node 2: joined", /*stop_caught=*/true, /*checkpoint_caught=*/true},
+         30,
+         {"signal:SIGTERM/group", "arm:grace"}}});
+}
+
+TEST_F(FsmTest, AGrowingGroupWhoseTrainerCannotSaveOnTheSignalStopsAtItsNextCheckpointAndTellsThePeers) {
+  job_.coordination.grow_wait = seconds(600);
+  const auto seen = std::chrono::system_clock::time_point{} + seconds(1'800'000'000);
+  auto fsm = Play(
+      {{StartEvent{}, 0, {"select", "arm:select"}},
+       {At(10), 10, {"propose", "arm:join", "spawn"}},
+       {GroupGrowingEvent{"node 2: joined", false, true, seen}, 30, {"arm:defer", "signal:SIGUSR1/group"}},
+       // A checkpoint written before the growth holds nothing a stop then would not have kept.
+       {CheckpointLandedEvent{"/ck/ckpt_step10", 10, seen - seconds(5)}, 40, {}},
+       {CheckpointLandedEvent{"/ck/ckpt_step11", 11, seen + seconds(2)}, 2030, {"signal:SIGTERM/group", "arm:grace"}}});
+  EXPECT_EQ(fsm->phase(), Phase::kStopping);
+  // The group stops there too: this node tells it, as a growth (never counted).
+  bool published = false;
+  for (const auto& a : last_) {
+    if (const auto* p = std::get_if<PublishStopAction>(&a)) published = p->why.rfind("grow: node 2: joined", 0) == 0;
+  }
+  EXPECT_TRUE(published);
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(10), 10, {"propose", "arm:join", "spawn"}},
+        {GroupGrowingEvent{"node 2: joined", false, false, seen}, 30, {"arm:defer"}},  // nothing to ask for
+        {TimerFiredEvent{TimerKind::kDefer}, 600030, {"signal:SIGTERM/group", "arm:grace"}},
+        {kExit1, 600040, {"ended:peer-stopped", "select", "arm:select"}}});
+}
+
+TEST_F(FsmTest, WhileTheGroupWaitsToGrowAPeersStopEndsTheWaitUntoldAndANoticeStopsAtOnce) {
+  const std::vector<Row> to_deferral = {{StartEvent{}, 0, {"select", "arm:select"}},
+                                        {At(10), 10, {"propose", "arm:join", "spawn"}},
+                                        {GroupGrowingEvent{"node 2: joined", false, false}, 30, {"arm:defer"}}};
+  auto rows = to_deferral;
+  rows.push_back({StopRequestedEvent{StopReason::kPeer, std::nullopt, "node 1: grow: node 2: joined"},
+                  40,
+                  {"signal:SIGTERM/group", "arm:grace"}});
+  Play(rows);
+  for (const auto& a : last_) EXPECT_FALSE(std::holds_alternative<PublishStopAction>(a)) << "a peer's stop is not told";
+  rows = to_deferral;
+  rows.push_back({StopRequestedEvent{StopReason::kNotice, seconds(90), "aws spot-itn"},
+                  40,
+                  {"signal:SIGTERM/group", "arm:grace"}});
+  rows.push_back({NoticeClearedEvent{}, 50, {}});  // the stop goes on: its trainer is stopping
+  auto fsm = Play(rows);
+  EXPECT_EQ(fsm->phase(), Phase::kStopping);
+}
+
 TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   const std::vector<Event> events = {
       StartEvent{},
@@ -1224,7 +1304,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       TimerFiredEvent{TimerKind::kResume},
       TimerFiredEvent{TimerKind::kDefer},
       WorkersGoneEvent{},
-      WorkersStalledEvent{std::chrono::seconds(5)},
+      WorkersSampledEvent{7, true},
       GroupAgreedEvent{},
       GroupFinishedEvent{},
       SelectionFailedEvent{"permission denied"},
@@ -1234,6 +1314,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       GroupCutOffEvent{milliseconds(0), milliseconds(2000)},
       CheckpointLandedEvent{"/ck/ckpt_step30", 30},
       CheckpointWritingEvent{"/ck/ckpt.pt"},
+      GroupGrowingEvent{"node 2: joined the shrunken group", /*stop_caught=*/false, /*checkpoint_caught=*/true},
   };
   // Every alternative of Event has a column, in order; TimerFiredEvent one per TimerKind.
   std::set<std::size_t> kinds_seen;
@@ -1278,14 +1359,17 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   // Columns: start, resume selected, spawn failed, child exited (1), stop (SIGTERM), a
   // peer's stop (only a running trainer stops), checkpoint requested, notice cleared, timers grace / kill / backoff /
   // select / drained / join / launcher (none released in these paths: nothing) / resume, workers gone, workers
-  // stalled (nothing is held in these paths: nothing), group agreed, group finished, selection failed, group survived
+  // sampled (nothing is held in these paths: nothing), group agreed, group finished, selection failed, group survived
   // SIGKILL, drained validated, group spare (every rank held: wait as a spare), cut off with a
   // trainer that used no CPU (only a running trainer stops), a new good checkpoint landed (only
-  // a deferred stop waits for one), a checkpoint seen being written (remembered: no action).
+  // a deferred stop waits for one), a checkpoint seen being written (remembered: no action), the
+  // group grows while the trainer cannot save on the stop (only a running trainer defers its
+  // stop to its next checkpoint, asked for with signals.checkpoint).
   // The timer kDefer's column comes after kResume's.
   const std::map<Phase, std::vector<Cell>> table = {
       {P::kIdle,
        {{P::kSelecting, V{"select", "arm:select"}},
+        {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
@@ -1326,36 +1410,16 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
                        {P::kSelecting, V{}}, {P::kFinished, V{"exit:1"}},
                        {P::kSelecting, V{}}, {P::kSelecting, V{}},
                        {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}}}},
-      {P::kJoining,
-       {{P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kFinished, V{"exit:75"}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kFinished, V{"exit:75"}},  // the group never agreed
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kRunning, V{"spawn"}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kSpare, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}}}},
+                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}}}},
+      {P::kJoining, {{P::kJoining, V{}},           {P::kJoining, V{}},           {P::kJoining, V{}}, {P::kJoining, V{}},
+                     {P::kFinished, V{"exit:75"}}, {P::kJoining, V{}},           {P::kJoining, V{}}, {P::kJoining, V{}},
+                     {P::kJoining, V{}},           {P::kJoining, V{}},           {P::kJoining, V{}}, {P::kJoining, V{}},
+                     {P::kJoining, V{}},           {P::kFinished, V{"exit:75"}},  // the group never agreed
+                     {P::kJoining, V{}},           {P::kJoining, V{}},           {P::kJoining, V{}}, {P::kJoining, V{}},
+                     {P::kJoining, V{}},           {P::kRunning, V{"spawn"}},    {P::kJoining, V{}}, {P::kJoining, V{}},
+                     {P::kJoining, V{}},           {P::kJoining, V{}},           {P::kSpare, V{}},   {P::kJoining, V{}},
+                     {P::kJoining, V{}},           {P::kJoining, V{}},           {P::kJoining, V{}}}},
       {P::kRunning,
        {{P::kRunning, V{}},
         {P::kRunning, V{}},
@@ -1384,14 +1448,15 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kRunning, V{}},
         {P::kStopping, V{"signal:SIGTERM/group", "arm:grace"}},
         {P::kRunning, V{}},
-        {P::kRunning, V{}}}},
+        {P::kRunning, V{}},
+        {P::kDeferred, V{"arm:defer", "signal:SIGUSR1/group"}}}},
       {P::kDeferred,
        {{P::kDeferred, V{}},
         {P::kDeferred, V{}},
         {P::kDeferred, V{}},
         {P::kDrained, V{"ended:preempted", "validate", "arm:drained"}},  // the notice's end
-        {P::kStopping, V{"signal:SIGTERM/group", "arm:grace"}},        // a stop request: now
-        {P::kDeferred, V{}},
+        {P::kStopping, V{"signal:SIGTERM/group", "arm:grace"}},          // a stop request: now
+        {P::kStopping, V{"signal:SIGTERM/group", "arm:grace"}},          // a peer's stop: the notice's, now
         {P::kDeferred, V{"signal:SIGUSR1/group"}},
         {P::kRunning, V{}},  // the notice went: run on
         {P::kDeferred, V{}},
@@ -1413,6 +1478,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDeferred, V{}},
         {P::kDeferred, V{}},
         {P::kStopping, V{"signal:SIGTERM/group", "arm:grace"}},  // the checkpoint landed: stop now
+        {P::kDeferred, V{}},
         {P::kDeferred, V{}}}},
       {P::kStopping,
        {{P::kStopping, V{}},
@@ -1442,6 +1508,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
+        {P::kStopping, V{}},
         {P::kStopping, V{}}}},
       {P::kBackoff,
        {{P::kBackoff, V{}},
@@ -1455,6 +1522,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kSelecting, V{"select", "arm:select"}},
+        {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
@@ -1500,35 +1568,38 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDrained, V{}},
         {P::kDrained, V{}},
         {P::kDrained, V{}},
+        {P::kDrained, V{}},
         {P::kDrained, V{}}}},
-      {P::kFinishing, {{P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinished, V{"exit:75"}},
-                       {P::kSelecting, V{"select", "arm:select"}},  // a peer failed after this node finished: rejoin
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinished, V{"exit:75"}},  // the others did not finish in time
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinished, V{"exit:0"}},
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}},
-                       {P::kFinishing, V{}}}},
+      {P::kFinishing,
+       {{P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinished, V{"exit:75"}},
+        {P::kSelecting, V{"select", "arm:select"}},  // a peer failed after this node finished: rejoin
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinished, V{"exit:75"}},  // the others did not finish in time
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinished, V{"exit:0"}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
+        {P::kFinishing, V{}}}},
       {P::kSpare,
        {{P::kSpare, V{}},
         {P::kSpare, V{}},
@@ -1557,6 +1628,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kSpare, V{}},
         {P::kSpare, V{}},
         {P::kSpare, V{}},
+        {P::kSpare, V{}},
         {P::kSpare, V{}}}},
       {P::kFinished,
        {{P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
@@ -1564,7 +1636,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
-        {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}}},
+        {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}}},
   };
   ASSERT_EQ(table.size(), paths.size()) << "a phase without a row";
   for (const auto& [phase, path] : paths) {

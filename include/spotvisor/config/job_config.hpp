@@ -195,12 +195,15 @@ struct CoordinationTls {
 };
 
 struct CoordinationSection {
-  std::vector<std::string> etcd;                     // member URLs (v3 JSON gateway); empty = one node alone
-  int nodes = 1;                                     // the group starts only when all are there
-  int node_rank = kAutoRank;                         // 0..nodes-1, or auto: the lowest free rank
-  int spares = 0;                                    // nodes beyond `nodes` that wait to take a lost rank
-  int min_nodes = 0;                                 // a group this small may train on (0: `nodes`, i.e. never fewer)
-  Duration shrink_after = std::chrono::minutes(5);   // a lost rank unfilled this long: start with fewer
+  std::vector<std::string> etcd;                    // member URLs (v3 JSON gateway); empty = one node alone
+  int nodes = 1;                                    // the group starts only when all are there
+  int node_rank = kAutoRank;                        // 0..nodes-1, or auto: the lowest free rank
+  int spares = 0;                                   // nodes beyond `nodes` that wait to take a lost rank
+  int min_nodes = 0;                                // a group this small may train on (0: `nodes`, i.e. never fewer)
+  Duration shrink_after = std::chrono::minutes(5);  // a lost rank unfilled this long: start with fewer
+  // A node joined the shrunken group, whose trainer cannot save on the stop signal: the
+  // group trains on to its next good checkpoint for at most this long, then stops anyway.
+  Duration grow_wait = std::chrono::minutes(30);
   std::string prefix = "/spotvisor";                 // keys under <prefix>/<job.name>/
   Duration lease_ttl = std::chrono::seconds(10);     // a node whose lease lapses is gone
   Duration join_timeout = std::chrono::minutes(30);  // waiting for the whole group, then exit 75

@@ -205,6 +205,9 @@ struct TellPeerStopAction {  // Handlers::on_peer_stop
 struct TellSpareAction {  // Handlers::on_spare
   bool waiting = true;
 };
+struct TellGrowAction {  // Handlers::on_grow: a node joined the running, shrunken group
+  std::string detail;
+};
 struct TellCutOffAction {};         // Handlers::on_cut_off
 struct TellFinishedAction {};       // PublishDone's answer: every rank's trainer succeeded
 struct TellSpareFinishedAction {};  // Handlers::on_finished: the job is done while this node waited
@@ -212,7 +215,7 @@ using GroupAction =
     std::variant<GrantLeaseAction, KeepLeaseAction, DropLeaseAction, WatchGroupAction, ClaimAction, PutJoinAction,
                  PutDoneAction, PublishStopTxnAction, ShrinkAction, RaiseFailuresAction, WriteAction, CloseAction,
                  ArmGroupTimerAction, CancelGroupTimerAction, TellAgreedAction, TellPeerStopAction, TellSpareAction,
-                 TellCutOffAction, TellFinishedAction, TellSpareFinishedAction, supervisor::LogAction>;
+                 TellGrowAction, TellCutOffAction, TellFinishedAction, TellSpareFinishedAction, supervisor::LogAction>;
 
 // The times an event is handled at: the steady one for retries and the trouble throttle,
 // the wall one for the deadlines written to and read from etcd.
@@ -300,8 +303,8 @@ class GroupFsm {
   // that is gone. The node joins a later one.
   bool Skips(std::uint64_t epoch) const;
   // The node of rank `rank`, outside the running (shrunken) epoch, waits to join it (its
-  // member key said again by HoldForGrowth, after it selected): the group stops at a
-  // checkpoint and starts again, larger.
+  // member key said again by HoldForGrowth, after it selected): the local Fsm stops the
+  // trainer at a checkpoint (GroupGrowingEvent), and the group starts again, larger.
   void GrowFor(int rank);
   // The newest epoch shrank without this node's rank and still runs: this node's checkpoints
   // are older than the one the group is about to save, so it waits (as a spare does) until
@@ -345,6 +348,7 @@ class GroupFsm {
   std::vector<int> running_ranks_;                          // the ranks that started running_epoch_
   std::size_t shrink_seen_ = 0;                             // ranks joined in join_epoch_ when kShrink was armed
   bool stop_delivered_ = false;                             // a peer stop for running_epoch_ went out
+  bool grow_told_ = false;                                  // a growth of running_epoch_ was told
   bool spare_finished_told_ = false;                        // TellSpareFinishedAction went out (once)
   std::map<GroupTimer, bool> armed_;                        // which timers are armed
   std::map<std::string, SteadyTime> trouble_;               // last said, per trouble

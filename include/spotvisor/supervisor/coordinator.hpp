@@ -20,12 +20,14 @@ class Coordinator {
   using FinishedHandler = std::function<void()>;
   using SpareHandler = std::function<void(GroupSpareEvent)>;
   using CutOffHandler = std::function<void()>;
+  using GrowHandler = std::function<void(const std::string& detail)>;
   // Where the group's news goes (a single node has none of it).
   struct Handlers {
     PeerStopHandler on_peer_stop;  // a peer stopped, or this node's rank was taken: stop the trainer
     SpareHandler on_spare;         // this node waits as a spare, or took a lost rank
     CutOffHandler on_cut_off;      // this node's lease lapsed while its trainer ran (GroupCutOffEvent)
     FinishedHandler on_finished;   // every rank's trainer succeeded while this node waited as a spare
+    GrowHandler on_grow;           // a node joined the running, shrunken group (GroupGrowingEvent)
   };
   virtual ~Coordinator() = default;
   // Once, before the first Propose.

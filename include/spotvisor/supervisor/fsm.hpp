@@ -37,7 +37,8 @@ enum class Phase {
   kDeferred,   // a notice came, but no process of the trainer catches signals.on_notice (it
                // would die and lose every step since its last save): it runs on until its next
                // good checkpoint lands (then the stop) or until kDefer (the deadline less
-               // provider.safety_margin); signals.defer_stop
+               // provider.safety_margin); signals.defer_stop. The same for a group that grows
+               // (GroupGrowingEvent): kDefer is then coordination.grow_wait
   kStopping,   // we asked the trainer to stop; kGrace, then kKill after the SIGKILL
   kBackoff,    // waiting before the next start; kBackoff
   kDrained,    // stopped for a preemption notice; waiting for the machine to go, or to
@@ -64,7 +65,8 @@ enum class TimerKind {
   kJoin,      // the group did not agree on a start (or finish) within coordination.join_timeout: exit 75
   kLauncher,  // a launcher outlived its workers by signals.kill_timeout after SIGTERM: SIGKILL
   kResume,    // drained, the notice cleared, the machine still here after provider.resume_after: resume
-  kDefer,     // a deferred stop's time is up (the notice's deadline less provider.safety_margin): stop
+  kDefer,     // a deferred stop's time is up (the notice's deadline less provider.safety_margin, or
+              // coordination.grow_wait for a growth): stop
 };
 inline constexpr TimerKind kTimerKinds[] = {TimerKind::kGrace,    TimerKind::kKill,    TimerKind::kBackoff,
                                             TimerKind::kSelect,   TimerKind::kDrained, TimerKind::kJoin,
@@ -139,10 +141,15 @@ struct TimerFiredEvent {
   TimerKind kind;
 };
 struct WorkersGoneEvent {};  // after WatchWorkersAction: the launcher has no live worker left
-// After WatchWorkersAction: the workers have used no CPU for kWorkersStallWindow, all of them
-// blocked (in torch 2.x, on the rendezvous store that the held launcher serves). Once a stop.
-struct WorkersStalledEvent {
-  std::chrono::milliseconds for_how_long{0};
+// After WatchWorkersAction, at every poll while the launcher has live workers: the CPU they
+// have used so far and whether every one of them sits in a socket wait. The Fsm judges them
+// stalled when they use no CPU at all for kWorkersStallWindow, each in a socket wait (in
+// torch 2.x, on the rendezvous store that the held launcher serves): a rank that computes or
+// saves shows ticks well within it.
+inline constexpr std::chrono::seconds kWorkersStallWindow{5};
+struct WorkersSampledEvent {
+  std::uint64_t cpu_ticks = 0;
+  bool all_in_socket_waits = false;
 };
 // After ProposeResumeAction: the coordinator's answer, where the group starts from and this
 // node's place in it.
@@ -169,6 +176,17 @@ struct GroupCutOffEvent {
   std::optional<std::chrono::milliseconds> trainer_cpu;
   std::chrono::milliseconds sampled_for{0};
 };
+// Multi-node: a node joined the running, shrunken group, which grows back at a checkpoint.
+// The driver read, at that moment, whether any process of signals.target catches
+// signals.on_notice (the stop: it saves on it) and signals.checkpoint (it saves on request).
+// A trainer that saves on the stop stops at once; one that cannot runs on to its next good
+// checkpoint (asked for when it catches signals.checkpoint), at most coordination.grow_wait.
+struct GroupGrowingEvent {
+  std::string detail;  // which node joined
+  bool stop_caught = true;
+  bool checkpoint_caught = false;
+  std::chrono::system_clock::time_point seen_at{};  // the wall clock when it was seen
+};
 // After SelectResumeAction: the selection could not look at the checkpoints (not stuck: failed).
 struct SelectionFailedEvent {
   std::string message;
@@ -183,9 +201,9 @@ struct GroupSurvivedKillEvent {
 struct DrainedValidatedEvent {};
 using Event = std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent, StopRequestedEvent,
                            CheckpointRequestedEvent, NoticeClearedEvent, TimerFiredEvent, WorkersGoneEvent,
-                           WorkersStalledEvent, GroupAgreedEvent, GroupFinishedEvent, SelectionFailedEvent,
+                           WorkersSampledEvent, GroupAgreedEvent, GroupFinishedEvent, SelectionFailedEvent,
                            GroupSurvivedKillEvent, DrainedValidatedEvent, GroupSpareEvent, GroupCutOffEvent,
-                           CheckpointLandedEvent, CheckpointWritingEvent>;
+                           CheckpointLandedEvent, CheckpointWritingEvent, GroupGrowingEvent>;
 
 // ---- actions ----
 struct SelectResumeAction {};
@@ -214,8 +232,8 @@ struct HoldLaunchersAction {};
 struct ReleaseLaunchersAction {
   int signo = SIGTERM;
 };
-// Report WorkersGoneEvent once the launcher has no live worker, and WorkersStalledEvent once
-// if they all sit without CPU for a while first.
+// Report WorkersGoneEvent once the launcher has no live worker, and until then a
+// WorkersSampledEvent at every poll.
 struct WatchWorkersAction {};
 struct KillGroupAction {};  // SIGKILL to the whole group
 // Tell the group this node's trainer is stopping or has failed, so every node stops (the
@@ -306,13 +324,16 @@ class Fsm {
   // A notice for a trainer that cannot save on it: defer the stop (kDeferred), or not (empty).
   std::vector<Action> MaybeDefer(const StopRequestedEvent& e, std::chrono::milliseconds cap, bool near, TimePoint now);
   std::vector<Action> StopWhileDeferred(const StopRequestedEvent& e, TimePoint now);
-  // Ends a deferral: the notice's stop now, with what is left of its grace.
-  std::vector<Action> EndDeferral(const std::string& why, TimePoint now);
+  // Ends a deferral: the notice's stop now, with what is left of its grace, or the growth's
+  // (told to the group unless `by_peer`: a peer's stop ended it).
+  std::vector<Action> EndDeferral(const std::string& why, TimePoint now, bool by_peer = false);
   std::vector<Action> OnCheckpointLanded(const CheckpointLandedEvent& e, TimePoint now);
   std::vector<Action> OnCheckpointWriting(const CheckpointWritingEvent& e);
   // kDefer's time has come: the stop, or more time for a checkpoint being written.
   std::vector<Action> OnDeferTimer(TimePoint now);
   std::vector<Action> OnCheckpointRequested(const CheckpointRequestedEvent& e);
+  // The group grows: stop now, or at the trainer's next good checkpoint (kDeferred).
+  std::vector<Action> OnGroupGrowing(const GroupGrowingEvent& e, TimePoint now);
   std::vector<Action> OnNoticeCleared(TimePoint now);
   std::vector<Action> OnTimer(const TimerFiredEvent& e, TimePoint now);
   std::vector<Action> OnGraceExpired(TimePoint now);
@@ -320,7 +341,8 @@ class Fsm {
   std::vector<Action> OnLauncherLingers(TimePoint now);
   std::vector<Action> OnDrainedTimeout(TimePoint now);
   std::vector<Action> OnWorkersGone(TimePoint now);
-  std::vector<Action> OnWorkersStalled(const WorkersStalledEvent& e);
+  std::vector<Action> OnWorkersSampled(const WorkersSampledEvent& e, TimePoint now);
+  std::vector<Action> OnWorkersStalled(std::chrono::milliseconds for_how_long);
   std::vector<Action> OnGroupAgreed(const GroupAgreedEvent& e, TimePoint now);
   // restart.no_progress_limit after a start resumed from `step`: the streak updated, and why
   // it gives up (empty: it does not).
@@ -357,6 +379,9 @@ class Fsm {
   bool launchers_held_ = false;                  // HoldLaunchersAction issued, not yet released
   bool launcher_released_ = false;               // its workers gone, the launcher got SIGTERM (kLauncher armed)
   bool launcher_runs_for_workers_ = false;       // released early: its stalled workers may need it
+  std::optional<std::uint64_t> workers_cpu_;     // WatchWorkersAction: their CPU ticks at the last sample
+  TimePoint workers_busy_at_{};                  // when those last changed
+  bool workers_stall_told_ = false;              // judged stalled in this stop
   TimePoint grace_at_{};                         // when the grace of the current stop ends
   TimePoint deferred_until_{};                   // kDeferred: when the notice's grace (and kDefer) ends
   std::string deferred_detail_;                  // kDeferred: the notice's words
@@ -365,6 +390,7 @@ class Fsm {
   std::chrono::system_clock::time_point deferred_wall_deadline_{};  // its deadline on the wall clock (for the log)
   std::filesystem::path deferred_writing_;  // kDeferred: a checkpoint seen being written (empty: none)
   bool deferred_extended_ = false;          // kDeferred: kDefer re-armed once for that write
+  bool deferred_for_growth_ = false;        // kDeferred: for a growth of the group, not a notice
   int world_ = 1;                           // nodes in the group of the current start
   std::mt19937_64 rng_;                     // jitter
 };

@@ -62,7 +62,7 @@ class Trainer {
   virtual std::size_t ReleaseLaunchers(int signo) = 0;
   // True when the launcher has no live worker left.
   virtual bool WorkersGone() const = 0;
-  // What its live workers are doing now (WorkersStalledEvent).
+  // What its live workers are doing now (WorkersSampledEvent).
   virtual WorkersActivity Workers() const = 0;
   // CPU time the live processes of the whole group have used, in clock ticks.
   virtual std::uint64_t GroupCpuTicks() const = 0;
