@@ -168,11 +168,14 @@ class GroupGrowsAtACheckpoint(GroupCase):
 
     NODES = 2
 
+    # shrink_after longer than a node needs to stop and join again: with 2 s, beside the load
+    # check's stress-ng, the first node's stop took 2.2 s and the newcomer started epoch 2
+    # alone (a slow joiner is left out of one epoch, as README says).
     def test_a_node_that_joins_a_running_group_waits_for_its_next_checkpoint(self):
         script = [str(ELASTIC), "--ckpt-dir", "{checkpoint_dir}", "--result-file", "final.pt", "--steps", "80",
                   "--step-sleep", "0.25", "--checkpoint-every", "1000", "--dies-on-stop"]
         common = dict(name="grow", node_rank="auto", script=script, resume_args=["--resume_from={checkpoint}"],
-                      grace="60s", result_file=None, coordination={"min_nodes": "1", "shrink_after": "2s"})
+                      grace="60s", result_file=None, coordination={"min_nodes": "1", "shrink_after": "10s"})
         jobs = [self.node_job("n0", **common), self.node_job("n1", **common)]
         sv0 = self.supervise(jobs[0], "n0")
         self.assertEqual(sv0.wait_event("group_agreed", 60)["nodes"], "1")
