@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -238,6 +239,11 @@ int main(int argc, char** argv) {
     sigaction(SIGTERM, &sa, nullptr);
     Touch(o.ready);
     long step = o.step;
+    // A trainer resumes where its checkpoint left off: a restarted attempt never saves a
+    // step below the one it resumed from (a timing-dependent step count would, on a busy CPU).
+    if (const char* resumed = std::getenv("SPOTVISOR_RESUME_STEP"); resumed && *resumed) {
+      step = std::max(step, std::atol(resumed));
+    }
     const auto start = std::chrono::steady_clock::now();
     for (;;) {
       SleepMs(5);
