@@ -122,14 +122,23 @@ CheckpointRequestedEvent Driver::Impl::CheckpointRequest(const std::string& deta
   return e;
 }
 
-// The same for a growth of the group: whether the trainer saves on the stop, or on request.
-GroupGrowingEvent Driver::Impl::GroupGrowing(const std::string& detail) const {
-  GroupGrowingEvent e{detail};
+// Whether the trainer saves on the stop, and on request, read now (no trainer: nothing to
+// wait for, as if it saved on the stop).
+HandlersSampledEvent Driver::Impl::Handlers() const {
   const auto to = job_.signals.Recipients();
-  e.stop_caught = !trainer_ || trainer_->Catchers(job_.signals.on_notice, to) > 0;
-  e.checkpoint_caught = trainer_ && trainer_->Catchers(job_.signals.checkpoint, to) > 0;
-  e.seen_at = host_->clock().WallNow();
-  return e;
+  return {!trainer_ || trainer_->Catchers(job_.signals.on_notice, to) > 0,
+          trainer_ && trainer_->Catchers(job_.signals.checkpoint, to) > 0};
+}
+
+// Read when its turn comes, after the actions of the decision that asked for it.
+void Driver::Impl::Perform(const SampleHandlersAction&) {
+  asio::post(io_, [this] { Dispatch(Handlers()); });
+}
+
+// The same for a growth of the group.
+GroupGrowingEvent Driver::Impl::GroupGrowing(const std::string& detail) const {
+  const auto handlers = Handlers();
+  return {detail, handlers.stop_caught, handlers.checkpoint_caught, host_->clock().WallNow()};
 }
 
 // A child of a SIGKILLed supervisor died with it (PDEATHSIG), but its group may live on.

@@ -61,6 +61,8 @@ class Driver::Impl final : public RunControl {
   bool StopsOn(int signo) const;  // signo is in signals.stop_on
   // "Checkpoint now", with whether any process of signals.target catches the signal.
   CheckpointRequestedEvent CheckpointRequest(const std::string& detail) const;
+  HandlersSampledEvent Handlers() const;
+  void Perform(const SampleHandlersAction&);  // HandlersSampledEvent, next on the loop
   GroupGrowingEvent GroupGrowing(const std::string& detail) const;
   void Dispatch(const Event& event);
   void Perform(const ArmTimerAction& a);

@@ -75,6 +75,7 @@ std::vector<Action> Fsm::Handle(const Event& event, TimePoint now) {
         if constexpr (std::is_same_v<E, CheckpointLandedEvent>) return OnCheckpointLanded(e, now);
         if constexpr (std::is_same_v<E, CheckpointWritingEvent>) return OnCheckpointWriting(e);
         if constexpr (std::is_same_v<E, GroupGrowingEvent>) return OnGroupGrowing(e, now);
+        if constexpr (std::is_same_v<E, HandlersSampledEvent>) return OnHandlersSampled(e, now);
       },
       event);
 }
@@ -267,7 +268,10 @@ std::vector<Action> Fsm::OnChildExited(const ChildExitedEvent& e, TimePoint now)
   if (phase_ != Phase::kRunning && phase_ != Phase::kStopping && phase_ != Phase::kDeferred) return {};
   std::vector<Action> actions{CancelTimerAction{TimerKind::kGrace}, CancelTimerAction{TimerKind::kKill},
                               CancelTimerAction{TimerKind::kLauncher}};
-  if (phase_ == Phase::kDeferred) actions.push_back(CancelTimerAction{TimerKind::kDefer});
+  if (phase_ == Phase::kDeferred) {
+    actions.push_back(CancelTimerAction{TimerKind::kDefer});
+    actions.push_back(CancelTimerAction{TimerKind::kHandlers});
+  }
   launchers_held_ = false;  // they are gone with the group
   launcher_released_ = false;
   launcher_runs_for_workers_ = false;

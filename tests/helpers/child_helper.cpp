@@ -12,6 +12,9 @@
 // over the same file (truncate, write) --saves times, then waits for --go to exist and dies
 // by SIGKILL half-way through the next save (a torn file). Started with
 // --resume_from=PATH it records "resumed=<the tag in PATH>" and exits 0.
+//
+// --mode=checkpoint with --go=FILE installs its handlers only once FILE exists (a trainer
+// still importing its libraries: until then SIGTERM kills it).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -233,10 +236,15 @@ int main(int argc, char** argv) {
     return o.code;
   }
   if (o.mode == "checkpoint") {
-    struct sigaction sa {};
-    sa.sa_handler = [](int s) { (s == SIGUSR1 ? g_checkpoint : g_stop) = 1; };
-    sigaction(SIGUSR1, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
+    bool handlers = false;
+    const auto install = [&handlers] {
+      struct sigaction sa {};
+      sa.sa_handler = [](int s) { (s == SIGUSR1 ? g_checkpoint : g_stop) = 1; };
+      sigaction(SIGUSR1, &sa, nullptr);
+      sigaction(SIGTERM, &sa, nullptr);
+      handlers = true;
+    };
+    if (o.go.empty()) install();
     Touch(o.ready);
     long step = o.step;
     // A trainer resumes where its checkpoint left off: a restarted attempt never saves a
@@ -248,6 +256,7 @@ int main(int argc, char** argv) {
     for (;;) {
       SleepMs(5);
       ++step;
+      if (!handlers && access(o.go.c_str(), F_OK) == 0) install();
       if (g_checkpoint) g_checkpoint = 0, WriteCheckpoint(o, step);
       if (g_stop) {
         WriteCheckpoint(o, step);

@@ -316,6 +316,34 @@ TEST(DeferredStop, ATrainerThatCatchesSigtermIsStoppedAtOnce) {
   EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
 }
 
+// A notice that comes before the trainer installed its SIGTERM handler (a script still
+// importing its libraries) defers the stop, as for a script that never catches it; the
+// deferral looks at the handlers again, and once the trainer catches SIGTERM it is stopped at
+// once: it saves on the signal, and the save is the notice's.
+TEST(DeferredStop, ATrainerThatCatchesSigtermOnlyAfterTheNoticeIsStoppedOnceItDoes) {
+  TempDir dir;
+  MockThread mock;
+  WriteFile(dir / "job.yaml",
+            NoticeJob(dir, mock, CheckpointArgs(dir) + ", \"--go=" + (dir / "handlers").string() + "\""));
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
+  mock.Notice(std::chrono::minutes(2));
+  ASSERT_TRUE(
+      WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=stop_deferred") != std::string::npos; }, 20s))
+      << ReadFile(dir / "out.txt");
+  WriteFile(dir / "handlers", "");
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=drained") != std::string::npos; }, 30s))
+      << ReadFile(dir / "out.txt");
+  const std::string out = ReadFile(dir / "out.txt");
+  const auto ends = out.find("event=deferred_stop_ends why=\"the trainer catches SIGTERM now: it saves on the stop\"");
+  ASSERT_NE(ends, std::string::npos) << out;
+  EXPECT_LT(ends, out.find("event=signal_sent signal=SIGTERM")) << out;
+  EXPECT_NE(out.find("event=notice_saved"), std::string::npos) << out;
+  EXPECT_NE(out.find(" outcome=saved "), std::string::npos) << out;
+  kill(sv.pid, SIGTERM);
+  EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");
+}
+
 // Issue 35, item 5: with the stop not deferred, a trainer without a SIGTERM handler loses the
 // steps since its last save; the record names that save and counts the steps from its
 // progress lines. An empty directory it made and has not written into is not "corrupt".

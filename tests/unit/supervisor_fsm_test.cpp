@@ -40,6 +40,8 @@ std::string TimerName(TimerKind kind) {
       return "resume";
     case TimerKind::kDefer:
       return "defer";
+    case TimerKind::kHandlers:
+      return "handlers";
   }
   return "?";
 }
@@ -69,6 +71,7 @@ std::string Kind(const Action& a) {
         if constexpr (std::is_same_v<T, ValidateDrainedAction>) return "validate";
         if constexpr (std::is_same_v<T, AcknowledgeNoticeAction>) return "ack";
         if constexpr (std::is_same_v<T, ReleaseRankAction>) return "release_rank";
+        if constexpr (std::is_same_v<T, SampleHandlersAction>) return "sample";
       },
       a);
 }
@@ -517,7 +520,7 @@ TEST_F(FsmTest, ANoticeForATrainerThatCannotSaveOnItWaitsForItsNextCheckpoint) {
                                   /*nobody_catches=*/true};
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
                    {At(10), 1, {"propose", "arm:join", "spawn"}},
-                   {notice, 100, {"arm:defer"}}});
+                   {notice, 100, {"arm:defer", "arm:handlers"}}});
   EXPECT_EQ(fsm->phase(), Phase::kDeferred);
   const auto& said = std::get<LogAction>(last_[0]).text;
   const auto cap = seconds(120) - std::chrono::duration_cast<seconds>(job_.provider.safety_margin);
@@ -549,20 +552,20 @@ TEST_F(FsmTest, ADeferredStopEndsAtTheDeadlineLessTheMarginWithoutACheckpoint) {
   const auto cap = seconds(120) - std::chrono::duration_cast<seconds>(job_.provider.safety_margin);
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
                    {At(10), 1, {"propose", "arm:join", "spawn"}},
-                   {notice, 0, {"arm:defer"}},
+                   {notice, 0, {"arm:defer", "arm:handlers"}},
                    {CheckpointLandedEvent{"/ck/ckpt_step9", 9}, 10, {"signal:SIGTERM/group", "arm:grace"}},
                    {kKilled, 20, {"ended:preempted", "validate", "arm:drained"}},
                    {CheckpointLandedEvent{"/ck/ckpt_step10", 10}, 30, {}}});  // drained: no news
   EXPECT_EQ(fsm->phase(), Phase::kDrained);
   Play({{StartEvent{}, 0, {"select", "arm:select"}},
         {At(10), 1, {"propose", "arm:join", "spawn"}},
-        {notice, 0, {"arm:defer"}},
+        {notice, 0, {"arm:defer", "arm:handlers"}},
         {TimerFiredEvent{TimerKind::kDefer}, cap.count() * 1000, {"signal:SIGTERM/group", "arm:grace"}}});
   EXPECT_EQ(std::get<ArmTimerAction>(last_.back()).at, t0_ + cap + job_.provider.min_grace);
   // A notice that clears meanwhile: the trainer runs on, and the timer is no news.
   Play({{StartEvent{}, 0, {"select", "arm:select"}},
         {At(10), 1, {"propose", "arm:join", "spawn"}},
-        {notice, 0, {"arm:defer"}},
+        {notice, 0, {"arm:defer", "arm:handlers"}},
         {NoticeClearedEvent{}, 10, {}},
         {TimerFiredEvent{TimerKind::kDefer}, 20, {}},
         {CheckpointLandedEvent{"/ck/ckpt_step11", 11}, 30, {}},
@@ -570,7 +573,7 @@ TEST_F(FsmTest, ADeferredStopEndsAtTheDeadlineLessTheMarginWithoutACheckpoint) {
   // A stop request while deferred stops at once, as a stop request.
   Play({{StartEvent{}, 0, {"select", "arm:select"}},
         {At(10), 1, {"propose", "arm:join", "spawn"}},
-        {notice, 0, {"arm:defer"}},
+        {notice, 0, {"arm:defer", "arm:handlers"}},
         {kSigterm, 10, {"signal:SIGTERM/group", "arm:grace"}},
         {kKilled, 20, {"ended:stopped", "exit:75"}}});
 }
@@ -589,7 +592,7 @@ TEST_F(FsmTest, ADeferredStopWhoseTimeComesDuringAWriteWaitsForItWhileTheDeadlin
   const TimerFiredEvent defer{TimerKind::kDefer};
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
                    {At(10), 1, {"propose", "arm:join", "spawn"}},
-                   {notice, 0, {"arm:defer"}},
+                   {notice, 0, {"arm:defer", "arm:handlers"}},
                    {writing, cap - 50, {}},
                    {defer, cap, {"arm:defer"}}});  // waits for the write
   EXPECT_EQ(fsm->phase(), Phase::kDeferred);
@@ -602,7 +605,7 @@ TEST_F(FsmTest, ADeferredStopWhoseTimeComesDuringAWriteWaitsForItWhileTheDeadlin
   // The write never lands: the stop at the deadline less the write margin, once.
   Play({{StartEvent{}, 0, {"select", "arm:select"}},
         {At(10), 1, {"propose", "arm:join", "spawn"}},
-        {notice, 0, {"arm:defer"}},
+        {notice, 0, {"arm:defer", "arm:handlers"}},
         {writing, cap - 50, {}},
         {defer, cap, {"arm:defer"}},
         {writing, cap + 100, {}},
@@ -610,13 +613,13 @@ TEST_F(FsmTest, ADeferredStopWhoseTimeComesDuringAWriteWaitsForItWhileTheDeadlin
   // No write seen: the stop at the margin's time, as before.
   Play({{StartEvent{}, 0, {"select", "arm:select"}},
         {At(10), 1, {"propose", "arm:join", "spawn"}},
-        {notice, 0, {"arm:defer"}},
+        {notice, 0, {"arm:defer", "arm:handlers"}},
         {defer, cap, {"signal:SIGTERM/group", "arm:grace"}}});
   // A write seen while running, before the notice, is no reason to wait.
   Play({{StartEvent{}, 0, {"select", "arm:select"}},
         {At(10), 1, {"propose", "arm:join", "spawn"}},
         {writing, 0, {}},
-        {notice, 0, {"arm:defer"}},
+        {notice, 0, {"arm:defer", "arm:handlers"}},
         {defer, cap, {"signal:SIGTERM/group", "arm:grace"}}});
 }
 
@@ -1260,15 +1263,75 @@ TEST_F(FsmTest, AGrowingGroupWhoseTrainerCannotSaveOnTheSignalStopsAtItsNextChec
   EXPECT_TRUE(published);
   Play({{StartEvent{}, 0, {"select", "arm:select"}},
         {At(10), 10, {"propose", "arm:join", "spawn"}},
-        {GroupGrowingEvent{"node 2: joined", false, false, seen}, 30, {"arm:defer"}},  // nothing to ask for
+        {GroupGrowingEvent{"node 2: joined", false, false, seen},
+         30,
+         {"arm:defer", "arm:handlers"}},  // nothing to ask yet
         {TimerFiredEvent{TimerKind::kDefer}, 600030, {"signal:SIGTERM/group", "arm:grace"}},
         {kExit1, 600040, {"ended:peer-stopped", "select", "arm:select"}}});
 }
 
+// A growth that reaches a trainer before it installed its handlers (it started moments ago)
+// finds nothing to ask: the wait looks at the handlers again every kHandlersRecheck. Once the
+// trainer catches signals.checkpoint it is asked, once; its checkpoint ends the wait. Once it
+// catches the stop signal it saves on it: the stop comes at once, told to the group.
+TEST_F(FsmTest, AGrowthBeforeTheTrainersHandlersAsksForTheCheckpointOnceTheyAreThere) {
+  job_.coordination.grow_wait = seconds(600);
+  const auto seen = std::chrono::system_clock::time_point{} + seconds(1'800'000'000);
+  const std::vector<Row> to_deferral = {
+      {StartEvent{}, 0, {"select", "arm:select"}},
+      {At(10), 10, {"propose", "arm:join", "spawn"}},
+      {GroupGrowingEvent{"node 2: joined", false, false, seen}, 30, {"arm:defer", "arm:handlers"}},
+      {TimerFiredEvent{TimerKind::kHandlers}, 1030, {"sample"}},
+      {HandlersSampledEvent{false, false}, 1030, {"arm:handlers"}}};  // still nothing: look again
+  auto rows = to_deferral;
+  rows.push_back({TimerFiredEvent{TimerKind::kHandlers}, 2030, {"sample"}});
+  rows.push_back({HandlersSampledEvent{false, true}, 2030, {"signal:SIGUSR1/group", "arm:handlers"}});
+  rows.push_back({TimerFiredEvent{TimerKind::kHandlers}, 3030, {"sample"}});
+  rows.push_back({HandlersSampledEvent{false, true}, 3030, {"arm:handlers"}});  // asked once
+  rows.push_back(
+      {CheckpointLandedEvent{"/ck/ckpt_step11", 11, seen + seconds(4)}, 4030, {"signal:SIGTERM/group", "arm:grace"}});
+  auto fsm = Play(rows);
+  EXPECT_EQ(fsm->phase(), Phase::kStopping);
+  EXPECT_EQ(Kinds(fsm->Handle(TimerFiredEvent{TimerKind::kHandlers}, t0_ + seconds(5))), std::vector<std::string>{})
+      << "a stale look after the wait is no news";
+  rows = to_deferral;
+  rows.push_back({HandlersSampledEvent{true, true}, 1500, {"signal:SIGTERM/group", "arm:grace"}});
+  Play(rows);
+  bool published = false;
+  for (const auto& a : last_) {
+    if (const auto* p = std::get_if<PublishStopAction>(&a)) published = p->why.rfind("grow: node 2: joined", 0) == 0;
+  }
+  EXPECT_TRUE(published) << "the group stops with it";
+}
+
+// The same for a notice that comes before the trainer's SIGTERM handler: the deferred stop
+// goes as soon as the trainer catches SIGTERM (it saves on it), with what is left of the
+// notice's grace; a notice's deferral asks for no checkpoint.
+TEST_F(FsmTest, ANoticeBeforeTheTrainersHandlerStopsOnceItCatchesTheSignal) {
+  const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws spot-itn", NoticeDeadline{seconds(120), {}},
+                                  /*nobody_catches=*/true};
+  const auto cap = seconds(120) - std::chrono::duration_cast<seconds>(job_.provider.safety_margin);
+  Play({{StartEvent{}, 0, {"select", "arm:select"}},
+        {At(10), 1, {"propose", "arm:join", "spawn"}},
+        {notice, 0, {"arm:defer", "arm:handlers"}},
+        {TimerFiredEvent{TimerKind::kHandlers}, 1000, {"sample"}},
+        {HandlersSampledEvent{false, true}, 1000, {"arm:handlers"}},
+        {TimerFiredEvent{TimerKind::kHandlers}, 2000, {"sample"}},
+        {HandlersSampledEvent{true, true}, 2000, {"signal:SIGTERM/group", "arm:grace"}}});
+  const auto& said = std::get<LogAction>(last_[2]).text;
+  EXPECT_NE(said.find("event=deferred_stop_ends why=\"the trainer catches SIGTERM now: it saves on the stop\""),
+            std::string::npos)
+      << said;
+  // Its grace: what is left of the deferral's time, at least signals.grace's stop.
+  EXPECT_EQ(std::get<ArmTimerAction>(last_.back()).at,
+            t0_ + seconds(2) + std::min<std::chrono::milliseconds>(job_.signals.grace, cap - seconds(2)));
+}
+
 TEST_F(FsmTest, WhileTheGroupWaitsToGrowAPeersStopEndsTheWaitUntoldAndANoticeStopsAtOnce) {
-  const std::vector<Row> to_deferral = {{StartEvent{}, 0, {"select", "arm:select"}},
-                                        {At(10), 10, {"propose", "arm:join", "spawn"}},
-                                        {GroupGrowingEvent{"node 2: joined", false, false}, 30, {"arm:defer"}}};
+  const std::vector<Row> to_deferral = {
+      {StartEvent{}, 0, {"select", "arm:select"}},
+      {At(10), 10, {"propose", "arm:join", "spawn"}},
+      {GroupGrowingEvent{"node 2: joined", false, false}, 30, {"arm:defer", "arm:handlers"}}};
   auto rows = to_deferral;
   rows.push_back({StopRequestedEvent{StopReason::kPeer, std::nullopt, "node 1: grow: node 2: joined"},
                   40,
@@ -1303,6 +1366,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       TimerFiredEvent{TimerKind::kLauncher},
       TimerFiredEvent{TimerKind::kResume},
       TimerFiredEvent{TimerKind::kDefer},
+      TimerFiredEvent{TimerKind::kHandlers},
       WorkersGoneEvent{},
       WorkersSampledEvent{7, true},
       GroupAgreedEvent{},
@@ -1315,6 +1379,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       CheckpointLandedEvent{"/ck/ckpt_step30", 30},
       CheckpointWritingEvent{"/ck/ckpt.pt"},
       GroupGrowingEvent{"node 2: joined the shrunken group", /*stop_caught=*/false, /*checkpoint_caught=*/true},
+      HandlersSampledEvent{/*stop_caught=*/true, /*checkpoint_caught=*/false},
   };
   // Every alternative of Event has a column, in order; TimerFiredEvent one per TimerKind.
   std::set<std::size_t> kinds_seen;
@@ -1364,8 +1429,9 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   // trainer that used no CPU (only a running trainer stops), a new good checkpoint landed (only
   // a deferred stop waits for one), a checkpoint seen being written (remembered: no action), the
   // group grows while the trainer cannot save on the stop (only a running trainer defers its
-  // stop to its next checkpoint, asked for with signals.checkpoint).
-  // The timer kDefer's column comes after kResume's.
+  // stop to its next checkpoint, asked for with signals.checkpoint), the trainer's handlers
+  // read again (only a deferred stop asks: the trainer catches SIGTERM now, so the stop now).
+  // The timers kDefer's and kHandlers' columns come after kResume's.
   const std::map<Phase, std::vector<Cell>> table = {
       {P::kIdle,
        {{P::kSelecting, V{"select", "arm:select"}},
@@ -1396,30 +1462,57 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
+        {P::kIdle, V{}},
+        {P::kIdle, V{}},
         {P::kIdle, V{}}}},
-      {P::kSelecting, {{P::kSelecting, V{}}, {P::kJoining, V{"propose", "arm:join"}},
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}, {P::kFinished, V{"exit:1"}},  // the selection is stuck
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}, {P::kFinished, V{"exit:1"}},
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}, {P::kSelecting, V{}},
+      {P::kSelecting, {{P::kSelecting, V{}},        {P::kJoining, V{"propose", "arm:join"}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kSelecting, V{}},        {P::kFinished, V{"exit:1"}},  // the selection is stuck
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kFinished, V{"exit:1"}}, {P::kSelecting, V{}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}},
                        {P::kSelecting, V{}}}},
-      {P::kJoining, {{P::kJoining, V{}},           {P::kJoining, V{}},           {P::kJoining, V{}}, {P::kJoining, V{}},
-                     {P::kFinished, V{"exit:75"}}, {P::kJoining, V{}},           {P::kJoining, V{}}, {P::kJoining, V{}},
-                     {P::kJoining, V{}},           {P::kJoining, V{}},           {P::kJoining, V{}}, {P::kJoining, V{}},
-                     {P::kJoining, V{}},           {P::kFinished, V{"exit:75"}},  // the group never agreed
-                     {P::kJoining, V{}},           {P::kJoining, V{}},           {P::kJoining, V{}}, {P::kJoining, V{}},
-                     {P::kJoining, V{}},           {P::kRunning, V{"spawn"}},    {P::kJoining, V{}}, {P::kJoining, V{}},
-                     {P::kJoining, V{}},           {P::kJoining, V{}},           {P::kSpare, V{}},   {P::kJoining, V{}},
-                     {P::kJoining, V{}},           {P::kJoining, V{}},           {P::kJoining, V{}}}},
+      {P::kJoining,
+       {{P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kFinished, V{"exit:75"}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kFinished, V{"exit:75"}},  // the group never agreed
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kRunning, V{"spawn"}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kSpare, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}},
+        {P::kJoining, V{}}}},
       {P::kRunning,
        {{P::kRunning, V{}},
         {P::kRunning, V{}},
@@ -1443,13 +1536,15 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kRunning, V{}},
+        {P::kRunning, V{}},
         {P::kFinished, V{"exit:1"}},
         {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kStopping, V{"signal:SIGTERM/group", "arm:grace"}},
         {P::kRunning, V{}},
         {P::kRunning, V{}},
-        {P::kDeferred, V{"arm:defer", "signal:SIGUSR1/group"}}}},
+        {P::kDeferred, V{"arm:defer", "signal:SIGUSR1/group"}},
+        {P::kRunning, V{}}}},
       {P::kDeferred,
        {{P::kDeferred, V{}},
         {P::kDeferred, V{}},
@@ -1468,6 +1563,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDeferred, V{}},
         {P::kDeferred, V{}},
         {P::kStopping, V{"signal:SIGTERM/group", "arm:grace"}},  // the deadline less the margin
+        {P::kDeferred, V{"sample"}},                             // look at the trainer's handlers again
         {P::kDeferred, V{}},
         {P::kDeferred, V{}},
         {P::kDeferred, V{}},
@@ -1479,7 +1575,8 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDeferred, V{}},
         {P::kStopping, V{"signal:SIGTERM/group", "arm:grace"}},  // the checkpoint landed: stop now
         {P::kDeferred, V{}},
-        {P::kDeferred, V{}}}},
+        {P::kDeferred, V{}},
+        {P::kStopping, V{"signal:SIGTERM/group", "arm:grace"}}}},  // it catches SIGTERM now: the stop, now
       {P::kStopping,
        {{P::kStopping, V{}},
         {P::kStopping, V{}},
@@ -1503,7 +1600,9 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
+        {P::kStopping, V{}},
         {P::kFinished, V{"exit:1"}},
+        {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
@@ -1522,6 +1621,8 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kSelecting, V{"select", "arm:select"}},
+        {P::kBackoff, V{}},
+        {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
@@ -1564,7 +1665,9 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDrained, V{}},
         {P::kDrained, V{}},
         {P::kDrained, V{}},
+        {P::kDrained, V{}},
         {P::kDrained, V{"ack"}},
+        {P::kDrained, V{}},
         {P::kDrained, V{}},
         {P::kDrained, V{}},
         {P::kDrained, V{}},
@@ -1591,7 +1694,9 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kFinishing, V{}},
         {P::kFinishing, V{}},
         {P::kFinishing, V{}},
+        {P::kFinishing, V{}},
         {P::kFinished, V{"exit:0"}},
+        {P::kFinishing, V{}},
         {P::kFinishing, V{}},
         {P::kFinishing, V{}},
         {P::kFinishing, V{}},
@@ -1621,7 +1726,9 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kSpare, V{}},
         {P::kSpare, V{}},
         {P::kSpare, V{}},
+        {P::kSpare, V{}},
         {P::kFinished, V{"exit:0"}},  // the group finished
+        {P::kSpare, V{}},
         {P::kSpare, V{}},
         {P::kSpare, V{}},
         {P::kSpare, V{}},
@@ -1636,8 +1743,8 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
-        {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}}},
-  };
+        {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
+        {P::kFinished, V{}}}}};
   ASSERT_EQ(table.size(), paths.size()) << "a phase without a row";
   for (const auto& [phase, path] : paths) {
     ASSERT_EQ(table.at(phase).size(), events.size()) << "phase " << PhaseName(phase);

@@ -67,10 +67,12 @@ enum class TimerKind {
   kResume,    // drained, the notice cleared, the machine still here after provider.resume_after: resume
   kDefer,     // a deferred stop's time is up (the notice's deadline less provider.safety_margin, or
               // coordination.grow_wait for a growth): stop
+  kHandlers,  // a deferred stop looks again at the trainer's handlers (kHandlersRecheck): one that
+              // started moments ago may catch the stop, or the checkpoint request, by now
 };
-inline constexpr TimerKind kTimerKinds[] = {TimerKind::kGrace,    TimerKind::kKill,    TimerKind::kBackoff,
-                                            TimerKind::kSelect,   TimerKind::kDrained, TimerKind::kJoin,
-                                            TimerKind::kLauncher, TimerKind::kResume,  TimerKind::kDefer};
+inline constexpr TimerKind kTimerKinds[] = {
+    TimerKind::kGrace, TimerKind::kKill,     TimerKind::kBackoff, TimerKind::kSelect, TimerKind::kDrained,
+    TimerKind::kJoin,  TimerKind::kLauncher, TimerKind::kResume,  TimerKind::kDefer,  TimerKind::kHandlers};
 
 // Where this node stands in the group for one start.
 struct GroupPlace {
@@ -187,6 +189,16 @@ struct GroupGrowingEvent {
   bool checkpoint_caught = false;
   std::chrono::system_clock::time_point seen_at{};  // the wall clock when it was seen
 };
+// After SampleHandlersAction: whether a process of signals.target catches signals.on_notice
+// (the stop: it saves on it) and signals.checkpoint (it saves on request), read now. A stop
+// deferred because the trainer caught neither when it came looks again every
+// kHandlersRecheck: a trainer installs its handlers some time after it starts (imports, the
+// model's construction), and a notice or a growth can come before that.
+inline constexpr std::chrono::seconds kHandlersRecheck{1};
+struct HandlersSampledEvent {
+  bool stop_caught = false;
+  bool checkpoint_caught = false;
+};
 // After SelectResumeAction: the selection could not look at the checkpoints (not stuck: failed).
 struct SelectionFailedEvent {
   std::string message;
@@ -203,7 +215,7 @@ using Event = std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, Ch
                            CheckpointRequestedEvent, NoticeClearedEvent, TimerFiredEvent, WorkersGoneEvent,
                            WorkersSampledEvent, GroupAgreedEvent, GroupFinishedEvent, SelectionFailedEvent,
                            GroupSurvivedKillEvent, DrainedValidatedEvent, GroupSpareEvent, GroupCutOffEvent,
-                           CheckpointLandedEvent, CheckpointWritingEvent, GroupGrowingEvent>;
+                           CheckpointLandedEvent, CheckpointWritingEvent, GroupGrowingEvent, HandlersSampledEvent>;
 
 // ---- actions ----
 struct SelectResumeAction {};
@@ -235,7 +247,8 @@ struct ReleaseLaunchersAction {
 // Report WorkersGoneEvent once the launcher has no live worker, and until then a
 // WorkersSampledEvent at every poll.
 struct WatchWorkersAction {};
-struct KillGroupAction {};  // SIGKILL to the whole group
+struct SampleHandlersAction {};  // answered at once by HandlersSampledEvent
+struct KillGroupAction {};       // SIGKILL to the whole group
 // Tell the group this node's trainer is stopping or has failed, so every node stops (the
 // coordinator publishes it once per epoch; a single node has no one to tell).
 struct PublishStopAction {
@@ -277,10 +290,11 @@ struct ExitAction {
   ExitCode code = ExitCode::kDone;
   std::string message;  // one line for people
 };
-using Action = std::variant<SelectResumeAction, ProposeResumeAction, SpawnAction, SignalAction, HoldLaunchersAction,
-                            ReleaseLaunchersAction, WatchWorkersAction, KillGroupAction, PublishStopAction,
-                            PublishDoneAction, ArmTimerAction, CancelTimerAction, AttemptEndedAction, LogAction,
-                            ExitAction, ValidateDrainedAction, AcknowledgeNoticeAction, ReleaseRankAction>;
+using Action =
+    std::variant<SelectResumeAction, ProposeResumeAction, SpawnAction, SignalAction, HoldLaunchersAction,
+                 ReleaseLaunchersAction, WatchWorkersAction, KillGroupAction, PublishStopAction, PublishDoneAction,
+                 ArmTimerAction, CancelTimerAction, AttemptEndedAction, LogAction, ExitAction, ValidateDrainedAction,
+                 AcknowledgeNoticeAction, ReleaseRankAction, SampleHandlersAction>;
 
 // What survives a supervisor restart (the journal stores it).
 struct Counters {
@@ -329,6 +343,9 @@ class Fsm {
   std::vector<Action> EndDeferral(const std::string& why, TimePoint now, bool by_peer = false);
   std::vector<Action> OnCheckpointLanded(const CheckpointLandedEvent& e, TimePoint now);
   std::vector<Action> OnCheckpointWriting(const CheckpointWritingEvent& e);
+  // kHandlers came while deferred: the trainer may catch the stop (stop now) or the request
+  // (ask now) by this time.
+  std::vector<Action> OnHandlersSampled(const HandlersSampledEvent& e, TimePoint now);
   // kDefer's time has come: the stop, or more time for a checkpoint being written.
   std::vector<Action> OnDeferTimer(TimePoint now);
   std::vector<Action> OnCheckpointRequested(const CheckpointRequestedEvent& e);
@@ -391,6 +408,7 @@ class Fsm {
   std::filesystem::path deferred_writing_;  // kDeferred: a checkpoint seen being written (empty: none)
   bool deferred_extended_ = false;          // kDeferred: kDefer re-armed once for that write
   bool deferred_for_growth_ = false;        // kDeferred: for a growth of the group, not a notice
+  bool deferred_asked_ = false;             // kDeferred: signals.checkpoint sent for it (a growth's)
   int world_ = 1;                           // nodes in the group of the current start
   std::mt19937_64 rng_;                     // jitter
 };
