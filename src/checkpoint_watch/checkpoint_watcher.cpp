@@ -36,6 +36,10 @@ void CheckpointWatcher::SubscribeWrites(WriteSubscriber subscriber) {
   write_subscribers_.push_back(std::move(subscriber));
 }
 
+void CheckpointWatcher::SubscribeArrivals(ArrivalSubscriber subscriber) {
+  arrival_subscribers_.push_back(std::move(subscriber));
+}
+
 void CheckpointWatcher::Hurry(bool on) {
   if (hurry_ == on || stopped_ || !timer_) return;
   hurry_ = on;
@@ -130,6 +134,14 @@ CheckpointWatcher::ScanNews CheckpointWatcher::Scan() {
     if (fresh || s.key != e.key) {  // new or changed: judged now (the baseline only records)
       s = Seen{e.key, now, /*judged=*/!baseline_done_, /*told=*/!baseline_done_, std::nullopt};
       if (!baseline_done_) continue;
+      if (!arrival_subscribers_.empty()) {  // before its verdict, which may take a while
+        const auto written_at = std::chrono::system_clock::time_point(
+            std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(e.key.mtime_ns)));
+        asio::post(*io_, [this, path = e.path, written_at] {
+          if (stopped_) return;
+          for (const auto& subscriber : arrival_subscribers_) subscriber(path, written_at);
+        });
+      }
     }
     if (!s.judged) {
       s.judged = true;

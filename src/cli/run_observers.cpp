@@ -14,7 +14,8 @@ namespace spotvisor::cli {
 namespace {
 
 // Hands the watcher's new good checkpoints to the run's Fsm (RunControl::CheckpointLanded):
-// a stop deferred for a trainer that cannot save on a signal waits for the next one; and the
+// a stop deferred for a trainer that cannot save on a signal waits for the next one (and
+// pauses the trainer while one is judged: RunControl::CheckpointArriving); and the
 // checkpoints it sees being written (RunControl::CheckpointWriting): such a stop whose time
 // comes during a write waits for it where the deadline leaves room.
 class LandedCheckpoints final : public supervisor::RunObserver {
@@ -27,6 +28,9 @@ class LandedCheckpoints final : public supervisor::RunObserver {
     });
     watcher.SubscribeWrites([this](const std::vector<std::filesystem::path>& writing) {
       if (control_) control_->CheckpointWriting(writing.front());
+    });
+    watcher.SubscribeArrivals([this](const std::filesystem::path& path, std::chrono::system_clock::time_point at) {
+      if (control_) control_->CheckpointArriving(path, at);
     });
   }
   void OnStart(supervisor::RunControl& control) override { control_ = &control; }

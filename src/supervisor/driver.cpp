@@ -110,6 +110,11 @@ void Driver::Impl::CheckpointLanded(const std::filesystem::path& path, std::uint
   asio::post(io_, [this, path, step, written_at] { Dispatch(CheckpointLandedEvent{path, step, written_at}); });
 }
 
+void Driver::Impl::CheckpointArriving(const std::filesystem::path& path,
+                                      std::optional<std::chrono::system_clock::time_point> written_at) {
+  asio::post(io_, [this, path, written_at] { Dispatch(CheckpointArrivingEvent{path, written_at}); });
+}
+
 void Driver::Impl::CheckpointWriting(const std::filesystem::path& path) {
   asio::post(io_, [this, path] { Dispatch(CheckpointWritingEvent{path}); });
 }
@@ -243,7 +248,6 @@ void Driver::Impl::Shutdown(int code, const std::string& message) {
   if (watcher_) watcher_->Stop();
   coordinator_->Leave(code == Code(ExitCode::kDone));
   host_->Detach();
-  for (auto& relay : relays_) relay->Drain(kOutputDrain);  // the group is gone: EOF is near
   SaveState(/*force=*/true);
   for (auto& o : observers_) o->OnExit(code, message);
 }

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "selection_worker.hpp"
-#include "spotvisor/process/output_relay.hpp"
 #include "spotvisor/state/journal.hpp"
 #include "spotvisor/supervisor/coordinator.hpp"
 #include "spotvisor/supervisor/driver.hpp"
@@ -25,10 +24,6 @@
 #include "spotvisor/util/result.hpp"
 
 namespace spotvisor::supervisor {
-
-// How long a gone trainer's last output is relayed for (its pipes' other ends may live on in
-// a process that left its group).
-inline constexpr auto kOutputDrain = std::chrono::milliseconds(2000);
 
 class Driver::Impl final : public RunControl {
  public:
@@ -53,6 +48,8 @@ class Driver::Impl final : public RunControl {
   void CheckpointLanded(const std::filesystem::path& path, std::uint64_t step,
                         std::chrono::system_clock::time_point written_at) override;
   void CheckpointWriting(const std::filesystem::path& path) override;
+  void CheckpointArriving(const std::filesystem::path& path,
+                          std::optional<std::chrono::system_clock::time_point> written_at) override;
 
  private:
   // driver.cpp
@@ -77,6 +74,8 @@ class Driver::Impl final : public RunControl {
   // driver_trainer.cpp
   void Perform(const SpawnAction& a);
   void Perform(const SignalAction& a);
+  void Perform(const FreezeTrainerAction&);
+  void Perform(const ThawTrainerAction&);
   void Perform(const HoldLaunchersAction&);
   void Perform(const ReleaseLaunchersAction& a);
   void Perform(const WatchWorkersAction&);
@@ -101,30 +100,29 @@ class Driver::Impl final : public RunControl {
   void OnNoticeCleared();
   void WriteNoticeFile(const preemption::Notice& n);
 
-  const config::JobConfig& job_;                               // not owned
-  boost::asio::io_context io_;                                 // the one event loop; outlives the host
-  std::shared_ptr<checkpoint::ResumeSelector> selector_;       // used by selections_ only
-  std::unique_ptr<Host> host_;                                 // every effect on the world
-  std::map<TimerKind, std::unique_ptr<Timer>> timers_;         // armed by the Fsm
-  std::unique_ptr<Timer> workers_poll_;                        // waiting for a launcher's workers to stop
-  std::unique_ptr<Timer> cut_off_sample_;                      // the trainer's CPU, sampled once cut off
-  std::unique_ptr<preemption::Watcher> watcher_;               // null for provider none
-  std::unique_ptr<Coordinator> coordinator_;                   // agrees on each start, hears the group's stops
-  std::optional<preemption::Notice> notice_;                   // the stop notice being handled
-  std::vector<std::shared_ptr<RunObserver>> observers_;        // see run_observer.hpp (shared with selections)
-  std::vector<std::unique_ptr<process::OutputRelay>> relays_;  // trainers' output, until EOF
-  std::unique_ptr<StateFiles> files_;                          // the lock held, the journal: the job's memory
-  std::optional<Fsm> fsm_;                                     // the policy
-  state::PersistedState persisted_;                            // driver-owned parts of the state
-  state::AttemptRecord current_;                               // the attempt in progress
-  std::optional<int> slurm_restart_count_;                     // recorded with every attempt
-  std::unique_ptr<Trainer> trainer_;                           // the running trainer's group, if any
-  TimePoint trainer_started_{};                                // for uptime
-  std::optional<ExitStatus> main_status_;                      // main process gone, group maybe not
-  bool journal_trouble_ = false;                               // state dir not writable
-  bool finished_ = false;                                      // Exit performed
-  int exit_code_ = Code(ExitCode::kFailed);                    // what Run returns
-  SelectionWorker selections_{io_, host_->clock()};            // last: abandoned first, before io_ goes
+  const config::JobConfig& job_;                          // not owned
+  boost::asio::io_context io_;                            // the one event loop; outlives the host
+  std::shared_ptr<checkpoint::ResumeSelector> selector_;  // used by selections_ only
+  std::unique_ptr<Host> host_;                            // every effect on the world
+  std::map<TimerKind, std::unique_ptr<Timer>> timers_;    // armed by the Fsm
+  std::unique_ptr<Timer> workers_poll_;                   // waiting for a launcher's workers to stop
+  std::unique_ptr<Timer> cut_off_sample_;                 // the trainer's CPU, sampled once cut off
+  std::unique_ptr<preemption::Watcher> watcher_;          // null for provider none
+  std::unique_ptr<Coordinator> coordinator_;              // agrees on each start, hears the group's stops
+  std::optional<preemption::Notice> notice_;              // the stop notice being handled
+  std::vector<std::shared_ptr<RunObserver>> observers_;   // see run_observer.hpp (shared with selections)
+  std::unique_ptr<StateFiles> files_;                     // the lock held, the journal: the job's memory
+  std::optional<Fsm> fsm_;                                // the policy
+  state::PersistedState persisted_;                       // driver-owned parts of the state
+  state::AttemptRecord current_;                          // the attempt in progress
+  std::optional<int> slurm_restart_count_;                // recorded with every attempt
+  std::unique_ptr<Trainer> trainer_;                      // the running trainer's group, if any
+  TimePoint trainer_started_{};                           // for uptime
+  std::optional<ExitStatus> main_status_;                 // main process gone, group maybe not
+  bool journal_trouble_ = false;                          // state dir not writable
+  bool finished_ = false;                                 // Exit performed
+  int exit_code_ = Code(ExitCode::kFailed);               // what Run returns
+  SelectionWorker selections_{io_, host_->clock()};       // last: abandoned first, before io_ goes
 };
 
 }  // namespace spotvisor::supervisor

@@ -43,20 +43,17 @@ void Driver::Impl::Perform(const SpawnAction& a) {
     return;
   }
   files_->BeforeStart();  // a resumed trainer starts without a notice
-  auto started = host_->Spawn(*spec, [this](ExitStatus status) { OnTrainerExited(status); });
+  auto started = host_->Spawn(
+      *spec, [this](ExitStatus status) { OnTrainerExited(status); },
+      [this](std::string_view line) {
+        for (auto& o : observers_) o->OnTrainerLine(line);
+      });
   if (!started) {
     asio::post(io_, [this, message = started.error().message] { Dispatch(SpawnFailedEvent{message}); });
     return;
   }
-  trainer_ = std::move(started->trainer);
+  trainer_ = std::move(*started);
   const pid_t pid = trainer_->pid();
-  if (started->stdout_fd >= 0) {
-    std::erase_if(relays_, [](const auto& r) { return r->done(); });
-    relays_.push_back(std::make_unique<process::OutputRelay>(io_, started->stdout_fd, started->stderr_fd,
-                                                             [this](std::string_view line) {
-                                                               for (auto& o : observers_) o->OnTrainerLine(line);
-                                                             }));
-  }
   trainer_started_ = host_->clock().Now();
   persisted_.child = trainer_->Identity();
   persisted_.last_epoch = a.place.epoch;
@@ -89,6 +86,20 @@ void Driver::Impl::Perform(const SignalAction& a) {
   if (reached > 0) {
     for (auto& o : observers_) o->OnSignalSent(a.signo, a.to);
   }
+}
+
+void Driver::Impl::Perform(const FreezeTrainerAction&) {
+  if (!trainer_) return;
+  const std::size_t n = trainer_->Pause(true);
+  Log(LogLevel::kInfo, "event=signal_sent signal=SIGSTOP target=trainer pid=" + std::to_string(trainer_->pid()) +
+                           " processes=" + std::to_string(n) + " detail=\"paused while its checkpoint is judged\"");
+}
+
+void Driver::Impl::Perform(const ThawTrainerAction&) {
+  if (!trainer_) return;
+  const std::size_t n = trainer_->Pause(false);
+  Log(LogLevel::kInfo, "event=signal_sent signal=SIGCONT target=trainer pid=" + std::to_string(trainer_->pid()) +
+                           " processes=" + std::to_string(n));
 }
 
 void Driver::Impl::Perform(const HoldLaunchersAction&) {
@@ -178,8 +189,8 @@ void Driver::Impl::OnTrainerExited(ExitStatus status) {
 // The trainer's group is gone, so its pipes are near EOF: its last lines are relayed (within
 // kOutputDrain) before anyone hears of the exit, and the log reads in the order it happened.
 void Driver::Impl::TrainerGone() {
-  if (!relays_.empty() && !relays_.back()->done()) {
-    relays_.back()->Drain(kOutputDrain, [this] {
+  if (!trainer_->OutputDone()) {
+    trainer_->DrainOutput(kOutputDrain, [this] {
       if (!finished_ && trainer_) TrainerGone();
     });
     return;

@@ -76,6 +76,7 @@ std::vector<Action> Fsm::Handle(const Event& event, TimePoint now) {
         if constexpr (std::is_same_v<E, CheckpointWritingEvent>) return OnCheckpointWriting(e);
         if constexpr (std::is_same_v<E, GroupGrowingEvent>) return OnGroupGrowing(e, now);
         if constexpr (std::is_same_v<E, HandlersSampledEvent>) return OnHandlersSampled(e, now);
+        if constexpr (std::is_same_v<E, CheckpointArrivingEvent>) return OnCheckpointArriving(e);
       },
       event);
 }
@@ -273,6 +274,7 @@ std::vector<Action> Fsm::OnChildExited(const ChildExitedEvent& e, TimePoint now)
     actions.push_back(CancelTimerAction{TimerKind::kHandlers});
   }
   launchers_held_ = false;  // they are gone with the group
+  frozen_ = false;
   launcher_released_ = false;
   launcher_runs_for_workers_ = false;
   const ExitStatus& st = e.status;

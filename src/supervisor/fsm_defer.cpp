@@ -40,6 +40,7 @@ std::vector<Action> Fsm::MaybeDefer(const StopRequestedEvent& e, std::chrono::mi
   deferred_extended_ = false;
   deferred_for_growth_ = false;
   deferred_asked_ = false;
+  frozen_ = false;
   notice_cleared_early_ = false;
   const std::string signal = config::SignalName(job_.signals.on_notice);
   return {
@@ -68,6 +69,7 @@ std::vector<Action> Fsm::EndDeferral(const std::string& why, TimePoint now, bool
     more = StopTheTrainer(StopRequestedEvent{StopReason::kNotice, grace, deferred_detail_}, now);
   }
   actions.insert(actions.end(), more.begin(), more.end());
+  Thaw(actions);  // after the stop's signal: the trainer meets it first
   return actions;
 }
 
@@ -84,6 +86,7 @@ std::vector<Action> Fsm::OnGroupGrowing(const GroupGrowingEvent& e, TimePoint no
   deferred_detail_ = e.detail;
   deferred_for_growth_ = true;
   deferred_asked_ = e.checkpoint_caught;
+  frozen_ = false;
   deferred_until_ = now + job_.coordination.grow_wait;
   deferred_deadline_ = deferred_until_;
   deferred_seen_at_ = e.seen_at;
@@ -135,8 +138,29 @@ std::vector<Action> Fsm::OnHandlersSampled(const HandlersSampledEvent& e, TimePo
 
 // A write seen while the stop waits: if the time runs out before it lands, it is waited for.
 std::vector<Action> Fsm::OnCheckpointWriting(const CheckpointWritingEvent& e) {
-  if (phase_ == Phase::kDeferred) deferred_writing_ = e.path;
-  return {};
+  if (phase_ != Phase::kDeferred) return {};
+  deferred_writing_ = e.path;
+  std::vector<Action> actions;
+  Thaw(actions);  // not complete yet: the trainer finishes writing it
+  return actions;
+}
+
+// A checkpoint written since the deferral began is about to be judged: the trainer waits,
+// paused, for the verdict. A good one ends the deferral (the stop, then SIGCONT); anything
+// else thaws it (CheckpointWritingEvent, or a landed one that does not count).
+std::vector<Action> Fsm::OnCheckpointArriving(const CheckpointArrivingEvent& e) {
+  if (phase_ != Phase::kDeferred || frozen_ || (e.written_at && *e.written_at < deferred_seen_at_)) return {};
+  frozen_ = true;
+  return {Note(LogLevel::kInfo, "event=trainer_frozen checkpoint=" + e.path.string() +
+                                    " detail=\"SIGSTOP while the checkpoint is judged: a step trained meanwhile "
+                                    "would be lost with the stop\""),
+          FreezeTrainerAction{}};
+}
+
+void Fsm::Thaw(std::vector<Action>& actions) {
+  if (!frozen_) return;
+  frozen_ = false;
+  actions.push_back(ThawTrainerAction{});
 }
 
 // The deadline less provider.safety_margin has come. A checkpoint being written then gets
@@ -169,9 +193,11 @@ std::vector<Action> Fsm::OnDeferTimer(TimePoint now) {
 std::vector<Action> Fsm::OnCheckpointLanded(const CheckpointLandedEvent& e, TimePoint now) {
   if (phase_ != Phase::kDeferred) return {};
   if (e.written_at && *e.written_at < deferred_seen_at_) {
-    return {Note(LogLevel::kDebug, "event=deferred_stop_waits detail=\"" + e.path.string() +
-                                       " was written before the stop was deferred: the trainer runs on to its next "
-                                       "save\"")};
+    std::vector<Action> actions{Note(LogLevel::kDebug, "event=deferred_stop_waits detail=\"" + e.path.string() +
+                                                           " was written before the stop was deferred: the trainer "
+                                                           "runs on to its next save\"")};
+    Thaw(actions);
+    return actions;
   }
   return EndDeferral("a new good checkpoint landed: " + e.path.string() + " (step " + std::to_string(e.step) + ")",
                      now);
@@ -193,6 +219,7 @@ std::vector<Action> Fsm::StopWhileDeferred(const StopRequestedEvent& e, TimePoin
   phase_ = Phase::kRunning;
   auto actions = StopTheTrainer(e, now);
   actions.insert(actions.begin(), {CancelTimerAction{TimerKind::kDefer}, CancelTimerAction{TimerKind::kHandlers}});
+  Thaw(actions);
   return actions;
 }
 

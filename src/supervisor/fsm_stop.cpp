@@ -224,10 +224,12 @@ std::vector<Action> Fsm::OnNoticeCleared(TimePoint now) {
   if (phase_ == Phase::kDeferred && !deferred_for_growth_) {
     phase_ = Phase::kRunning;
     stop_reason_ = StopReason::kNone;
-    return {
+    std::vector<Action> actions{
         CancelTimerAction{TimerKind::kDefer}, CancelTimerAction{TimerKind::kHandlers},
         Note(LogLevel::kInfo,
              "event=notice_cleared detail=\"the notice went away while its stop was deferred: the trainer runs on\"")};
+    Thaw(actions);
+    return actions;
   }
   if (phase_ != Phase::kDrained) return {};
   const auto wait = job_.provider.resume_after;

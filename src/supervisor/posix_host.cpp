@@ -18,6 +18,7 @@
 
 #include "child_environment.hpp"
 #include "spotvisor/process/child_table.hpp"
+#include "spotvisor/process/output_relay.hpp"
 #include "spotvisor/state/job_lock.hpp"
 #include "spotvisor/util/atomic_file.hpp"
 #include "trainer_signals.hpp"
@@ -42,7 +43,8 @@ class PosixHost;
 // A trainer group: signals through TrainerSignals, its end read from the kernel.
 class PosixTrainer final : public Trainer {
  public:
-  PosixTrainer(PosixHost& host, pid_t pid) : host_(host), signals_(pid), identity_(process::Identify(pid)) {}
+  PosixTrainer(PosixHost& host, pid_t pid, std::shared_ptr<process::OutputRelay> output)
+      : host_(host), signals_(pid), identity_(process::Identify(pid)), output_(std::move(output)) {}
   pid_t pid() const override { return identity_.pid; }
   process::ChildIdentity Identity() const override { return identity_; }
   std::size_t Send(int signo, config::SignalTarget to, bool only_to_handlers) override {
@@ -51,6 +53,7 @@ class PosixTrainer final : public Trainer {
   std::size_t Catchers(int signo, config::SignalTarget to) const override { return signals_.Catchers(signo, to); }
   std::size_t KillGroup() override { return signals_.KillGroup(); }
   std::size_t HoldLaunchers() override { return signals_.HoldLaunchers(); }
+  std::size_t Pause(bool on) override { return signals_.Pause(on); }
   std::size_t ReleaseLaunchers(int signo) override { return signals_.ReleaseLaunchers(signo); }
   bool WorkersGone() const override { return signals_.WorkersGone(); }
   WorkersActivity Workers() const override { return signals_.Workers(); }
@@ -66,11 +69,16 @@ class PosixTrainer final : public Trainer {
   std::string LastPids() const override { return signals_.LastPids(); }
   std::size_t LastSkipped() const override { return signals_.LastSkipped(); }
   std::string KilledStates() const override { return signals_.KilledStates(); }
+  bool OutputDone() const override { return !output_ || output_->done(); }
+  void DrainOutput(std::chrono::milliseconds within, std::function<void()> then) override {
+    output_->Drain(within, std::move(then));
+  }
 
  private:
-  PosixHost& host_;                  // reaps the group's zombies
-  TrainerSignals signals_;           // to the group, the main process or the workers
-  process::ChildIdentity identity_;  // pid, start time, boot id
+  PosixHost& host_;                               // reaps the group's zombies
+  TrainerSignals signals_;                        // to the group, the main process or the workers
+  process::ChildIdentity identity_;               // pid, start time, boot id
+  std::shared_ptr<process::OutputRelay> output_;  // its piped output (null: not piped), also the host's
 };
 
 // The lock file, the journal and the notice file, on disk.
@@ -135,6 +143,7 @@ class PosixHost final : public Host {
     }
     if (table_) table_->StopGroupWatches();
     exits_.clear();
+    for (auto& relay : relays_) relay->Drain(kOutputDrain);  // the group is gone: EOF is near
   }
 
   void HurryOn(const std::vector<int>& signos) override { hurry_ = signos; }
@@ -160,7 +169,8 @@ class PosixHost final : public Host {
     return std::unique_ptr<StateFiles>(std::make_unique<PosixStateFiles>(job, std::move(*lock), std::move(*journal)));
   }
 
-  Result<StartedTrainer> Spawn(const process::SpawnSpec& spec, ExitHandler on_exit) override {
+  Result<std::unique_ptr<Trainer>> Spawn(const process::SpawnSpec& spec, ExitHandler on_exit,
+                                         LineHandler on_line) override {
     // Any thread may reap it: the handler runs on ours, after this call has set `pid`.
     auto pid = std::make_shared<pid_t>(0);
     auto child = table_->Spawn(spec, [this, io = io_, pid](int wait_status) {
@@ -169,7 +179,13 @@ class PosixHost final : public Host {
     if (!child) return child.error();
     *pid = child->pid;
     exits_[child->pid] = std::move(on_exit);
-    return StartedTrainer{std::make_unique<PosixTrainer>(*this, child->pid), child->stdout_fd, child->stderr_fd};
+    std::shared_ptr<process::OutputRelay> output;
+    if (child->stdout_fd >= 0) {
+      std::erase_if(relays_, [](const auto& r) { return r->done(); });
+      output = std::make_shared<process::OutputRelay>(*io_, child->stdout_fd, child->stderr_fd, std::move(on_line));
+      relays_.push_back(output);
+    }
+    return std::unique_ptr<Trainer>(std::make_unique<PosixTrainer>(*this, child->pid, std::move(output)));
   }
 
   std::vector<pid_t> Leftovers(const process::ChildIdentity& child) override { return process::FindLeftovers(child); }
@@ -217,7 +233,8 @@ class PosixHost final : public Host {
   std::vector<int> signos_;                   // WatchSignals's signals
   std::vector<int> hurry_;                    // HurryOn's: after Detach they hurry the exit, the rest are ignored
   std::map<pid_t, ExitHandler> exits_;        // trainers whose main process still runs
-  bool detached_ = false;                     // no more waiting, no more callbacks
+  std::vector<std::shared_ptr<process::OutputRelay>> relays_;  // trainers' output, until EOF
+  bool detached_ = false;                                      // no more waiting, no more callbacks
 };
 
 bool PosixTrainer::GroupGone() {

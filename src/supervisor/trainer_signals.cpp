@@ -94,6 +94,19 @@ std::size_t TrainerSignals::ReleaseLaunchers(int signo) {
   return n;
 }
 
+std::size_t TrainerSignals::Pause(bool on) {
+  auto pids = process::GroupMembers(leader_);
+  for (pid_t worker : process::FindWorkers(leader_).workers) {
+    if (std::find(pids.begin(), pids.end(), worker) == pids.end()) pids.push_back(worker);
+  }
+  std::size_t n = 0;
+  for (pid_t pid : pids) {
+    if (std::find(held_.begin(), held_.end(), pid) != held_.end()) continue;
+    n += process::SignalProcess(pid, on ? SIGSTOP : SIGCONT) ? 1 : 0;
+  }
+  return n;
+}
+
 bool TrainerSignals::WorkersGone() const { return process::FindWorkers(leader_).workers.empty(); }
 
 WorkersActivity TrainerSignals::Workers() const {

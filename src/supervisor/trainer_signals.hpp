@@ -36,6 +36,8 @@ class TrainerSignals {
   std::size_t HoldLaunchers();
   // `signo`, then SIGCONT, to every launcher held; how many there were.
   std::size_t ReleaseLaunchers(int signo);
+  // SIGSTOP or SIGCONT to the group and a launcher's workers outside it; never to a held launcher.
+  std::size_t Pause(bool on);
   // True when the launcher has no live (non-zombie) worker.
   bool WorkersGone() const;
   // What its live workers are doing (Trainer::Workers).

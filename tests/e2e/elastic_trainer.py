@@ -79,14 +79,14 @@ def main() -> int:
     stopped = False
     while step < args.steps and not stopped:
         for xb, yb in loader:
+            if args.step_sleep > 0:
+                time.sleep(args.step_sleep)  # the step's compute: its update lands at its end
             loss = loss_fn(train_model(xb), yb)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             step += 1
             say(f"step={step} world={world}")
-            if args.step_sleep > 0:
-                time.sleep(args.step_sleep)
             stop, requested = signals.agree()
             if stop or requested or step % args.checkpoint_every == 0:
                 ckpt.save(step)

@@ -268,6 +268,18 @@ std::string NoticeJob(const TempDir& dir, const MockThread& mock, const std::str
          "health:\n  progress_pattern: \"step=(\\\\d+)\"\n";
 }
 
+// Starts `spotvisor run` on dir/job.yaml (its output in dir/out.txt), sends a notice with two
+// minutes to its deadline once the trainer is ready, and waits until the stop is deferred.
+testing::Spawned RunUntilDeferred(const TempDir& dir, MockThread& mock) {
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  EXPECT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
+  mock.Notice(std::chrono::minutes(2));
+  EXPECT_TRUE(
+      WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=stop_deferred") != std::string::npos; }, 20s))
+      << ReadFile(dir / "out.txt");
+  return sv;
+}
+
 // Issue 35, item 2: a trainer with no SIGTERM handler (a script as it is) saves every 1.5 s; a
 // notice with two minutes to its deadline lets it run on until its next save lands, then stops
 // it: the stop comes after that save, which is the notice's.
@@ -279,19 +291,21 @@ TEST(DeferredStop, ATrainerThatCannotSaveOnSigtermRunsUntilItsNextCheckpoint) {
             NoticeJob(dir, mock,
                       "\"--mode=periodic\", \"--every-ms=1500\", \"--ckpt-dir=" + (dir / "ckpt").string() +
                           "\", \"--ready=" + (dir / "ready").string() + "\""));
-  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
-  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
-  mock.Notice(std::chrono::minutes(2));
-  ASSERT_TRUE(
-      WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=stop_deferred") != std::string::npos; }, 20s))
-      << ReadFile(dir / "out.txt");
+  auto sv = RunUntilDeferred(dir, mock);
   ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=drained") != std::string::npos; }, 30s))
       << ReadFile(dir / "out.txt");
   const std::string out = ReadFile(dir / "out.txt");
   EXPECT_NE(out.find("event=stop_deferred reason=\"no process catches SIGTERM\" until="), std::string::npos) << out;
   const auto ends = out.find("event=deferred_stop_ends why=\"a new good checkpoint landed");
   ASSERT_NE(ends, std::string::npos) << out;
-  EXPECT_LT(ends, out.find("event=signal_sent signal=SIGTERM")) << out;
+  const auto sigterm = out.find("event=signal_sent signal=SIGTERM");
+  EXPECT_LT(ends, sigterm) << out;
+  // Paused while that save was judged (no step trained then is thrown away), woken after
+  // the stop's signal, which it meets first.
+  const auto frozen = out.find("event=signal_sent signal=SIGSTOP target=trainer");
+  EXPECT_LT(out.find("event=trainer_frozen"), frozen) << out;
+  EXPECT_LT(frozen, ends) << out;
+  EXPECT_LT(sigterm, out.find("event=signal_sent signal=SIGCONT target=trainer")) << out;
   // The save made after the notice is the notice's: it counts as saved.
   EXPECT_NE(out.find("event=notice_saved"), std::string::npos) << out;
   kill(sv.pid, SIGTERM);
@@ -325,20 +339,15 @@ TEST(DeferredStop, ATrainerThatCatchesSigtermOnlyAfterTheNoticeIsStoppedOnceItDo
   MockThread mock;
   WriteFile(dir / "job.yaml",
             NoticeJob(dir, mock, CheckpointArgs(dir) + ", \"--go=" + (dir / "handlers").string() + "\""));
-  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
-  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(dir / "ready"); })) << ReadFile(dir / "out.txt");
-  mock.Notice(std::chrono::minutes(2));
-  ASSERT_TRUE(
-      WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=stop_deferred") != std::string::npos; }, 20s))
-      << ReadFile(dir / "out.txt");
+  auto sv = RunUntilDeferred(dir, mock);
   WriteFile(dir / "handlers", "");
-  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=drained") != std::string::npos; }, 30s))
+  // The save on SIGTERM is judged after the trainer exits (the notice's record waits for it).
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("event=notice_saved") != std::string::npos; }, 30s))
       << ReadFile(dir / "out.txt");
   const std::string out = ReadFile(dir / "out.txt");
   const auto ends = out.find("event=deferred_stop_ends why=\"the trainer catches SIGTERM now: it saves on the stop\"");
   ASSERT_NE(ends, std::string::npos) << out;
   EXPECT_LT(ends, out.find("event=signal_sent signal=SIGTERM")) << out;
-  EXPECT_NE(out.find("event=notice_saved"), std::string::npos) << out;
   EXPECT_NE(out.find(" outcome=saved "), std::string::npos) << out;
   kill(sv.pid, SIGTERM);
   EXPECT_EQ(WaitExit(sv.pid), 75) << ReadFile(dir / "out.txt");

@@ -53,6 +53,10 @@ class FakeTrainer final : public Trainer {
   std::size_t KillGroup() override;
   std::size_t HoldLaunchers() override;
   std::size_t ReleaseLaunchers(int signo) override;
+  std::size_t Pause(bool on) override {
+    paused_ = on;
+    return 1;
+  }
   bool WorkersGone() const override { return main_exited_; }
   WorkersActivity Workers() const override;
   std::uint64_t GroupCpuTicks() const override { return cpu_ticks_; }
@@ -61,6 +65,8 @@ class FakeTrainer final : public Trainer {
   std::string LastPids() const override { return std::to_string(pid_); }
   std::size_t LastSkipped() const override { return 0; }
   std::string KilledStates() const override { return std::to_string(pid_) + " fake S"; }
+  bool OutputDone() const override { return true; }  // nothing piped
+  void DrainOutput(milliseconds, std::function<void()> then) override { then(); }
 
   void ExitMain(ExitStatus status);
   void PollGroup(SteadyTime deadline, std::function<void(bool gone)> done);
@@ -71,6 +77,7 @@ class FakeTrainer final : public Trainer {
   bool main_exited_ = false;
   bool killed_ = false;
   bool held_ = false;
+  bool paused_ = false;  // Pause(true) without Pause(false) since
   SteadyTime exited_at_{};
   std::uint64_t cpu_ticks_ = 0;  // GroupCpuTicks: a test moves it
 };
@@ -163,7 +170,7 @@ class FakeHost final : public Host {
   bool state_in_memory = false;
   FakeStateFiles* files_ = nullptr;  // with state_in_memory, from OpenState
 
-  Result<StartedTrainer> Spawn(const process::SpawnSpec& spec, ExitHandler on_exit) override {
+  Result<std::unique_ptr<Trainer>> Spawn(const process::SpawnSpec& spec, ExitHandler on_exit, LineHandler) override {
     if (spawns_.size() >= scripts_.size()) return Error{"the test scripted no further trainer"};
     spawns_.push_back(spec);
     spawned_at_.push_back(clock_.elapsed());
@@ -180,7 +187,7 @@ class FakeHost final : public Host {
         }
       });
     }
-    return StartedTrainer{std::move(trainer), -1, -1};
+    return std::unique_ptr<Trainer>(std::move(trainer));
   }
 
   std::vector<pid_t> Leftovers(const process::ChildIdentity&) override { return {}; }

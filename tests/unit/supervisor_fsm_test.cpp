@@ -72,6 +72,8 @@ std::string Kind(const Action& a) {
         if constexpr (std::is_same_v<T, AcknowledgeNoticeAction>) return "ack";
         if constexpr (std::is_same_v<T, ReleaseRankAction>) return "release_rank";
         if constexpr (std::is_same_v<T, SampleHandlersAction>) return "sample";
+        if constexpr (std::is_same_v<T, FreezeTrainerAction>) return "freeze";
+        if constexpr (std::is_same_v<T, ThawTrainerAction>) return "thaw";
       },
       a);
 }
@@ -1327,6 +1329,43 @@ TEST_F(FsmTest, ANoticeBeforeTheTrainersHandlerStopsOnceItCatchesTheSignal) {
             t0_ + seconds(2) + std::min<std::chrono::milliseconds>(job_.signals.grace, cap - seconds(2)));
 }
 
+// A deferred stop's checkpoint is judged with the trainer paused (SIGSTOP to its group): a
+// step it trained while spotvisor reads a large checkpoint would be thrown away with the stop.
+// Good: the stop's signal, then SIGCONT (it meets the signal first). Not complete yet, or
+// written before the deferral: SIGCONT, it trains on. Any other end of the wait thaws it too.
+TEST_F(FsmTest, ADeferredStopPausesTheTrainerWhileItsCheckpointIsJudged) {
+  const auto seen = std::chrono::system_clock::time_point{} + seconds(1'800'000'000);
+  const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws spot-itn", NoticeDeadline{seconds(120), seen},
+                                  /*nobody_catches=*/true};
+  const std::vector<Row> to_deferral = {{StartEvent{}, 0, {"select", "arm:select"}},
+                                        {At(10), 1, {"propose", "arm:join", "spawn"}},
+                                        {notice, 0, {"arm:defer", "arm:handlers"}}};
+  const CheckpointArrivingEvent arriving{"/ck/ckpt_step30", seen + seconds(5)};
+  auto rows = to_deferral;
+  rows.push_back({CheckpointArrivingEvent{"/ck/ckpt_step29", seen - seconds(1)}, 100, {}});  // older: no pause
+  rows.push_back({arriving, 200, {"freeze"}});
+  rows.push_back({arriving, 210, {}});  // paused already
+  rows.push_back({CheckpointLandedEvent{"/ck/ckpt_step30", 30, seen + seconds(5)},
+                  300,
+                  {"signal:SIGTERM/group", "arm:grace", "thaw"}});
+  Play(rows);
+  rows = to_deferral;
+  rows.push_back({arriving, 200, {"freeze"}});
+  rows.push_back({CheckpointWritingEvent{"/ck/ckpt_step30"}, 300, {"thaw"}});  // not complete: it writes on
+  rows.push_back({arriving, 400, {"freeze"}});
+  rows.push_back({NoticeClearedEvent{}, 500, {"thaw"}});  // runs on
+  auto fsm = Play(rows);
+  EXPECT_EQ(fsm->phase(), Phase::kRunning);
+  rows = to_deferral;
+  rows.push_back({arriving, 200, {"freeze"}});
+  rows.push_back({kSigterm, 300, {"signal:SIGTERM/group", "arm:grace", "thaw"}});
+  Play(rows);
+  rows = to_deferral;
+  rows.push_back({arriving, 200, {"freeze"}});
+  rows.push_back({TimerFiredEvent{TimerKind::kDefer}, 400, {"signal:SIGTERM/group", "arm:grace", "thaw"}});
+  Play(rows);
+}
+
 TEST_F(FsmTest, WhileTheGroupWaitsToGrowAPeersStopEndsTheWaitUntoldAndANoticeStopsAtOnce) {
   const std::vector<Row> to_deferral = {
       {StartEvent{}, 0, {"select", "arm:select"}},
@@ -1380,6 +1419,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       CheckpointWritingEvent{"/ck/ckpt.pt"},
       GroupGrowingEvent{"node 2: joined the shrunken group", /*stop_caught=*/false, /*checkpoint_caught=*/true},
       HandlersSampledEvent{/*stop_caught=*/true, /*checkpoint_caught=*/false},
+      CheckpointArrivingEvent{"/ck/ckpt_step31", std::nullopt},
   };
   // Every alternative of Event has a column, in order; TimerFiredEvent one per TimerKind.
   std::set<std::size_t> kinds_seen;
@@ -1430,11 +1470,13 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
   // a deferred stop waits for one), a checkpoint seen being written (remembered: no action), the
   // group grows while the trainer cannot save on the stop (only a running trainer defers its
   // stop to its next checkpoint, asked for with signals.checkpoint), the trainer's handlers
-  // read again (only a deferred stop asks: the trainer catches SIGTERM now, so the stop now).
+  // read again (only a deferred stop asks: the trainer catches SIGTERM now, so the stop now), a
+  // checkpoint about to be judged (only a deferred stop pauses the trainer meanwhile).
   // The timers kDefer's and kHandlers' columns come after kResume's.
   const std::map<Phase, std::vector<Cell>> table = {
       {P::kIdle,
        {{P::kSelecting, V{"select", "arm:select"}},
+        {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
         {P::kIdle, V{}},
@@ -1480,39 +1522,18 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
                        {P::kSelecting, V{}},        {P::kSelecting, V{}},
                        {P::kSelecting, V{}},        {P::kSelecting, V{}},
                        {P::kSelecting, V{}},        {P::kSelecting, V{}},
-                       {P::kSelecting, V{}}}},
-      {P::kJoining,
-       {{P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kFinished, V{"exit:75"}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kFinished, V{"exit:75"}},  // the group never agreed
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kRunning, V{"spawn"}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kSpare, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}},
-        {P::kJoining, V{}}}},
+                       {P::kSelecting, V{}},        {P::kSelecting, V{}}}},
+      {P::kJoining, {{P::kJoining, V{}},        {P::kJoining, V{}},           {P::kJoining, V{}},
+                     {P::kJoining, V{}},        {P::kFinished, V{"exit:75"}}, {P::kJoining, V{}},
+                     {P::kJoining, V{}},        {P::kJoining, V{}},           {P::kJoining, V{}},
+                     {P::kJoining, V{}},        {P::kJoining, V{}},           {P::kJoining, V{}},
+                     {P::kJoining, V{}},        {P::kFinished, V{"exit:75"}},  // the group never agreed
+                     {P::kJoining, V{}},        {P::kJoining, V{}},           {P::kJoining, V{}},
+                     {P::kJoining, V{}},        {P::kJoining, V{}},           {P::kJoining, V{}},
+                     {P::kRunning, V{"spawn"}}, {P::kJoining, V{}},           {P::kJoining, V{}},
+                     {P::kJoining, V{}},        {P::kJoining, V{}},           {P::kSpare, V{}},
+                     {P::kJoining, V{}},        {P::kJoining, V{}},           {P::kJoining, V{}},
+                     {P::kJoining, V{}},        {P::kJoining, V{}},           {P::kJoining, V{}}}},
       {P::kRunning,
        {{P::kRunning, V{}},
         {P::kRunning, V{}},
@@ -1544,6 +1565,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kRunning, V{}},
         {P::kRunning, V{}},
         {P::kDeferred, V{"arm:defer", "signal:SIGUSR1/group"}},
+        {P::kRunning, V{}},
         {P::kRunning, V{}}}},
       {P::kDeferred,
        {{P::kDeferred, V{}},
@@ -1576,7 +1598,8 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kStopping, V{"signal:SIGTERM/group", "arm:grace"}},  // the checkpoint landed: stop now
         {P::kDeferred, V{}},
         {P::kDeferred, V{}},
-        {P::kStopping, V{"signal:SIGTERM/group", "arm:grace"}}}},  // it catches SIGTERM now: the stop, now
+        {P::kStopping, V{"signal:SIGTERM/group", "arm:grace"}},  // it catches SIGTERM now: the stop, now
+        {P::kDeferred, V{"freeze"}}}},                           // paused while the checkpoint is judged
       {P::kStopping,
        {{P::kStopping, V{}},
         {P::kStopping, V{}},
@@ -1608,6 +1631,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kStopping, V{}},
         {P::kStopping, V{}},
         {P::kStopping, V{}},
+        {P::kStopping, V{}},
         {P::kStopping, V{}}}},
       {P::kBackoff,
        {{P::kBackoff, V{}},
@@ -1621,6 +1645,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kSelecting, V{"select", "arm:select"}},
+        {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
         {P::kBackoff, V{}},
@@ -1672,6 +1697,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kDrained, V{}},
         {P::kDrained, V{}},
         {P::kDrained, V{}},
+        {P::kDrained, V{}},
         {P::kDrained, V{}}}},
       {P::kFinishing,
        {{P::kFinishing, V{}},
@@ -1696,6 +1722,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kFinishing, V{}},
         {P::kFinishing, V{}},
         {P::kFinished, V{"exit:0"}},
+        {P::kFinishing, V{}},
         {P::kFinishing, V{}},
         {P::kFinishing, V{}},
         {P::kFinishing, V{}},
@@ -1736,6 +1763,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kSpare, V{}},
         {P::kSpare, V{}},
         {P::kSpare, V{}},
+        {P::kSpare, V{}},
         {P::kSpare, V{}}}},
       {P::kFinished,
        {{P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
@@ -1744,7 +1772,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
         {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}}, {P::kFinished, V{}},
-        {P::kFinished, V{}}}}};
+        {P::kFinished, V{}}, {P::kFinished, V{}}}}};
   ASSERT_EQ(table.size(), paths.size()) << "a phase without a row";
   for (const auto& [phase, path] : paths) {
     ASSERT_EQ(table.at(phase).size(), events.size()) << "phase " << PhaseName(phase);

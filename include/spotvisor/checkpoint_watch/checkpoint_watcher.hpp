@@ -50,6 +50,11 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   using Subscriber = std::function<void(const std::vector<CheckpointVerdict>&)>;
   // The checkpoints one scan saw being written: new or changed, not good yet, not told.
   using WriteSubscriber = std::function<void(const std::vector<std::filesystem::path>&)>;
+  // A new or changed checkpoint about to be judged (its newest mtime with it); its verdict
+  // follows in the same scan's news (a good one to Subscriber, one not good yet to
+  // WriteSubscriber).
+  using ArrivalSubscriber =
+      std::function<void(const std::filesystem::path&, std::chrono::system_clock::time_point written_at)>;
 
   // `job` must have checkpoints.dir and outlive the watcher; `keeper` owns the directory.
   // The job is the keeper's (its checkpoints.dir, pattern and level). `clock` is the run's
@@ -60,6 +65,7 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   // Before OnStart; subscribers run on the io thread in subscription order.
   void Subscribe(Subscriber subscriber);
   void SubscribeWrites(WriteSubscriber subscriber);
+  void SubscribeArrivals(ArrivalSubscriber subscriber);
   // io thread: poll fast (a checkpoint was requested) or slowly again.
   void Hurry(bool on);
   const std::shared_ptr<DirKeeper>& keeper() const { return keeper_; }
@@ -93,18 +99,19 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   ScanNews Scan();
   CheckpointVerdict JudgeOne(checkpoint::CatalogEntry& entry);
 
-  std::shared_ptr<DirKeeper> keeper_;               // the directory's one owner
-  Clock& clock_;                                    // not owned; the run's
-  WatchTiming timing_;                              // poll periods
-  std::vector<Subscriber> subscribers_;             // io thread
-  std::vector<WriteSubscriber> write_subscribers_;  // io thread
-  std::unique_ptr<Timer> timer_;                    // the poll clock (io thread), from OnStart
-  boost::asio::io_context* io_ = nullptr;           // the driver's loop
-  bool hurry_ = false;                              // io thread: fast polling (a requested checkpoint)
-  bool awaiting_ = false;                           // io thread: fast polling (a deferred stop)
-  bool scanning_ = false;                           // io thread: a scan is on the keeper
-  bool again_ = false;                              // io thread: scan once more when it returns
-  bool stopped_ = false;                            // io thread: OnExit came
+  std::shared_ptr<DirKeeper> keeper_;                   // the directory's one owner
+  Clock& clock_;                                        // not owned; the run's
+  WatchTiming timing_;                                  // poll periods
+  std::vector<Subscriber> subscribers_;                 // io thread
+  std::vector<WriteSubscriber> write_subscribers_;      // io thread
+  std::vector<ArrivalSubscriber> arrival_subscribers_;  // io thread
+  std::unique_ptr<Timer> timer_;                        // the poll clock (io thread), from OnStart
+  boost::asio::io_context* io_ = nullptr;               // the driver's loop
+  bool hurry_ = false;                                  // io thread: fast polling (a requested checkpoint)
+  bool awaiting_ = false;                               // io thread: fast polling (a deferred stop)
+  bool scanning_ = false;                               // io thread: a scan is on the keeper
+  bool again_ = false;                                  // io thread: scan once more when it returns
+  bool stopped_ = false;                                // io thread: OnExit came
   // Keeper-thread state.
   bool baseline_done_ = false;        // the first scan only records
   std::map<std::string, Seen> seen_;  // by name

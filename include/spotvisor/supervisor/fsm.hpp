@@ -130,6 +130,14 @@ struct CheckpointLandedEvent {
   std::uint64_t step = 0;
   std::optional<std::chrono::system_clock::time_point> written_at;
 };
+// The checkpoint watcher found a new (or changed) checkpoint while the trainer ran, and is
+// about to judge it: a deferred stop pauses the trainer until the verdict (FreezeTrainerAction),
+// so that the steps it would train while the checkpoint is judged are not thrown away with it.
+// `written_at`: its newest mtime (none: unknown).
+struct CheckpointArrivingEvent {
+  std::filesystem::path path;
+  std::optional<std::chrono::system_clock::time_point> written_at;
+};
 // The checkpoint watcher saw a checkpoint being written (new or changed, not good yet) while
 // the trainer ran: a deferred stop whose time comes during the write waits for it where the
 // deadline leaves room.
@@ -211,11 +219,12 @@ struct GroupSurvivedKillEvent {
 // After ValidateDrainedAction: the checkpoint a resume would use was found and validated (or
 // the attempt failed and was logged); either way the notice can be acknowledged.
 struct DrainedValidatedEvent {};
-using Event = std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent, StopRequestedEvent,
-                           CheckpointRequestedEvent, NoticeClearedEvent, TimerFiredEvent, WorkersGoneEvent,
-                           WorkersSampledEvent, GroupAgreedEvent, GroupFinishedEvent, SelectionFailedEvent,
-                           GroupSurvivedKillEvent, DrainedValidatedEvent, GroupSpareEvent, GroupCutOffEvent,
-                           CheckpointLandedEvent, CheckpointWritingEvent, GroupGrowingEvent, HandlersSampledEvent>;
+using Event =
+    std::variant<StartEvent, ResumeSelectedEvent, SpawnFailedEvent, ChildExitedEvent, StopRequestedEvent,
+                 CheckpointRequestedEvent, NoticeClearedEvent, TimerFiredEvent, WorkersGoneEvent, WorkersSampledEvent,
+                 GroupAgreedEvent, GroupFinishedEvent, SelectionFailedEvent, GroupSurvivedKillEvent,
+                 DrainedValidatedEvent, GroupSpareEvent, GroupCutOffEvent, CheckpointLandedEvent,
+                 CheckpointWritingEvent, GroupGrowingEvent, HandlersSampledEvent, CheckpointArrivingEvent>;
 
 // ---- actions ----
 struct SelectResumeAction {};
@@ -248,7 +257,12 @@ struct ReleaseLaunchersAction {
 // WorkersSampledEvent at every poll.
 struct WatchWorkersAction {};
 struct SampleHandlersAction {};  // answered at once by HandlersSampledEvent
-struct KillGroupAction {};       // SIGKILL to the whole group
+// A deferred stop's checkpoint is being judged: SIGSTOP to the trainer's process group, so
+// that it trains no step the stop would throw away; SIGCONT (ThawTrainerAction) when the
+// checkpoint is not good after all, or after the stop's signal (which it then meets first).
+struct FreezeTrainerAction {};
+struct ThawTrainerAction {};
+struct KillGroupAction {};  // SIGKILL to the whole group
 // Tell the group this node's trainer is stopping or has failed, so every node stops (the
 // coordinator publishes it once per epoch; a single node has no one to tell).
 struct PublishStopAction {
@@ -290,11 +304,11 @@ struct ExitAction {
   ExitCode code = ExitCode::kDone;
   std::string message;  // one line for people
 };
-using Action =
-    std::variant<SelectResumeAction, ProposeResumeAction, SpawnAction, SignalAction, HoldLaunchersAction,
-                 ReleaseLaunchersAction, WatchWorkersAction, KillGroupAction, PublishStopAction, PublishDoneAction,
-                 ArmTimerAction, CancelTimerAction, AttemptEndedAction, LogAction, ExitAction, ValidateDrainedAction,
-                 AcknowledgeNoticeAction, ReleaseRankAction, SampleHandlersAction>;
+using Action = std::variant<SelectResumeAction, ProposeResumeAction, SpawnAction, SignalAction, HoldLaunchersAction,
+                            ReleaseLaunchersAction, WatchWorkersAction, KillGroupAction, PublishStopAction,
+                            PublishDoneAction, ArmTimerAction, CancelTimerAction, AttemptEndedAction, LogAction,
+                            ExitAction, ValidateDrainedAction, AcknowledgeNoticeAction, ReleaseRankAction,
+                            SampleHandlersAction, FreezeTrainerAction, ThawTrainerAction>;
 
 // What survives a supervisor restart (the journal stores it).
 struct Counters {
@@ -341,7 +355,10 @@ class Fsm {
   // Ends a deferral: the notice's stop now, with what is left of its grace, or the growth's
   // (told to the group unless `by_peer`: a peer's stop ended it).
   std::vector<Action> EndDeferral(const std::string& why, TimePoint now, bool by_peer = false);
+  std::vector<Action> OnCheckpointArriving(const CheckpointArrivingEvent& e);
   std::vector<Action> OnCheckpointLanded(const CheckpointLandedEvent& e, TimePoint now);
+  // SIGCONT to a trainer frozen for a deferred stop's checkpoint, appended to `actions`.
+  void Thaw(std::vector<Action>& actions);
   std::vector<Action> OnCheckpointWriting(const CheckpointWritingEvent& e);
   // kHandlers came while deferred: the trainer may catch the stop (stop now) or the request
   // (ask now) by this time.
@@ -409,6 +426,7 @@ class Fsm {
   bool deferred_extended_ = false;          // kDeferred: kDefer re-armed once for that write
   bool deferred_for_growth_ = false;        // kDeferred: for a growth of the group, not a notice
   bool deferred_asked_ = false;             // kDeferred: signals.checkpoint sent for it (a growth's)
+  bool frozen_ = false;                     // FreezeTrainerAction sent, ThawTrainerAction not yet
   int world_ = 1;                           // nodes in the group of the current start
   std::mt19937_64 rng_;                     // jitter
 };

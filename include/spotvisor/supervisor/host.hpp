@@ -60,6 +60,10 @@ class Trainer {
   // SIGSTOP to the launcher(s); `signo` then SIGCONT to those held. How many.
   virtual std::size_t HoldLaunchers() = 0;
   virtual std::size_t ReleaseLaunchers(int signo) = 0;
+  // SIGSTOP (`on`) or SIGCONT to every process of the group and to a launcher's workers
+  // outside it (FreezeTrainerAction), leaving the launchers HoldLaunchers paused as they are.
+  // How many processes it reached.
+  virtual std::size_t Pause(bool on) = 0;
   // True when the launcher has no live worker left.
   virtual bool WorkersGone() const = 0;
   // What its live workers are doing now (WorkersSampledEvent).
@@ -77,15 +81,16 @@ class Trainer {
   virtual std::string LastPids() const = 0;
   virtual std::size_t LastSkipped() const = 0;
   virtual std::string KilledStates() const = 0;
+  // Its output (Host::Spawn's `on_line`): relayed to EOF yet, or none was piped.
+  virtual bool OutputDone() const = 0;
+  // Relays its output until EOF, for `within` at most (a process that left the group may
+  // hold the pipe open); `then` runs on the loop once it has ended, never inside this call.
+  virtual void DrainOutput(std::chrono::milliseconds within, std::function<void()> then) = 0;
 };
 
-// A trainer just started, with the read ends of its output pipes when the spec asked for
-// them (owned by the caller; -1 otherwise).
-struct StartedTrainer {
-  std::unique_ptr<Trainer> trainer;
-  int stdout_fd = -1;
-  int stderr_fd = -1;
-};
+// How long a gone trainer's last output is relayed for (its pipes' other ends may live on in
+// a process that left its group), before the exit is heard of, and at spotvisor's exit.
+inline constexpr std::chrono::milliseconds kOutputDrain{2000};
 
 // The job's files in telemetry.state_dir while the job lock is held (state/job_lock.hpp,
 // state/journal.hpp): the journal, and the notice file the trainer may read.
@@ -109,6 +114,7 @@ class StateFiles {
 class Host {
  public:
   using ExitHandler = std::function<void(ExitStatus)>;
+  using LineHandler = std::function<void(std::string_view line)>;
   virtual ~Host() = default;
 
   // Once, before anything else: the loop every callback runs on. The host becomes the
@@ -116,7 +122,7 @@ class Host {
   virtual void Attach(boost::asio::io_context& io) = 0;
   // No callback after this (shutdown). A signal of WatchSignals's that arrives from now on
   // no longer reaches `on_signal`: one of HurryOn's hurries the exit (Hurried), whose last
-  // waits then end; the others are ignored.
+  // waits then end; the others are ignored. Trainers' output is relayed for kOutputDrain more.
   virtual void Detach() = 0;
   // Before Detach: the signals that hurry the exit after it (signals.stop_on; not "checkpoint
   // now", which after the exit line asks for nothing).
@@ -136,8 +142,11 @@ class Host {
   // Error naming it that sets *holder to its pid (-1 when unknown); *holder = 0 otherwise.
   virtual Result<std::unique_ptr<StateFiles>> OpenState(const config::JobConfig& job, pid_t* holder) = 0;
   // Starts the trainer in its own process group; `on_exit` gets the main process's status
-  // once, when it exits (the rest of its group may live on: see Trainer::GroupGone).
-  virtual Result<StartedTrainer> Spawn(const process::SpawnSpec& spec, ExitHandler on_exit) = 0;
+  // once, when it exits (the rest of its group may live on: see Trainer::GroupGone). When
+  // the spec pipes its output, `on_line` gets each line of it on the loop, until EOF (the
+  // host relays it to spotvisor's own stdout and stderr meanwhile).
+  virtual Result<std::unique_ptr<Trainer>> Spawn(const process::SpawnSpec& spec, ExitHandler on_exit,
+                                                 LineHandler on_line) = 0;
   // Live processes of a group a previous supervisor started, if it is really that group.
   virtual std::vector<pid_t> Leftovers(const process::ChildIdentity& child) = 0;
   virtual bool SignalGroup(pid_t pgid, int signo) = 0;

@@ -53,6 +53,12 @@ class RunControl {
   }
   // Any thread: the watcher saw a checkpoint being written (CheckpointWritingEvent).
   virtual void CheckpointWriting(const std::filesystem::path& path) { (void)path; }
+  // Any thread: the watcher is about to judge a new or changed checkpoint
+  // (CheckpointArrivingEvent); its verdict follows as CheckpointLanded or CheckpointWriting.
+  virtual void CheckpointArriving(const std::filesystem::path& path,
+                                  std::optional<std::chrono::system_clock::time_point> written_at) {
+    (void)path, (void)written_at;
+  }
   // The current trainer's pid (= its process group), 0 when none runs.
   virtual pid_t child_pid() const = 0;
   // Where every child of the run is started and reaped (hooks, mirror commands); it
