@@ -275,6 +275,10 @@ class Durable(E2ECase):
         log = f"; log {sv.log_path}:\n{sv.tail()}" if sv else ""
         self.assertIn(name, markers, f"no marker for {name} on the remote{log}")
         files = tree(local)
+        if not files and sv and any(Path(e.get("path", "")).name == name for e in sv.events("checkpoint_deleted")):
+            # Pruned by checkpoints.keep since it went up (on a busy machine the trainer saved
+            # on meanwhile): the remote copy is held to its marker, written from the local one.
+            files = checkpoints.get(name) or {}
         self.assertEqual(checkpoints.get(name), files, f"{name} on the remote differs from {local}{log}")
         marker = markers[name]
         self.assertEqual((marker["name"], marker["step"], marker["bytes"], marker["files"], marker["directory"]),
