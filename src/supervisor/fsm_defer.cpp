@@ -43,13 +43,15 @@ std::vector<Action> Fsm::MaybeDefer(const StopRequestedEvent& e, std::chrono::mi
   frozen_ = false;
   notice_cleared_early_ = false;
   const std::string signal = config::SignalName(job_.signals.on_notice);
-  return {
-      Note(LogLevel::kWarning, "event=stop_deferred reason=\"no process catches " + signal +
-                                   "\" until=" + preemption::FormatIso8601(e.notice->seen_at + cap) +
-                                   " in=" + FormatDuration(cap) + " notice=\"" + e.detail +
-                                   "\" detail=\"the trainer runs on until its next good checkpoint lands, then stops "
-                                   "(signals.defer_stop)\""),
-      ArmTimerAction{TimerKind::kDefer, deferred_until_}, ArmTimerAction{TimerKind::kHandlers, now + kHandlersRecheck}};
+  return {Note(LogLevel::kWarning,
+               "event=stop_deferred reason=\"no process catches " + signal +
+                   "\" until=" + preemption::FormatIso8601(e.notice->seen_at + cap) + " in=" + FormatDuration(cap) +
+                   " notice=\"" + e.detail +
+                   "\" detail=\"the trainer runs on until its next good checkpoint lands (asked for "
+                   "where it catches " +
+                   config::SignalName(job_.signals.checkpoint) + "), then stops (signals.defer_stop)\""),
+          ArmTimerAction{TimerKind::kDefer, deferred_until_},
+          SampleHandlersAction{}};  // a trainer that saves on request is asked at once
 }
 
 // The notice's stop, now: what is left of its grace (at least provider.min_grace). A
@@ -114,9 +116,8 @@ std::vector<Action> Fsm::OnGroupGrowing(const GroupGrowingEvent& e, TimePoint no
 
 // A trainer that came to catch the stop signal since the deferral began saves on it: the
 // stop now keeps every step (the notice's with what is left of its grace; the growth's,
-// told to the group). One that came to catch only the checkpoint request is asked, for a
-// growth (a notice's deferral asks for nothing: the stop is at most its deadline away).
-// Otherwise it is looked at again after kHandlersRecheck, until the deferral ends.
+// told to the group). One that catches only the checkpoint request is asked, once: its save
+// ends the wait. Otherwise it is looked at again after kHandlersRecheck, until the wait ends.
 std::vector<Action> Fsm::OnHandlersSampled(const HandlersSampledEvent& e, TimePoint now) {
   if (phase_ != Phase::kDeferred) return {};
   if (e.stop_caught) {
@@ -124,12 +125,12 @@ std::vector<Action> Fsm::OnHandlersSampled(const HandlersSampledEvent& e, TimePo
         "the trainer catches " + config::SignalName(job_.signals.on_notice) + " now: it saves on the stop", now);
   }
   std::vector<Action> actions;
-  if (deferred_for_growth_ && !deferred_asked_ && e.checkpoint_caught) {
+  if (!deferred_asked_ && e.checkpoint_caught) {
     deferred_asked_ = true;
-    actions.push_back(
-        Note(LogLevel::kInfo, "event=checkpoint_requested detail=\"the group grows (the trainer catches " +
-                                  config::SignalName(job_.signals.checkpoint) +
-                                  " now)\" signal=" + config::SignalName(job_.signals.checkpoint)));
+    const std::string signal = config::SignalName(job_.signals.checkpoint);
+    actions.push_back(Note(LogLevel::kInfo, "event=checkpoint_requested detail=\"" +
+                                                (deferred_for_growth_ ? "the group grows" : deferred_detail_) +
+                                                " (the trainer catches " + signal + ")\" signal=" + signal));
     actions.push_back(SignalAction{job_.signals.checkpoint, job_.signals.Recipients(), /*only_to_handlers=*/true});
   }
   actions.push_back(ArmTimerAction{TimerKind::kHandlers, now + kHandlersRecheck});

@@ -14,7 +14,8 @@
 // --resume_from=PATH it records "resumed=<the tag in PATH>" and exits 0.
 //
 // --mode=checkpoint with --go=FILE installs its handlers only once FILE exists (a trainer
-// still importing its libraries: until then SIGTERM kills it).
+// still importing its libraries: until then SIGTERM kills it); with --dies-on-stop it catches
+// only SIGUSR1 (a save on request) and SIGTERM kills it.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -45,13 +46,14 @@ struct Options {
   std::string record, ready, ckpt_dir, pids;
   long step = 1;
   int grandchildren = 2;
-  std::string timestamps;   // append "start <ns>" / "exit <ns>" (CLOCK_REALTIME) for benchmarks
-  int fail_attempts = -1;   // with --mode=exit: fail only while SPOTVISOR_ATTEMPT <= this
-  long every_ms = 1000;     // with --mode=periodic: the save interval
-  long max_saves = -1;      // with --mode=periodic: no save after this many (-1: no limit)
-  int saves = 2;            // --mode=in-place: complete saves before the torn one
-  std::string go;           // --mode=in-place: the torn save waits for this file
-  std::string resume_from;  // --resume_from=PATH
+  std::string timestamps;     // append "start <ns>" / "exit <ns>" (CLOCK_REALTIME) for benchmarks
+  int fail_attempts = -1;     // with --mode=exit: fail only while SPOTVISOR_ATTEMPT <= this
+  long every_ms = 1000;       // with --mode=periodic: the save interval
+  long max_saves = -1;        // with --mode=periodic: no save after this many (-1: no limit)
+  int saves = 2;              // --mode=in-place: complete saves before the torn one
+  std::string go;             // --mode=in-place: the torn save waits for this file
+  std::string resume_from;    // --resume_from=PATH
+  bool dies_on_stop = false;  // --mode=checkpoint: SIGTERM keeps its default action
 };
 
 Options Parse(int argc, char** argv) {
@@ -75,6 +77,7 @@ Options Parse(int argc, char** argv) {
     else if (key == "--saves") o.saves = std::atoi(value.c_str());
     else if (key == "--go") o.go = value;
     else if (key == "--resume_from") o.resume_from = value;
+    else if (key == "--dies-on-stop") o.dies_on_stop = true;
     else if (key == "--every-ms") o.every_ms = std::atol(value.c_str());
     else if (key == "--max-saves") o.max_saves = std::atol(value.c_str());
   }
@@ -237,11 +240,11 @@ int main(int argc, char** argv) {
   }
   if (o.mode == "checkpoint") {
     bool handlers = false;
-    const auto install = [&handlers] {
+    const auto install = [&handlers, &o] {
       struct sigaction sa {};
       sa.sa_handler = [](int s) { (s == SIGUSR1 ? g_checkpoint : g_stop) = 1; };
       sigaction(SIGUSR1, &sa, nullptr);
-      sigaction(SIGTERM, &sa, nullptr);
+      if (!o.dies_on_stop) sigaction(SIGTERM, &sa, nullptr);
       handlers = true;
     };
     if (o.go.empty()) install();

@@ -522,7 +522,7 @@ TEST_F(FsmTest, ANoticeForATrainerThatCannotSaveOnItWaitsForItsNextCheckpoint) {
                                   /*nobody_catches=*/true};
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
                    {At(10), 1, {"propose", "arm:join", "spawn"}},
-                   {notice, 100, {"arm:defer", "arm:handlers"}}});
+                   {notice, 100, {"arm:defer", "sample"}}});
   EXPECT_EQ(fsm->phase(), Phase::kDeferred);
   const auto& said = std::get<LogAction>(last_[0]).text;
   const auto cap = seconds(120) - std::chrono::duration_cast<seconds>(job_.provider.safety_margin);
@@ -554,20 +554,20 @@ TEST_F(FsmTest, ADeferredStopEndsAtTheDeadlineLessTheMarginWithoutACheckpoint) {
   const auto cap = seconds(120) - std::chrono::duration_cast<seconds>(job_.provider.safety_margin);
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
                    {At(10), 1, {"propose", "arm:join", "spawn"}},
-                   {notice, 0, {"arm:defer", "arm:handlers"}},
+                   {notice, 0, {"arm:defer", "sample"}},
                    {CheckpointLandedEvent{"/ck/ckpt_step9", 9}, 10, {"signal:SIGTERM/group", "arm:grace"}},
                    {kKilled, 20, {"ended:preempted", "validate", "arm:drained"}},
                    {CheckpointLandedEvent{"/ck/ckpt_step10", 10}, 30, {}}});  // drained: no news
   EXPECT_EQ(fsm->phase(), Phase::kDrained);
   Play({{StartEvent{}, 0, {"select", "arm:select"}},
         {At(10), 1, {"propose", "arm:join", "spawn"}},
-        {notice, 0, {"arm:defer", "arm:handlers"}},
+        {notice, 0, {"arm:defer", "sample"}},
         {TimerFiredEvent{TimerKind::kDefer}, cap.count() * 1000, {"signal:SIGTERM/group", "arm:grace"}}});
   EXPECT_EQ(std::get<ArmTimerAction>(last_.back()).at, t0_ + cap + job_.provider.min_grace);
   // A notice that clears meanwhile: the trainer runs on, and the timer is no news.
   Play({{StartEvent{}, 0, {"select", "arm:select"}},
         {At(10), 1, {"propose", "arm:join", "spawn"}},
-        {notice, 0, {"arm:defer", "arm:handlers"}},
+        {notice, 0, {"arm:defer", "sample"}},
         {NoticeClearedEvent{}, 10, {}},
         {TimerFiredEvent{TimerKind::kDefer}, 20, {}},
         {CheckpointLandedEvent{"/ck/ckpt_step11", 11}, 30, {}},
@@ -575,7 +575,7 @@ TEST_F(FsmTest, ADeferredStopEndsAtTheDeadlineLessTheMarginWithoutACheckpoint) {
   // A stop request while deferred stops at once, as a stop request.
   Play({{StartEvent{}, 0, {"select", "arm:select"}},
         {At(10), 1, {"propose", "arm:join", "spawn"}},
-        {notice, 0, {"arm:defer", "arm:handlers"}},
+        {notice, 0, {"arm:defer", "sample"}},
         {kSigterm, 10, {"signal:SIGTERM/group", "arm:grace"}},
         {kKilled, 20, {"ended:stopped", "exit:75"}}});
 }
@@ -594,7 +594,7 @@ TEST_F(FsmTest, ADeferredStopWhoseTimeComesDuringAWriteWaitsForItWhileTheDeadlin
   const TimerFiredEvent defer{TimerKind::kDefer};
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
                    {At(10), 1, {"propose", "arm:join", "spawn"}},
-                   {notice, 0, {"arm:defer", "arm:handlers"}},
+                   {notice, 0, {"arm:defer", "sample"}},
                    {writing, cap - 50, {}},
                    {defer, cap, {"arm:defer"}}});  // waits for the write
   EXPECT_EQ(fsm->phase(), Phase::kDeferred);
@@ -607,7 +607,7 @@ TEST_F(FsmTest, ADeferredStopWhoseTimeComesDuringAWriteWaitsForItWhileTheDeadlin
   // The write never lands: the stop at the deadline less the write margin, once.
   Play({{StartEvent{}, 0, {"select", "arm:select"}},
         {At(10), 1, {"propose", "arm:join", "spawn"}},
-        {notice, 0, {"arm:defer", "arm:handlers"}},
+        {notice, 0, {"arm:defer", "sample"}},
         {writing, cap - 50, {}},
         {defer, cap, {"arm:defer"}},
         {writing, cap + 100, {}},
@@ -615,13 +615,13 @@ TEST_F(FsmTest, ADeferredStopWhoseTimeComesDuringAWriteWaitsForItWhileTheDeadlin
   // No write seen: the stop at the margin's time, as before.
   Play({{StartEvent{}, 0, {"select", "arm:select"}},
         {At(10), 1, {"propose", "arm:join", "spawn"}},
-        {notice, 0, {"arm:defer", "arm:handlers"}},
+        {notice, 0, {"arm:defer", "sample"}},
         {defer, cap, {"signal:SIGTERM/group", "arm:grace"}}});
   // A write seen while running, before the notice, is no reason to wait.
   Play({{StartEvent{}, 0, {"select", "arm:select"}},
         {At(10), 1, {"propose", "arm:join", "spawn"}},
         {writing, 0, {}},
-        {notice, 0, {"arm:defer", "arm:handlers"}},
+        {notice, 0, {"arm:defer", "sample"}},
         {defer, cap, {"signal:SIGTERM/group", "arm:grace"}}});
 }
 
@@ -1306,18 +1306,20 @@ TEST_F(FsmTest, AGrowthBeforeTheTrainersHandlersAsksForTheCheckpointOnceTheyAreT
   EXPECT_TRUE(published) << "the group stops with it";
 }
 
-// The same for a notice that comes before the trainer's SIGTERM handler: the deferred stop
-// goes as soon as the trainer catches SIGTERM (it saves on it), with what is left of the
-// notice's grace; a notice's deferral asks for no checkpoint.
+// The same for a notice that comes before the trainer's handlers: the deferral looks at once
+// and then every second; a trainer that catches signals.checkpoint is asked for its save
+// (once), and the stop goes as soon as it catches SIGTERM (it saves on it), with what is
+// left of the notice's grace.
 TEST_F(FsmTest, ANoticeBeforeTheTrainersHandlerStopsOnceItCatchesTheSignal) {
   const StopRequestedEvent notice{StopReason::kNotice, std::nullopt, "aws spot-itn", NoticeDeadline{seconds(120), {}},
                                   /*nobody_catches=*/true};
   const auto cap = seconds(120) - std::chrono::duration_cast<seconds>(job_.provider.safety_margin);
   Play({{StartEvent{}, 0, {"select", "arm:select"}},
         {At(10), 1, {"propose", "arm:join", "spawn"}},
-        {notice, 0, {"arm:defer", "arm:handlers"}},
+        {notice, 0, {"arm:defer", "sample"}},
+        {HandlersSampledEvent{false, false}, 0, {"arm:handlers"}},  // nothing yet
         {TimerFiredEvent{TimerKind::kHandlers}, 1000, {"sample"}},
-        {HandlersSampledEvent{false, true}, 1000, {"arm:handlers"}},
+        {HandlersSampledEvent{false, true}, 1000, {"signal:SIGUSR1/group", "arm:handlers"}},  // it saves on request
         {TimerFiredEvent{TimerKind::kHandlers}, 2000, {"sample"}},
         {HandlersSampledEvent{true, true}, 2000, {"signal:SIGTERM/group", "arm:grace"}}});
   const auto& said = std::get<LogAction>(last_[2]).text;
@@ -1339,7 +1341,7 @@ TEST_F(FsmTest, ADeferredStopPausesTheTrainerWhileItsCheckpointIsJudged) {
                                   /*nobody_catches=*/true};
   const std::vector<Row> to_deferral = {{StartEvent{}, 0, {"select", "arm:select"}},
                                         {At(10), 1, {"propose", "arm:join", "spawn"}},
-                                        {notice, 0, {"arm:defer", "arm:handlers"}}};
+                                        {notice, 0, {"arm:defer", "sample"}}};
   const CheckpointArrivingEvent arriving{"/ck/ckpt_step30", seen + seconds(5)};
   auto rows = to_deferral;
   rows.push_back({CheckpointArrivingEvent{"/ck/ckpt_step29", seen - seconds(1)}, 100, {}});  // older: no pause
