@@ -133,17 +133,18 @@ class PosixHost final : public Host {
       // its state and report written. The handler replaces asio's in one sigaction, so no
       // signal finds the default action (which would end spotvisor before its state is saved).
       requests_->cancel();
-      for (int signo : signos_) {
-        struct sigaction late {};
-        const bool hurries = std::find(hurry_.begin(), hurry_.end(), signo) != hurry_.end();
-        late.sa_handler = hurries ? OnLateSignal : SIG_IGN;
-        sigemptyset(&late.sa_mask);
-        sigaction(signo, &late, nullptr);
-      }
+      InstallLateHandlers();
     }
     if (table_) table_->StopGroupWatches();
     exits_.clear();
     for (auto& relay : relays_) relay->Drain(kOutputDrain);  // the group is gone: EOF is near
+  }
+
+  // asio gives a signal its default action back when its signal_set goes, and spotvisor still
+  // writes its state and report after that: a stop signal then must not end it with 143.
+  ~PosixHost() override {
+    requests_.reset();
+    if (detached_) InstallLateHandlers();
   }
 
   void HurryOn(const std::vector<int>& signos) override { hurry_ = signos; }
@@ -215,6 +216,16 @@ class PosixHost final : public Host {
       on_request_(signo);
       if (!detached_) WaitRequests();  // a stop may have ended the run
     });
+  }
+
+  void InstallLateHandlers() {
+    for (int signo : signos_) {
+      struct sigaction late {};
+      const bool hurries = std::find(hurry_.begin(), hurry_.end(), signo) != hurry_.end();
+      late.sa_handler = hurries ? OnLateSignal : SIG_IGN;
+      sigemptyset(&late.sa_mask);
+      sigaction(signo, &late, nullptr);
+    }
   }
 
   void WaitChildren() {
