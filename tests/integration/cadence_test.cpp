@@ -280,6 +280,18 @@ testing::Spawned RunUntilDeferred(const TempDir& dir, MockThread& mock) {
   return sv;
 }
 
+// Waits until the notice's save is recorded and the trainer is drained (the record may come
+// first: a save on the stop signal is judged once the trainer has exited); the output then.
+std::string AwaitTheNoticesSave(const TempDir& dir) {
+  WaitUntil(
+      [&] {
+        const std::string out = ReadFile(dir / "out.txt");
+        return out.find("event=notice_saved") != std::string::npos && out.find("event=drained") != std::string::npos;
+      },
+      30s);
+  return ReadFile(dir / "out.txt");
+}
+
 // Issue 35, item 2: a trainer with no SIGTERM handler (a script as it is) saves every 1.5 s; a
 // notice with two minutes to its deadline lets it run on until its next save lands, then stops
 // it: the stop comes after that save, which is the notice's.
@@ -342,14 +354,8 @@ TEST(DeferredStop, ATrainerThatCatchesSigtermOnlyAfterTheNoticeIsStoppedOnceItDo
   auto sv = RunUntilDeferred(dir, mock);
   WriteFile(dir / "handlers", "");
   // The save on SIGTERM is judged after the trainer exits (the notice's record waits for it).
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        const std::string out = ReadFile(dir / "out.txt");
-        return out.find("event=notice_saved") != std::string::npos && out.find("event=drained") != std::string::npos;
-      },
-      30s))
-      << ReadFile(dir / "out.txt");
-  const std::string out = ReadFile(dir / "out.txt");
+  const std::string out = AwaitTheNoticesSave(dir);
+  ASSERT_NE(out.find("event=notice_saved"), std::string::npos) << out;
   // Seen catching SIGTERM: stopped at once. A look that fell between the helper's two
   // sigaction calls saw SIGUSR1 caught first: asked, and stopped at that save.
   auto ends = out.find("event=deferred_stop_ends why=\"the trainer catches SIGTERM now: it saves on the stop\"");
@@ -369,14 +375,8 @@ TEST(DeferredStop, ATrainerThatSavesOnRequestButDiesOnSigtermIsAskedAndStoppedAt
   MockThread mock;
   WriteFile(dir / "job.yaml", NoticeJob(dir, mock, CheckpointArgs(dir) + ", \"--dies-on-stop\""));
   auto sv = RunUntilDeferred(dir, mock);
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        const std::string out = ReadFile(dir / "out.txt");
-        return out.find("event=notice_saved") != std::string::npos && out.find("event=drained") != std::string::npos;
-      },
-      30s))
-      << ReadFile(dir / "out.txt");
-  const std::string out = ReadFile(dir / "out.txt");
+  const std::string out = AwaitTheNoticesSave(dir);
+  ASSERT_NE(out.find("event=notice_saved"), std::string::npos) << out;
   const auto asked = out.find("event=checkpoint_requested detail=\"aws terminate (the trainer catches SIGUSR1)\"");
   ASSERT_NE(asked, std::string::npos) << out;
   const auto ends = out.find("event=deferred_stop_ends why=\"a new good checkpoint landed");
