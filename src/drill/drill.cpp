@@ -6,7 +6,6 @@
 
 #include <signal.h>
 
-#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -101,7 +100,7 @@ struct Injected {
 // system's: the runs are real processes), and the report it fills in.
 class Drill {
  public:
-  Drill(const DrillOptions& o, Clock& clock) : o_(o), clock_(clock), children_(unused_io_) {}
+  Drill(const DrillOptions& o, Clock& clock) : o_(o), clock_(clock) {}
 
   Result<DrillReport> Run() {
     report_.seed = o_.seed ? o_.seed : static_cast<std::uint64_t>(clock_.Now().time_since_epoch().count());
@@ -296,7 +295,6 @@ class Drill {
 
   const DrillOptions& o_;
   Clock& clock_;
-  boost::asio::io_context unused_io_;  // the drill's children start and are reaped here; no group watches
   process::ChildTable children_;
   mock::MockServerThread mock_{mock::MockProvider::kAws};
   DrillReport report_;

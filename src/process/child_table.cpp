@@ -17,19 +17,34 @@
 
 namespace spotvisor::process {
 
-struct ChildTable::GroupWatch {
-  GroupWatch(boost::asio::io_context& io, pid_t group, std::chrono::steady_clock::time_point until, GroupCallback cb)
-      : pgid(group), deadline(until), timer(io), done(std::move(cb)) {}
+struct GroupWatch::State {
+  State(boost::asio::io_context& io, ChildTable& owner, pid_t group, std::chrono::steady_clock::time_point until,
+        ChildTable::GroupCallback cb)
+      : table(owner), pgid(group), deadline(until), timer(io), done(std::move(cb)) {}
+  ChildTable& table;                               // reaps and sweeps
   pid_t pgid;                                      // the group waited for
   std::chrono::steady_clock::time_point deadline;  // give up then
   boost::asio::steady_timer timer;                 // the next poll
-  GroupCallback done;                              // called once, unless stopped
-  bool stopped = false;                            // finished or StopGroupWatches
+  ChildTable::GroupCallback done;                  // called once, unless cancelled
+  bool stopped = false;                            // finished or cancelled
 };
 
-ChildTable::ChildTable(boost::asio::io_context& io) : io_(io) {}
+GroupWatch& GroupWatch::operator=(GroupWatch&& other) noexcept {
+  if (this != &other) {
+    Cancel();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
 
-ChildTable::~ChildTable() { StopGroupWatches(); }
+bool GroupWatch::ended() const { return !state_ || state_->stopped; }
+
+void GroupWatch::Cancel() {
+  if (!state_) return;
+  state_->stopped = true;
+  state_->timer.cancel();
+  state_.reset();
+}
 
 Result<SpawnedChild> ChildTable::Spawn(const SpawnSpec& spec, ExitCallback on_exit) {
   std::lock_guard lock(mutex_);
@@ -63,41 +78,35 @@ void ChildTable::Reap() {
   }
 }
 
-void ChildTable::WatchGroup(pid_t pgid, std::chrono::milliseconds within, GroupCallback done) {
-  auto watch = std::make_shared<GroupWatch>(io_, pgid, std::chrono::steady_clock::now() + within, std::move(done));
-  groups_.push_back(watch);
-  boost::asio::post(io_, [this, watch] {
+GroupWatch ChildTable::WatchGroup(boost::asio::io_context& io, pid_t pgid, std::chrono::milliseconds within,
+                                  GroupCallback done) {
+  auto watch =
+      std::make_shared<GroupWatch::State>(io, *this, pgid, std::chrono::steady_clock::now() + within, std::move(done));
+  boost::asio::post(io, [watch] {
     if (!watch->stopped) PollGroup(watch);
   });
+  return GroupWatch(watch);
 }
 
 bool ChildTable::SweepGroup(pid_t pgid) {
-  Reap();  // zombies of the group count as members until reaped
-  if (!GroupExists(pgid)) return true;
+  Reap();  // our zombies of the group count as members until reaped
+  if (!GroupExists(pgid) || GroupMembers(pgid).empty()) return true;
   SignalGroup(pgid, SIGKILL);
   return false;
 }
 
-void ChildTable::PollGroup(const std::shared_ptr<GroupWatch>& watch) {
-  const bool gone = SweepGroup(watch->pgid);
+void ChildTable::PollGroup(const std::shared_ptr<GroupWatch::State>& watch) {
+  const bool gone = watch->table.SweepGroup(watch->pgid);
   if (gone || std::chrono::steady_clock::now() > watch->deadline) {
     watch->stopped = true;
-    std::erase(groups_, watch);
-    watch->done(gone);
+    auto done = std::move(watch->done);  // it may drop the handle (and its owner)
+    done(gone);
     return;
   }
   watch->timer.expires_after(kGroupPoll);
-  watch->timer.async_wait([this, watch](const boost::system::error_code& ec) {
+  watch->timer.async_wait([watch](const boost::system::error_code& ec) {
     if (!ec && !watch->stopped) PollGroup(watch);
   });
-}
-
-void ChildTable::StopGroupWatches() {
-  for (auto& watch : groups_) {
-    watch->stopped = true;
-    watch->timer.cancel();
-  }
-  groups_.clear();
 }
 
 std::size_t ChildTable::watched() const {

@@ -40,7 +40,7 @@ std::string SignalAbbrev(int signo) {
 class RealCommandRunner;
 
 struct RunningCommand {
-  explicit RunningCommand(asio::io_context& io) : exit_watch(io), deadline(io), sweep(io) {}
+  explicit RunningCommand(asio::io_context& io) : exit_watch(io), deadline(io), reap(io) {}
   RealCommandRunner* owner = nullptr;         // null once the runner is gone
   CommandRunner::Id id = 0;                   // the runner's key
   pid_t pid = 0;                              // also the group id; 0 when it did not start
@@ -48,10 +48,10 @@ struct RunningCommand {
   CommandRunner::Done done;                   // called once, by Finish
   asio::posix::stream_descriptor exit_watch;  // the pidfd: readable once the main process exited
   asio::steady_timer deadline;                // the spec's timeout, then kAfterKill
-  asio::steady_timer sweep;                   // group sweeps; reaping without a pidfd
+  asio::steady_timer reap;                    // reaping without a pidfd
   std::unique_ptr<OutputRelay> relay;         // with on_line
+  GroupWatch group;                           // the rest of its group, once the main process exited
   steady_clock::time_point started;           // for the duration
-  steady_clock::time_point sweep_until;       // give up on the group then
   std::optional<CommandEnd> killed;           // why we SIGKILLed it, if we did
   bool exited = false, group_done = false, output_done = false, finished = false;
 };
@@ -88,7 +88,6 @@ class RealCommandRunner final : public CommandRunner {
   void ReapWithoutPidfd(const RunningPtr& r);
   void Kill(const RunningPtr& r, CommandEnd why);
   void Exited(const RunningPtr& r, std::optional<int> wait_status);
-  void Sweep(const RunningPtr& r);
   void Finish(const RunningPtr& r);
 
   asio::io_context& io_;              // every handler runs here
@@ -110,7 +109,8 @@ RealCommandRunner::~RealCommandRunner() {
       children_.Unwatch(r->pid);  // reaped later without a call
     }
     r->deadline.cancel();
-    r->sweep.cancel();
+    r->reap.cancel();
+    r->group.Cancel();
     r->relay.reset();
     boost::system::error_code ignored;
     r->exit_watch.close(ignored);
@@ -191,8 +191,8 @@ void RealCommandRunner::WatchExit(const RunningPtr& r, int pidfd) {
 }
 
 void RealCommandRunner::ReapWithoutPidfd(const RunningPtr& r) {
-  r->sweep.expires_after(kReapWithoutPidfd);
-  r->sweep.async_wait([r](const boost::system::error_code& ec) {
+  r->reap.expires_after(kReapWithoutPidfd);
+  r->reap.async_wait([r](const boost::system::error_code& ec) {
     if (ec || !r->owner || r->exited) return;
     r->owner->children_.Reap();
     r->owner->ReapWithoutPidfd(r);
@@ -217,7 +217,7 @@ void RealCommandRunner::Exited(const RunningPtr& r, std::optional<int> wait_stat
   if (r->exited) return;
   r->exited = true;
   r->deadline.cancel();
-  r->sweep.cancel();
+  r->reap.cancel();
   auto& o = r->outcome;
   if (wait_status && WIFEXITED(*wait_status)) {
     o.end = CommandEnd::kExited;  // even after our SIGKILL: it finished on its own first
@@ -226,29 +226,17 @@ void RealCommandRunner::Exited(const RunningPtr& r, std::optional<int> wait_stat
     o.end = r->killed.value_or(CommandEnd::kSignaled);
     o.signal = wait_status ? WTERMSIG(*wait_status) : 0;
   }
-  r->sweep_until = steady_clock::now() + kGroupWithin;
-  Sweep(r);
+  r->group = children_.WatchGroup(io_, r->pid, kGroupWithin, [r](bool gone) {
+    r->outcome.group_survived = !gone;
+    r->group_done = true;
+    if (r->owner) r->owner->Finish(r);
+  });
   if (r->relay) {
     r->relay->Drain(kDrainAfterExit, [r] {
       r->output_done = true;
       if (r->owner) r->owner->Finish(r);
     });
   }
-}
-
-// Gone: no process of the group is alive. A zombie left is ours (a subreaper's: the next
-// Reap takes it) or its init's, which may take its time (seconds, in some containers).
-void RealCommandRunner::Sweep(const RunningPtr& r) {
-  const bool gone = children_.SweepGroup(r->pid) || GroupMembers(r->pid).empty();
-  if (gone || steady_clock::now() > r->sweep_until) {
-    r->outcome.group_survived = !gone;
-    r->group_done = true;
-    return Finish(r);
-  }
-  r->sweep.expires_after(ChildTable::kGroupPoll);
-  r->sweep.async_wait([r](const boost::system::error_code& ec) {
-    if (!ec && r->owner) r->owner->Sweep(r);
-  });
 }
 
 void RealCommandRunner::Finish(const RunningPtr& r) {

@@ -119,7 +119,7 @@ class PosixHost final : public Host {
     // Not a handler, only a disposition; the child starts with SIG_DFL for every signal.
     std::signal(SIGPIPE, SIG_IGN);
     io_ = &io;
-    table_.emplace(io);
+    table_.emplace();
     children_.emplace(io, SIGCHLD);
     WaitChildren();
   }
@@ -135,7 +135,7 @@ class PosixHost final : public Host {
       requests_->cancel();
       InstallLateHandlers();
     }
-    if (table_) table_->StopGroupWatches();
+    trainer_watches_.clear();  // no trainer's end is awaited after the exit line
     exits_.clear();
     for (auto& relay : relays_) relay->Drain(kOutputDrain);  // the group is gone: EOF is near
   }
@@ -201,6 +201,13 @@ class PosixHost final : public Host {
   // trainer's status reaches its handler through a post, never mid-reap.
   void Reap() { table_->Reap(); }
 
+  // A trainer's group watch: ended at Detach (no callback after the exit line), unlike the
+  // commands' watches, which a mirror's last uploads still need.
+  void AwaitGroupGone(pid_t pgid, std::chrono::milliseconds within, std::function<void(bool gone)> done) {
+    std::erase_if(trainer_watches_, [](const process::GroupWatch& w) { return w.ended(); });
+    trainer_watches_.push_back(table_->WatchGroup(*io_, pgid, within, std::move(done)));
+  }
+
  private:
   void Exited(pid_t pid, int wait_status) {
     auto it = exits_.find(pid);
@@ -244,6 +251,7 @@ class PosixHost final : public Host {
   std::vector<int> signos_;                   // WatchSignals's signals
   std::vector<int> hurry_;                    // HurryOn's: after Detach they hurry the exit, the rest are ignored
   std::map<pid_t, ExitHandler> exits_;        // trainers whose main process still runs
+  std::vector<process::GroupWatch> trainer_watches_;  // AwaitGroupGone's; after table_: cancelled before it goes
   std::vector<std::shared_ptr<process::OutputRelay>> relays_;  // trainers' output, until EOF
   bool detached_ = false;                                      // no more waiting, no more callbacks
 };
@@ -254,7 +262,7 @@ bool PosixTrainer::GroupGone() {
 }
 
 void PosixTrainer::AwaitGroupGone(std::chrono::milliseconds within, std::function<void(bool gone)> done) {
-  host_.children().WatchGroup(identity_.pid, within, std::move(done));
+  host_.AwaitGroupGone(identity_.pid, within, std::move(done));
 }
 
 }  // namespace

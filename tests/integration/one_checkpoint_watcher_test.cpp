@@ -87,7 +87,7 @@ class Control final : public supervisor::RunControl {
  private:
   const config::JobConfig& job_;
   boost::asio::io_context io_;
-  process::ChildTable children_{io_};
+  process::ChildTable children_;
 };
 
 TEST(OneCheckpointWatcher, EachNewCheckpointIsReadOnceForEverySubscriber) {

@@ -70,7 +70,7 @@ class FakeRunControl final : public supervisor::RunControl {
 
   const config::JobConfig& job_;
   boost::asio::io_context io_;
-  process::ChildTable children_{io_};
+  process::ChildTable children_;
 };
 
 }  // namespace spotvisor::testing

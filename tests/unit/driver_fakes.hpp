@@ -140,7 +140,7 @@ class FakeHost final : public Host {
 
   void Attach(asio::io_context& io) override {
     io_ = &io;
-    children_.emplace(io);
+    children_.emplace();
     for (auto& [after, fn] : at) After(after, std::move(fn));
   }
   std::vector<std::pair<milliseconds, std::function<void()>>> at;  // run at these virtual times after Attach

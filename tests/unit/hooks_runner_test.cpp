@@ -18,7 +18,7 @@ using namespace std::chrono_literals;
 
 HookResult RunOne(const std::vector<std::string>& argv, Duration timeout, std::map<std::string, std::string> env = {}) {
   boost::asio::io_context io;
-  process::ChildTable table(io);
+  process::ChildTable table;
   HookRunner runner(io, table, "/", {{"FROM_RUNNER", "r"}});
   HookResult out;
   runner.Run("on_finish", argv, timeout, env, [&](const HookResult& r) { out = r; });
@@ -56,7 +56,7 @@ TEST(HookRunner, MissingProgramIsASpawnFailure) {
 
 TEST(HookRunner, SupervisorReapingDoesNotStealTheHookStatus) {
   boost::asio::io_context io;
-  process::ChildTable table(io);
+  process::ChildTable table;
   HookRunner runner(io, table, "/", {});
   HookResult out;
   runner.Run("on_checkpoint", {"/bin/sh", "-c", "sleep 0.2; exit 7"}, 5s, {}, [&](const HookResult& r) { out = r; });
@@ -79,7 +79,7 @@ TEST(HookRunner, SupervisorReapingDoesNotStealTheHookStatus) {
 
 TEST(HookRunner, ASecondRunOfTheSameHookIsSkippedWhileTheFirstRuns) {
   boost::asio::io_context io;
-  process::ChildTable table(io);
+  process::ChildTable table;
   HookRunner runner(io, table, "/", {});
   std::vector<std::string> outcomes;
   runner.Run("on_checkpoint", {"/bin/sh", "-c", "sleep 0.2"}, 5s, {},

@@ -112,7 +112,7 @@ TEST(TreeCopy, AFullTargetFailsCleanly) {
 TEST(CommandRunner, ExitCodesSignalsAndTimeouts) {
   TempDir dir;
   boost::asio::io_context io;
-  process::ChildTable children(io);
+  process::ChildTable children;
   using process::CommandEnd;
   const auto run = [&](std::vector<std::string> argv, std::chrono::milliseconds timeout, std::stop_token stop = {}) {
     return process::RunCommand(children, {.argv = std::move(argv), .workdir = dir.path(), .timeout = timeout},

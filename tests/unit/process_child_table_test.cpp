@@ -62,7 +62,7 @@ class IoThread {
   }
 
   asio::io_context io;
-  ChildTable table{io};
+  ChildTable table;
 
  private:
   void WaitChildren() {
@@ -158,25 +158,27 @@ TEST(ChildTable, AGroupWatchEndsOnlyOnceEveryMemberIsGoneAndReaped) {
   ASSERT_GT(b, 0);
   EXPECT_TRUE(GroupExists(leader));      // the leader is gone, its group lives on
   std::promise<std::vector<bool>> seen;  // gone, group exists, a in /proc, b in /proc: when `done` ran
+  GroupWatch watch;
   loop.OnIo([&] {
-    loop.table.WatchGroup(leader, 10s, [&](bool gone) {
+    watch = loop.table.WatchGroup(loop.io, leader, 10s, [&](bool gone) {
       seen.set_value({gone, GroupExists(leader), InProc(a), InProc(b)});
     });
   });
   auto f = seen.get_future();
   ASSERT_EQ(f.wait_for(15s), std::future_status::ready);
   EXPECT_EQ(f.get(), (std::vector<bool>{true, false, false, false}));
+  loop.OnIo([&] { watch = {}; });
 }
 
-TEST(ChildTable, StoppedGroupWatchesNeverCall) {
+TEST(ChildTable, ACancelledGroupWatchNeverCalls) {
   IoThread loop;
   pid_t leader = 0;
   auto exited = Start(loop.table, "exit 0", &leader);
   ASSERT_EQ(exited.wait_for(10s), std::future_status::ready);
   std::atomic<bool> called{false};
   loop.OnIo([&] {
-    loop.table.WatchGroup(leader, 10s, [&](bool) { called = true; });
-    loop.table.StopGroupWatches();
+    auto watch = loop.table.WatchGroup(loop.io, leader, 10s, [&](bool) { called = true; });
+    watch.Cancel();
   });
   loop.OnIo([] {});  // the posted first poll has run (and returned at once)
   EXPECT_FALSE(called);
@@ -231,12 +233,16 @@ TEST(ChildTable, ATrainerAHookAndAMirrorCommandShareOneTable) {
   EXPECT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 5);
   std::promise<bool> group;
-  loop.OnIo([&] { loop.table.WatchGroup(trainer, 10s, [&](bool gone) { group.set_value(gone); }); });
+  GroupWatch watch;
+  loop.OnIo([&] { watch = loop.table.WatchGroup(loop.io, trainer, 10s, [&](bool gone) { group.set_value(gone); }); });
   auto group_future = group.get_future();
   ASSERT_EQ(group_future.wait_for(15s), std::future_status::ready);
   EXPECT_TRUE(group_future.get());
   EXPECT_FALSE(GroupExists(trainer));
-  loop.OnIo([&] { hooks.reset(); });
+  loop.OnIo([&] {
+    watch = {};
+    hooks.reset();
+  });
   EXPECT_EQ(loop.table.watched(), 0u);
 }
 

@@ -41,7 +41,7 @@ pid_t ReadPid(const std::filesystem::path& file) {
 // An io_context, a table and a runner on it, as the hooks have them (but no SIGCHLD set).
 struct Loop {
   asio::io_context io;
-  ChildTable table{io};
+  ChildTable table;
   std::unique_ptr<CommandRunner> runner = MakeCommandRunner(io, table);
 
   // Runs `spec` to its end on this thread's io_context.
@@ -168,7 +168,7 @@ TEST(CommandRunner, DestroyingTheRunnerKillsWhatStillRunsWithoutACall) {
 
 TEST(BlockingCommand, WaitsWithADeadlineAndSignalsTheMainProcess) {
   asio::io_context io;
-  ChildTable table(io);
+  ChildTable table;
   BlockingCommand command(table, Shell("trap 'exit 4' TERM; while :; do sleep 0.05; done"));
   EXPECT_FALSE(command.Wait(0ms).has_value());
   EXPECT_FALSE(command.Wait(50ms).has_value());  // still running: nullopt after 50 ms
@@ -183,7 +183,7 @@ TEST(BlockingCommand, AStopFromAnotherThreadCancelsAtOnce) {
   TempDir dir;
   Subreaper subreaper;
   asio::io_context io;
-  ChildTable table(io);
+  ChildTable table;
   std::stop_source stop;
   auto result = std::async(std::launch::async, [&] {
     return RunCommand(table, Shell("sleep 30 & echo $! > grandchild; wait", 60s, dir.path()), stop.get_token());
@@ -203,7 +203,7 @@ TEST(BlockingCommand, AStopFromAnotherThreadCancelsAtOnce) {
 TEST(BlockingCommand, OutputAppendedToAFileAndATimeoutFromAPlainThread) {
   TempDir dir;
   asio::io_context io;
-  ChildTable table(io);
+  ChildTable table;
   testing::WriteFile(dir / "log", "before\n");
   auto spec = Shell("echo out; echo err >&2", 10s, dir.path());
   spec.output_file = dir / "log";
@@ -220,7 +220,7 @@ TEST(BlockingCommand, OutputAppendedToAFileAndATimeoutFromAPlainThread) {
 TEST(BlockingCommand, LettingGoOfARunningCommandKillsItsGroup) {
   TempDir dir;
   asio::io_context io;
-  ChildTable table(io);
+  ChildTable table;
   pid_t pid = 0;
   {
     BlockingCommand command(table, Shell("echo $$ > pid; exec sleep 30", 60s, dir.path()));

@@ -24,6 +24,25 @@ class io_context;
 
 namespace spotvisor::process {
 
+// A group being awaited (ChildTable::WatchGroup): the wait ends, without its callback, when
+// the handle is cancelled or destroyed. Move-only; an empty handle does nothing.
+class GroupWatch {
+ public:
+  struct State;
+  GroupWatch() = default;
+  explicit GroupWatch(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  GroupWatch(GroupWatch&&) noexcept = default;
+  GroupWatch& operator=(GroupWatch&& other) noexcept;
+  GroupWatch(const GroupWatch&) = delete;
+  GroupWatch& operator=(const GroupWatch&) = delete;
+  ~GroupWatch() { Cancel(); }
+  void Cancel();       // the watch's io thread
+  bool ended() const;  // called, cancelled or empty
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
 class ChildTable {
  public:
   // `wait_status` as waitpid(2) reports it (WIFEXITED, WTERMSIG...).
@@ -31,9 +50,8 @@ class ChildTable {
   // true: every process of the group is gone; false: some survived SIGKILL until the deadline.
   using GroupCallback = std::function<void(bool gone)>;
 
-  // `io` runs the group watches' poll timers; it outlives the table.
-  explicit ChildTable(boost::asio::io_context& io);
-  ~ChildTable();  // pending callbacks are dropped; children are not signalled
+  ChildTable() = default;
+  ~ChildTable() = default;  // pending callbacks are dropped; children are not signalled
   ChildTable(const ChildTable&) = delete;
   ChildTable& operator=(const ChildTable&) = delete;
 
@@ -52,30 +70,28 @@ class ChildTable {
   // subreaper) are just reaped. Called on SIGCHLD; harmless when nothing exited. Any thread.
   void Reap();
 
-  // io thread: calls `done` (from the io thread, never inside this call) once group `pgid`
-  // is empty, zombies reaped; meanwhile SweepGroup every kGroupPoll, and gives up
-  // (done(false)) once `within` has passed.
-  void WatchGroup(pid_t pgid, std::chrono::milliseconds within, GroupCallback done);
-
-  // One step of awaiting a group's end: reaps, then true once group `pgid` is empty;
-  // otherwise SIGKILLs what is left of it (call again after kGroupPoll). Any thread.
-  bool SweepGroup(pid_t pgid);
+  // The one "signal the group until it is gone" loop (a trainer's end, every command's):
+  // calls `done` on `io` (never inside this call) once no process of group `pgid` is alive,
+  // our zombies reaped; meanwhile every kGroupPoll it reaps and SIGKILLs what is left, and
+  // gives up (done(false)) once `within` has passed. Call on `io`'s thread; the table
+  // outlives the returned handle, and the watch ends without a call when the handle goes.
+  [[nodiscard]] GroupWatch WatchGroup(boost::asio::io_context& io, pid_t pgid, std::chrono::milliseconds within,
+                                      GroupCallback done);
   static constexpr std::chrono::milliseconds kGroupPoll{5};  // between sweeps
 
-  // io thread: ends every group watch without calling it (shutdown).
-  void StopGroupWatches();
+  // One sweep: reaps, then true once no process of `pgid` is alive (a zombie left is ours,
+  // reaped next, or its init's, which may take seconds in some containers); otherwise
+  // SIGKILLs what is left of it. Any thread.
+  bool SweepGroup(pid_t pgid);
 
   // Children started and not yet reaped (or unwatched). Any thread.
   std::size_t watched() const;
 
  private:
-  struct GroupWatch;
-  void PollGroup(const std::shared_ptr<GroupWatch>& watch);
+  static void PollGroup(const std::shared_ptr<GroupWatch::State>& watch);
 
-  boost::asio::io_context& io_;                      // group watch timers
-  mutable std::mutex mutex_;                         // guards watches_; held across waitpid and fork
-  std::map<pid_t, ExitCallback> watches_;            // started and not yet reaped
-  std::vector<std::shared_ptr<GroupWatch>> groups_;  // io thread only
+  mutable std::mutex mutex_;               // guards watches_; held across waitpid and fork
+  std::map<pid_t, ExitCallback> watches_;  // started and not yet reaped
 };
 
 }  // namespace spotvisor::process
