@@ -133,7 +133,7 @@ class Accelerate(E2ECase):
             final = ckpt / f"step-{step}"
             self.assertTrue((final / "random_states_0.pkl").is_file() and (final / "random_states_1.pkl").is_file())
             # The launcher outlives its workers: held (SIGSTOP) while they save and exit, then
-            # released. spotvisor releases it with SIGTERM+SIGCONT (fsm_stop.cpp OnWorkersGone),
+            # released. spotvisor releases it with SIGTERM+SIGCONT (fsm.cpp OnWorkersGone),
             # on which torchrun's agent inside accelerate exits 143 before it sees its workers'
             # exit codes; released with SIGCONT alone it would exit 0. Either way only after
             # every worker is gone.
