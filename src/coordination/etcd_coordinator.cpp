@@ -45,8 +45,7 @@ class EtcdCoordinator final : public Coordinator {
         client_(std::move(client)),
         fsm_(job.coordination, job.job.name,
              MemberRecord{job.coordination.advertise, util::ShortHostName(), static_cast<std::int64_t>(getpid()),
-                          UnixMillis(clock.WallNow())}),
-        base_(GroupPrefix(job.coordination.prefix, job.job.name)) {
+                          UnixMillis(clock.WallNow())}) {
     for (GroupTimer t : kGroupTimers) timers_[t] = clock.MakeTimer(io);
   }
 
@@ -98,9 +97,9 @@ class EtcdCoordinator final : public Coordinator {
     keeper_->Start();
   }
   void Do(const DropLeaseAction&) { keeper_.reset(); }
-  void Do(const WatchGroupAction&) {
+  void Do(const WatchGroupAction& a) {
     watch_ = std::make_unique<etcd::SnapshotWatch>(
-        *client_, base_,
+        *client_, a.prefix,
         etcd::SnapshotWatchHandlers{[this](const etcd::RangeResponse& s) { Feed(SnapshotEvent{s.kvs}); },
                                     [this](const std::vector<etcd::Event>& events) { Feed(KeysChangedEvent{events}); },
                                     [this](bool connected, const std::string& why) {
@@ -200,7 +199,6 @@ class EtcdCoordinator final : public Coordinator {
   Clock& clock_;  // the time every event is handled at, and the timers'
   std::unique_ptr<etcd::Client> client_;
   GroupFsm fsm_;
-  const std::string base_;  // <prefix>/<job>/: the watch's prefix
   std::map<GroupTimer, std::unique_ptr<Timer>> timers_;
   std::unique_ptr<etcd::LeaseKeeper> keeper_;
   std::unique_ptr<etcd::SnapshotWatch> watch_;

@@ -218,7 +218,7 @@ void GroupFsm::OnLeaseGranted(const LeaseGrantedEvent& e) {
     return;
   }
   watching_ = true;
-  Do(WatchGroupAction{});
+  Do(WatchGroupAction{base_});
 }
 
 void GroupFsm::OnLeaseLost(const Error& e) {

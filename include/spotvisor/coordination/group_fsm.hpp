@@ -146,9 +146,12 @@ struct KeepLeaseAction {  // keep `id` alive from now on; LeaseLostEvent when it
   std::int64_t id = 0;
   std::int64_t ttl_s = 0;
 };
-struct DropLeaseAction {};   // stop keeping the lease (it lapsed)
-struct WatchGroupAction {};  // the watch on the job's prefix: SnapshotEvent, KeysChangedEvent, ConnectionEvent
-struct ClaimAction {         // ClaimAnsweredEvent
+struct DropLeaseAction {};  // stop keeping the lease (it lapsed)
+// The watch on the job's prefix: SnapshotEvent, KeysChangedEvent, ConnectionEvent.
+struct WatchGroupAction {
+  std::string prefix;  // <prefix>/<job>/
+};
+struct ClaimAction {  // ClaimAnsweredEvent
   int rank = -1;
   etcd::TxnRequest txn;
 };
