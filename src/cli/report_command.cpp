@@ -9,8 +9,8 @@
 #include "commands.hpp"
 #include "job_options.hpp"
 #include "spotvisor/cli/app.hpp"
+#include "spotvisor/report/report.hpp"
 #include "spotvisor/state/journal.hpp"
-#include "spotvisor/telemetry/report.hpp"
 #include "spotvisor/util/atomic_file.hpp"
 #include "spotvisor/util/clock.hpp"
 
@@ -48,7 +48,7 @@ void WriteGroupPage(const ReportOptions& o, const nlohmann::json& first, std::in
   }
   std::vector<nlohmann::json> nodes{first};
   for (const auto& node_dir : o.nodes) {
-    auto node = telemetry::BuildReport(node_dir, now);
+    auto node = report::BuildReport(node_dir, now);
     if (!node) {
       std::fprintf(stderr, "spotvisor: --node %s: %s\n", node_dir.c_str(), node.error().message.c_str());
       exit_code = exit_code::kFailed;
@@ -56,7 +56,7 @@ void WriteGroupPage(const ReportOptions& o, const nlohmann::json& first, std::in
     }
     nodes.push_back(std::move(*node));
   }
-  WriteHtml(o.html, telemetry::RenderGroupHtml(nodes), exit_code);
+  WriteHtml(o.html, report::RenderGroupHtml(nodes), exit_code);
 }
 
 // The report of o's state dir: printed, written as HTML, or compared with a baseline's.
@@ -73,38 +73,38 @@ void RunReport(const ReportOptions& o, int& exit_code) {
     dir = job->telemetry.state_dir;
   }
   const auto now = UnixMillis(SystemClock().WallNow());
-  auto report = telemetry::BuildReport(dir, now);
-  if (!report) {
-    std::fprintf(stderr, "spotvisor: %s\n", report.error().message.c_str());
+  auto run = report::BuildReport(dir, now);
+  if (!run) {
+    std::fprintf(stderr, "spotvisor: %s\n", run.error().message.c_str());
     exit_code = exit_code::kFailed;
     return;
   }
   if (!o.nodes.empty()) {
-    WriteGroupPage(o, *report, now, exit_code);
+    WriteGroupPage(o, *run, now, exit_code);
     return;
   }
   if (o.baseline.empty()) {
     if (!o.html.empty()) {
-      WriteHtml(o.html, telemetry::RenderHtml(*report), exit_code);
+      WriteHtml(o.html, report::RenderHtml(*run), exit_code);
       return;
     }
-    const std::string text = o.json ? report->dump(2) + "\n" : telemetry::RenderMarkdown(*report);
+    const std::string text = o.json ? run->dump(2) + "\n" : report::RenderMarkdown(*run);
     std::fputs(text.c_str(), stdout);
     exit_code = exit_code::kDone;
     return;
   }
-  auto baseline = telemetry::BuildReport(o.baseline, now);
+  auto baseline = report::BuildReport(o.baseline, now);
   if (!baseline) {
     std::fprintf(stderr, "spotvisor: baseline: %s\n", baseline.error().message.c_str());
     exit_code = exit_code::kFailed;
     return;
   }
   if (!o.html.empty()) {
-    WriteHtml(o.html, telemetry::RenderHtml(*report, &*baseline), exit_code);
+    WriteHtml(o.html, report::RenderHtml(*run, &*baseline), exit_code);
     return;
   }
-  const auto comparison = telemetry::CompareReports(*report, *baseline);
-  const std::string text = o.json ? comparison.dump(2) + "\n" : telemetry::RenderComparison(comparison);
+  const auto comparison = report::CompareReports(*run, *baseline);
+  const std::string text = o.json ? comparison.dump(2) + "\n" : report::RenderComparison(comparison);
   std::fputs(text.c_str(), stdout);
   exit_code = exit_code::kDone;
 }

@@ -14,9 +14,9 @@
 #include "spotvisor/coordination/etcd_coordinator.hpp"
 #include "spotvisor/log/log.hpp"
 #include "spotvisor/platform/slurm.hpp"
+#include "spotvisor/report/termination_message.hpp"
 #include "spotvisor/supervisor/driver.hpp"
 #include "spotvisor/supervisor/posix_host.hpp"
-#include "spotvisor/telemetry/termination_message.hpp"
 
 namespace spotvisor::cli {
 namespace {
@@ -70,7 +70,7 @@ void AddRunCommand(CLI::App& app, int& exit_code) {
       driver.RecordSlurmRestartCount(slurm->restart_count.value_or(0));
     for (auto& observer : parts->observers) driver.AddObserver(std::move(observer));
     // After the telemetry observers (run.json is saved first); scontrol requeue comes last.
-    if (auto t = telemetry::MakeTerminationLogObserver(*job)) driver.AddObserver(std::move(t));
+    if (auto t = report::MakeTerminationLogObserver(*job)) driver.AddObserver(std::move(t));
     if (auto s = platform::MakeSlurmObserver(*job)) driver.AddObserver(std::move(s));
     exit_code = driver.Run();
   });

@@ -8,6 +8,7 @@
 #include "spotvisor/checkpoint_watch/dir_keeper.hpp"
 #include "spotvisor/health/heartbeat_monitor.hpp"
 #include "spotvisor/mirror/mirror_observer.hpp"
+#include "spotvisor/report/report.hpp"
 #include "spotvisor/telemetry/telemetry_observer.hpp"
 
 namespace spotvisor::cli {
@@ -76,7 +77,7 @@ Result<RunParts> AssembleRun(const config::JobConfig& job) {
           });
     }
   }
-  auto telemetry = telemetry::MakeTelemetryObservers(job, watcher, mirror);
+  auto telemetry = telemetry::MakeTelemetryObservers(job, watcher, mirror, report::WriteRunReport);
   if (!telemetry) return telemetry.error();
   for (auto& observer : *telemetry) parts.observers.push_back(std::move(observer));
   return parts;

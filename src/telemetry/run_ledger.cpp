@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "json_opt.hpp"
 #include "spotvisor/cost/cost_model.hpp"
+#include "spotvisor/telemetry/json_opt.hpp"
 #include "spotvisor/util/atomic_file.hpp"
 
 namespace spotvisor::telemetry {

@@ -198,7 +198,8 @@ void TelemetryObserver::OnExit(int code, const std::string& message) {
 }
 
 Result<std::vector<std::unique_ptr<supervisor::RunObserver>>> MakeTelemetryObservers(
-    const config::JobConfig& job, checkpoint_watch::CheckpointWatcher* watcher, mirror::MirrorObserver* mirror) {
+    const config::JobConfig& job, checkpoint_watch::CheckpointWatcher* watcher, mirror::MirrorObserver* mirror,
+    ReportWriter write_report) {
   std::optional<MetricsEndpoint> endpoint;
   if (!job.telemetry.metrics.listen.empty()) {
     auto checked = CheckMetricsConfig(job.telemetry.metrics);
@@ -210,7 +211,8 @@ Result<std::vector<std::unique_ptr<supervisor::RunObserver>>> MakeTelemetryObser
     }
   }
   std::vector<std::unique_ptr<supervisor::RunObserver>> out;
-  auto observer = std::make_unique<TelemetryObserver>(job, watcher, std::move(endpoint), SdNotifier::FromEnvironment());
+  auto observer = std::make_unique<TelemetryObserver>(job, watcher, std::move(endpoint), SdNotifier::FromEnvironment(),
+                                                      std::move(write_report));
   observer->Subscribe(mirror);
   out.push_back(std::move(observer));
   return out;

@@ -23,6 +23,7 @@
 #include "spotvisor/preemption/instance_facts.hpp"
 #include "spotvisor/supervisor/run_observer.hpp"
 #include "spotvisor/telemetry/metrics_server.hpp"
+#include "spotvisor/telemetry/telemetry_observer.hpp"
 #include "spotvisor/util/clock.hpp"
 #include "systemd_status.hpp"
 
@@ -32,8 +33,12 @@ class TelemetryObserver final : public supervisor::RunObserver {
  public:
   // `job` and `watcher` (null: no checkpoints.dir) outlive the observer.
   TelemetryObserver(const config::JobConfig& job, checkpoint_watch::CheckpointWatcher* watcher,
-                    std::optional<MetricsEndpoint> endpoint, std::optional<SdNotifier> notifier)
-      : job_(job), endpoint_(std::move(endpoint)), systemd_(std::move(notifier)) {
+                    std::optional<MetricsEndpoint> endpoint, std::optional<SdNotifier> notifier,
+                    ReportWriter write_report)
+      : job_(job),
+        endpoint_(std::move(endpoint)),
+        systemd_(std::move(notifier)),
+        write_report_(std::move(write_report)) {
     Subscribe(watcher);
   }
 
@@ -97,6 +102,7 @@ class TelemetryObserver final : public supervisor::RunObserver {
   const config::JobConfig& job_;                 // outlives us
   std::optional<MetricsEndpoint> endpoint_;      // metrics on, with its token
   SystemdStatus systemd_;                        // sd_notify and the watchdog
+  ReportWriter write_report_;                    // the report at OnExit (empty: none)
   supervisor::RunControl* control_ = nullptr;    // from OnStart
   Clock* clock_ = nullptr;                       // the run's; from OnStart
   std::optional<RunRecord> record_;              // run.json and the attempts; from OnStart

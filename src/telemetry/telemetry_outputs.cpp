@@ -1,12 +1,9 @@
 // What the telemetry observer starts and writes (see telemetry_observer_impl.hpp): the
 // metrics endpoint, the heartbeat and budget timers, instance facts, checkpoint records, the
-// budget decision acted on, the report and systemd's status line. io thread only.
-#include <nlohmann/json.hpp>
-
+// budget decision acted on, the report (through the writer passed in) and systemd's status line. io thread only.
 #include "spotvisor/log/log.hpp"
 #include "spotvisor/supervisor/budget.hpp"
 #include "spotvisor/telemetry/notice_saves.hpp"
-#include "spotvisor/telemetry/report.hpp"
 #include "spotvisor/telemetry/run_metrics.hpp"
 #include "telemetry_observer_impl.hpp"
 
@@ -140,19 +137,8 @@ void TelemetryObserver::LogBudgetUnknowns() {
 
 // ---- output ----
 std::optional<std::filesystem::path> TelemetryObserver::WriteRunReport() {
-  auto report = BuildReport(job_.telemetry.state_dir, NowMs());
-  if (!report) {
-    Log(LogLevel::kError, "event=report_failed error=" + Quote(report.error().message));
-    return std::nullopt;
-  }
-  auto path = WriteReport(*report, job_.telemetry.state_dir, job_.telemetry.report_path);
-  if (!path) {
-    Log(LogLevel::kError, "event=report_failed error=" + Quote(path.error().message));
-    return std::nullopt;
-  }
-  Log(LogLevel::kInfo, "event=report_written path=" + Quote(path->string()) +
-                           " cost=" + Quote((*report)["cost"]["total_text"].get<std::string>()));
-  return *path;
+  if (!write_report_) return std::nullopt;
+  return write_report_(job_, NowMs());
 }
 
 std::string TelemetryObserver::RenderMetrics() const {

@@ -9,7 +9,7 @@
 
 #include "spotvisor/config/loader.hpp"
 #include "spotvisor/platform/slurm.hpp"
-#include "spotvisor/telemetry/termination_message.hpp"
+#include "spotvisor/report/termination_message.hpp"
 #include "support/test_support.hpp"
 
 namespace spotvisor {
@@ -104,8 +104,7 @@ json SampleReport(const std::string& job_name) {
 }
 
 TEST(TerminationMessage, OneJsonLineWithWhyCodeAttemptsCheckpointAndCost) {
-  const std::string line =
-      telemetry::TerminationMessage(143, "stopped on request", SampleReport("llama"), "ckpt_step300");
+  const std::string line = report::TerminationMessage(143, "stopped on request", SampleReport("llama"), "ckpt_step300");
   ASSERT_FALSE(line.empty());
   EXPECT_EQ(line.back(), '\n');
   EXPECT_EQ(line.find('\n'), line.size() - 1);
@@ -120,7 +119,7 @@ TEST(TerminationMessage, OneJsonLineWithWhyCodeAttemptsCheckpointAndCost) {
   EXPECT_EQ(m["checkpoint"]["step"], 300);
   EXPECT_DOUBLE_EQ(m["cost"]["low"].get<double>(), 1.5);
   EXPECT_DOUBLE_EQ(m["cost"]["high"].get<double>(), 2.25);
-  const json bare = json::parse(telemetry::TerminationMessage(1, "no run", nullptr, ""));
+  const json bare = json::parse(report::TerminationMessage(1, "no run", nullptr, ""));
   EXPECT_EQ(bare, (json{{"exit_code", 1}, {"why", "no run"}}));
 }
 
@@ -132,8 +131,8 @@ TEST(TerminationMessage, NeverExceedsFourKibEvenWithHugeFields) {
   for (int i = 0; i < 20000; ++i) utf8 += "\xc3\xa9";  // "é": must not be cut in half
   for (const auto& [why, name, ckpt] : std::vector<std::tuple<std::string, std::string, std::string>>{
            {huge, huge, huge}, {controls, "j", "c"}, {utf8, utf8, utf8}, {"short", huge, ""}}) {
-    const std::string line = telemetry::TerminationMessage(200, why, SampleReport(name), ckpt);
-    EXPECT_LE(line.size(), telemetry::kTerminationMessageLimit);
+    const std::string line = report::TerminationMessage(200, why, SampleReport(name), ckpt);
+    EXPECT_LE(line.size(), report::kTerminationMessageLimit);
     EXPECT_GT(line.size(), 1000u);     // shortened, not emptied
     const json m = json::parse(line);  // still valid JSON (and valid UTF-8)
     EXPECT_EQ(m["exit_code"], 200);
@@ -141,7 +140,7 @@ TEST(TerminationMessage, NeverExceedsFourKibEvenWithHugeFields) {
     EXPECT_EQ(m["attempts"], 2);
   }
   // A tiny limit still gives a parseable line with the exit code.
-  const std::string tiny = telemetry::TerminationMessage(200, huge, SampleReport(huge), huge, 64);
+  const std::string tiny = report::TerminationMessage(200, huge, SampleReport(huge), huge, 64);
   EXPECT_LE(tiny.size(), 64u);
   EXPECT_EQ(json::parse(tiny)["exit_code"], 200);
 }
@@ -151,12 +150,12 @@ TEST(TerminationMessage, WritesInPlaceWithoutRenaming) {
   const auto path = dir / "termination-log";
   WriteFile(path, std::string(9000, 'o'));  // the runtime's file, longer than ours
   const auto inode_before = std::filesystem::status(path).permissions();
-  ASSERT_TRUE(telemetry::WriteTerminationLog(path, "{\"exit_code\":143}\n"));
+  ASSERT_TRUE(report::WriteTerminationLog(path, "{\"exit_code\":143}\n"));
   std::ifstream in(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, "{\"exit_code\":143}\n");
   EXPECT_EQ(std::filesystem::status(path).permissions(), inode_before);
-  auto bad = telemetry::WriteTerminationLog(dir / "no-such-dir" / "log", "x");
+  auto bad = report::WriteTerminationLog(dir / "no-such-dir" / "log", "x");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("no-such-dir/log"), std::string::npos);
 }

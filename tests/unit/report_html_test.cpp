@@ -7,15 +7,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "spotvisor/report/report.hpp"
 #include "spotvisor/state/journal.hpp"
-#include "spotvisor/telemetry/report.hpp"
 #include "spotvisor/telemetry/run_ledger.hpp"
 #include "support/test_support.hpp"
 
-namespace spotvisor::telemetry {
+namespace spotvisor::report {
 namespace {
 
 using nlohmann::json;
+using telemetry::CheckpointRecord;
+using telemetry::NoticeRecord;
+using telemetry::RunLedger;
+using telemetry::SessionRecord;
 
 constexpr std::int64_t kT0 = 1'700'000'000'000;  // unix ms
 constexpr std::int64_t kMin = 60'000;
@@ -253,4 +257,4 @@ TEST(ReportHtml, AGroupsNodesShareOneTimeAxis) {
 }
 
 }  // namespace
-}  // namespace spotvisor::telemetry
+}  // namespace spotvisor::report

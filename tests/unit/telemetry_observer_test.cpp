@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "spotvisor/config/loader.hpp"
+#include "spotvisor/report/report.hpp"
 #include "spotvisor/telemetry/run_ledger.hpp"
 #include "support/fake_run_control.hpp"
 #include "support/log_capture.hpp"
@@ -47,7 +48,7 @@ void PriceAt2PerHourWithBudget1(config::JobConfig& job, Duration check_interval)
 }
 
 std::unique_ptr<supervisor::RunObserver> MakeObserver(const config::JobConfig& job) {
-  auto made = MakeTelemetryObservers(job, nullptr);
+  auto made = MakeTelemetryObservers(job, nullptr, nullptr, report::WriteRunReport);
   EXPECT_TRUE(made) << made.error().message;
   EXPECT_EQ(made->size(), 1u);
   return std::move(made->front());
@@ -188,6 +189,29 @@ TEST(TelemetryMetrics, TimesComeFromTheRunClock) {
   EXPECT_EQ(Sample(text, "spotvisor_billed_seconds_total"), "143.5");
   EXPECT_EQ(Sample(text, "spotvisor_checkpoint_newest_age_seconds"), "743.5");
   observer->OnExit(0, "done");
+}
+
+// The report is written by the function the observer was given (spotvisor run passes the
+// report room's): once, at OnExit, as at the run's clock's time, not the machine's.
+TEST(TelemetryReport, WrittenOnceAtExitAsAtTheRunsClock) {
+  TempDir dir;
+  auto job = TelemetryJob(dir);
+  FakeRunControl run(job);
+  std::vector<std::int64_t> written_at;
+  auto made =
+      MakeTelemetryObservers(job, nullptr, nullptr, [&written_at](const config::JobConfig&, std::int64_t now_ms) {
+        written_at.push_back(now_ms);
+        return std::optional<std::filesystem::path>();
+      });
+  ASSERT_TRUE(made) << made.error().message;
+  auto& observer = made->front();
+  observer->OnStart(run);
+  observer->OnAttemptStarted(Attempt(1), 4242);
+  run.RunFor(2h);
+  EXPECT_TRUE(written_at.empty()) << "the report waits for the run's end";
+  observer->OnExit(0, "done");
+  ASSERT_EQ(written_at.size(), 1u);
+  EXPECT_EQ(written_at[0], UnixMillis(run.clock_.WallNow()));
 }
 
 }  // namespace

@@ -1,20 +1,37 @@
-// The run report: JSON built from the state dir, Markdown rendered from the JSON (so the
-// two never disagree), and the side-by-side comparison with a baseline run.
-#include "spotvisor/telemetry/report.hpp"
+// The run report: JSON built from the state dir and written beside its Markdown (rendered
+// from the JSON, so the two never disagree), at a run's end or by `spotvisor report`.
+#include "spotvisor/report/report.hpp"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "json_opt.hpp"
+#include "spotvisor/config/job_config.hpp"
 #include "spotvisor/cost/cost_model.hpp"
+#include "spotvisor/log/log.hpp"
 #include "spotvisor/preemption/time_format.hpp"
 #include "spotvisor/state/journal.hpp"
+#include "spotvisor/telemetry/json_opt.hpp"
 #include "spotvisor/telemetry/notice_saves.hpp"
 #include "spotvisor/telemetry/run_summary.hpp"
 #include "spotvisor/util/atomic_file.hpp"
 #include "spotvisor/util/units.hpp"
 
-namespace spotvisor::telemetry {
+namespace spotvisor::report {
+
+using log::Log;
+using log::LogLevel;
+using log::Quote;
+// What telemetry recorded during the run (run.json) and what it makes of it.
+using telemetry::AfterNotice;
+using telemetry::GoodputBuckets;
+using telemetry::NoticeOutcome;
+using telemetry::NoticeRecord;
+using telemetry::OptJson;
+using telemetry::RunLedger;
+using telemetry::RunSummary;
+using telemetry::SessionRecord;
+using telemetry::StepsLostOnANewVm;
+using telemetry::Summarize;
 namespace {
 
 using nlohmann::json;
@@ -290,4 +307,20 @@ Result<std::filesystem::path> WriteReport(const json& report, const std::filesys
   return md;
 }
 
-}  // namespace spotvisor::telemetry
+std::optional<std::filesystem::path> WriteRunReport(const config::JobConfig& job, std::int64_t now_ms) {
+  auto report = BuildReport(job.telemetry.state_dir, now_ms);
+  if (!report) {
+    Log(LogLevel::kError, "event=report_failed error=" + Quote(report.error().message));
+    return std::nullopt;
+  }
+  auto path = WriteReport(*report, job.telemetry.state_dir, job.telemetry.report_path);
+  if (!path) {
+    Log(LogLevel::kError, "event=report_failed error=" + Quote(path.error().message));
+    return std::nullopt;
+  }
+  Log(LogLevel::kInfo, "event=report_written path=" + Quote(path->string()) +
+                           " cost=" + Quote((*report)["cost"]["total_text"].get<std::string>()));
+  return *path;
+}
+
+}  // namespace spotvisor::report

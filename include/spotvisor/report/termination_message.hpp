@@ -14,7 +14,7 @@
 #include "spotvisor/supervisor/run_observer.hpp"
 #include "spotvisor/util/result.hpp"
 
-namespace spotvisor::telemetry {
+namespace spotvisor::report {
 
 inline constexpr std::size_t kTerminationMessageLimit = 4096;  // the kubelet's limit, bytes
 
@@ -33,4 +33,4 @@ Status WriteTerminationLog(const std::filesystem::path& path, const std::string&
 // run.json first). Null when telemetry.termination_log is unset.
 std::unique_ptr<supervisor::RunObserver> MakeTerminationLogObserver(const config::JobConfig& job);
 
-}  // namespace spotvisor::telemetry
+}  // namespace spotvisor::report

@@ -1,5 +1,5 @@
 // Helpers shared by the HTML report's files (report_html*.cpp): escaping, number and time
-// formatting, the palette. Internal to the telemetry room.
+// formatting, the palette. Internal to the report room.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace spotvisor::telemetry::html {
+namespace spotvisor::report::html {
 
 // The Okabe-Ito palette: distinguishable with every common colour-vision deficiency.
 inline constexpr const char* kBlue = "#0072B2";
@@ -40,4 +40,4 @@ std::string TimelineSvg(const nlohmann::json& report, const std::string& id, dou
 // The report's tables (summary, work, attempts, notices, cost, hooks, measurement).
 std::string Tables(const nlohmann::json& report);
 
-}  // namespace spotvisor::telemetry::html
+}  // namespace spotvisor::report::html

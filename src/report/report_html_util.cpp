@@ -6,7 +6,7 @@
 
 #include "spotvisor/preemption/time_format.hpp"
 
-namespace spotvisor::telemetry::html {
+namespace spotvisor::report::html {
 
 std::string Esc(std::string_view s) {
   std::string out;
@@ -88,4 +88,4 @@ std::string Num(double v, int decimals) {
   return buf;
 }
 
-}  // namespace spotvisor::telemetry::html
+}  // namespace spotvisor::report::html

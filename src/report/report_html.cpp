@@ -9,9 +9,9 @@
 
 #include "report_html_util.hpp"
 #include "spotvisor/cost/cost_model.hpp"
-#include "spotvisor/telemetry/report.hpp"
+#include "spotvisor/report/report.hpp"
 
-namespace spotvisor::telemetry {
+namespace spotvisor::report {
 namespace html {
 namespace {
 
@@ -206,4 +206,4 @@ std::string RenderGroupHtml(const std::vector<nlohmann::json>& nodes) {
   return Page("Group report: " + job, body);
 }
 
-}  // namespace spotvisor::telemetry
+}  // namespace spotvisor::report

@@ -9,7 +9,7 @@
 
 #include "report_html_util.hpp"
 
-namespace spotvisor::telemetry::html {
+namespace spotvisor::report::html {
 namespace {
 
 using nlohmann::json;
@@ -257,4 +257,4 @@ std::string TimelineSvg(const json& report, const std::string& id, double width)
   return o.str();
 }
 
-}  // namespace spotvisor::telemetry::html
+}  // namespace spotvisor::report::html

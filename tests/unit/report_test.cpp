@@ -1,17 +1,27 @@
 // The report's numbers for a scripted run: a state dir written by hand with known times,
 // checkpoints, a notice and prices, checked figure by figure; and the baseline comparison.
+#include "spotvisor/report/report.hpp"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "spotvisor/state/journal.hpp"
 #include "spotvisor/telemetry/notice_saves.hpp"
-#include "spotvisor/telemetry/report.hpp"
 #include "spotvisor/telemetry/run_ledger.hpp"
 #include "support/test_support.hpp"
 
-namespace spotvisor::telemetry {
+namespace spotvisor::report {
 namespace {
+
+using telemetry::CheckpointRecord;
+using telemetry::DurableAt;
+using telemetry::MatchMirrored;
+using telemetry::NoticeRecord;
+using telemetry::RunLedger;
+using telemetry::SessionRecord;
+using telemetry::SettleDurable;
+using telemetry::StepsLostOnANewVm;
 
 constexpr std::int64_t kT0 = 1'700'000'000'000;  // unix ms
 constexpr std::int64_t kMin = 60'000;
@@ -314,4 +324,4 @@ TEST(Report, AnEmptyDirIsAClearError) {
 }
 
 }  // namespace
-}  // namespace spotvisor::telemetry
+}  // namespace spotvisor::report

@@ -7,12 +7,16 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "json_opt.hpp"
+#include "spotvisor/report/report.hpp"
 #include "spotvisor/state/journal.hpp"
-#include "spotvisor/telemetry/report.hpp"
+#include "spotvisor/telemetry/json_opt.hpp"
 #include "spotvisor/telemetry/run_ledger.hpp"
 
-namespace spotvisor::telemetry {
+namespace spotvisor::report {
+
+using telemetry::CheckpointRecord;
+using telemetry::OptJson;
+using telemetry::RunLedger;
 namespace {
 
 using nlohmann::json;
@@ -152,4 +156,4 @@ json BuildTimeline(const RunLedger& l, const std::vector<state::AttemptRecord>& 
   return t;
 }
 
-}  // namespace spotvisor::telemetry
+}  // namespace spotvisor::report

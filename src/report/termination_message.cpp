@@ -1,7 +1,7 @@
 // The termination message (see termination_message.hpp): what the run ended with, in one
 // JSON line that fits the kubelet's 4 KiB, and the observer that writes it at exit.
 // Pure builder; the writer and observer run on the io thread at OnExit.
-#include "spotvisor/telemetry/termination_message.hpp"
+#include "spotvisor/report/termination_message.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,10 +13,10 @@
 
 #include "spotvisor/checkpoint/resume_selector.hpp"
 #include "spotvisor/log/log.hpp"
+#include "spotvisor/report/report.hpp"
 #include "spotvisor/state/journal.hpp"
-#include "spotvisor/telemetry/report.hpp"
 
-namespace spotvisor::telemetry {
+namespace spotvisor::report {
 
 using log::Log;
 using log::LogLevel;
@@ -178,4 +178,4 @@ std::unique_ptr<supervisor::RunObserver> MakeTerminationLogObserver(const config
   return std::make_unique<TerminationLogObserver>(job);
 }
 
-}  // namespace spotvisor::telemetry
+}  // namespace spotvisor::report

@@ -6,10 +6,10 @@
 
 #include "report_html_util.hpp"
 #include "spotvisor/cost/cost_model.hpp"
-#include "spotvisor/telemetry/report.hpp"
+#include "spotvisor/report/report.hpp"
 #include "spotvisor/util/units.hpp"
 
-namespace spotvisor::telemetry {
+namespace spotvisor::report {
 namespace {
 
 using html::Text;  // one way to print a report value, in Markdown as in HTML
@@ -277,4 +277,4 @@ std::string RenderComparison(const json& c) {
   return o.str();
 }
 
-}  // namespace spotvisor::telemetry
+}  // namespace spotvisor::report

@@ -1,7 +1,7 @@
 // The run report: everything a person (Markdown) or a tool (JSON) needs to know about a
-// run afterwards, built from the state dir alone (journal + run.json), so it can be made
-// at the end of a run and again later by `spotvisor report`. Blocking file reads; any
-// thread.
+// run afterwards, built from the state dir alone (journal + run.json, which telemetry's
+// observer keeps), so it can be made at the end of a run and again later by `spotvisor
+// report`. Blocking file reads; any thread.
 #pragma once
 
 #include <cstdint>
@@ -13,13 +13,19 @@
 
 #include "spotvisor/util/result.hpp"
 
+namespace spotvisor::config {
+struct JobConfig;
+}
+
 namespace spotvisor::state {
 struct AttemptRecord;
 }
 
 namespace spotvisor::telemetry {
-
 struct RunLedger;
+}
+
+namespace spotvisor::report {
 
 // The report as JSON. An Error when the dir holds no run (no run.json and no attempts) or
 // a file in it is corrupt; the message names the file.
@@ -29,7 +35,7 @@ std::string RenderMarkdown(const nlohmann::json& report);
 
 // The report's `timeline` (unix ms): sessions, attempts, the gaps between them (stopping,
 // backoff, waiting), notices, checkpoints with their verdicts, the step reached over time.
-nlohmann::json BuildTimeline(const RunLedger& ledger, const std::vector<state::AttemptRecord>& attempts,
+nlohmann::json BuildTimeline(const telemetry::RunLedger& ledger, const std::vector<state::AttemptRecord>& attempts,
                              std::int64_t now_ms);
 
 // One self-contained HTML page (inline SVG and CSS, no script, a Content-Security-Policy
@@ -49,4 +55,10 @@ std::string RenderComparison(const nlohmann::json& comparison);
 Result<std::filesystem::path> WriteReport(const nlohmann::json& report, const std::filesystem::path& state_dir,
                                           const std::optional<std::filesystem::path>& path);
 
-}  // namespace spotvisor::telemetry
+// The report at a run's end (telemetry's ReportWriter, passed in by `spotvisor run`): built
+// from telemetry.state_dir as at `now_ms` (the run's clock) and written where
+// telemetry.report_path says; logs event=report_written, or event=report_failed and returns
+// nullopt. Returns the Markdown path.
+std::optional<std::filesystem::path> WriteRunReport(const config::JobConfig& job, std::int64_t now_ms);
+
+}  // namespace spotvisor::report

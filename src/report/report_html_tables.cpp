@@ -7,7 +7,7 @@
 #include "spotvisor/cost/cost_model.hpp"
 #include "spotvisor/util/units.hpp"
 
-namespace spotvisor::telemetry::html {
+namespace spotvisor::report::html {
 namespace {
 
 using nlohmann::json;
@@ -193,4 +193,4 @@ std::string Tables(const json& r) {
   return o.str() + "</ul>\n";
 }
 
-}  // namespace spotvisor::telemetry::html
+}  // namespace spotvisor::report::html
