@@ -15,6 +15,7 @@
 #include <fstream>
 #include <optional>
 #include <random>
+#include <set>
 #include <stdexcept>
 
 #include "spotvisor/etcd/client.hpp"
@@ -51,14 +52,21 @@ int EphemeralLow() {
 // A port below the kernel's ephemeral range, which bind(0) and every outgoing connection
 // draw from: once checked free here, no other process is handed it before etcd binds it (or
 // while a member is down and comes back on it). With bind(0) a test beside this one took
-// the port in between once ("bind: address already in use").
+// the port in between once ("bind: address already in use"). Never the same port twice in
+// one test process: a port checked free stays free until its etcd binds it, so two draws of
+// one cluster could get the same one (twice in the same cluster's peer URLs: "has duplicate
+// url", once in a fresh-clone run).
 int FreeLoopbackPort() {
   static std::mt19937 rng(std::random_device{}());
+  static std::set<int> handed_out;
   const int below = EphemeralLow();
   const int low = std::max(1024, below - 12000);
   for (int tries = 0; tries < 200 && below - low >= 1000; ++tries) {
     const int port = std::uniform_int_distribution<int>(low, below - 1)(rng);
-    if (BindLoopback(port) == port) return port;
+    if (handed_out.count(port) == 0 && BindLoopback(port) == port) {
+      handed_out.insert(port);
+      return port;
+    }
   }
   const int any = BindLoopback(0);
   if (any < 0) throw std::runtime_error("cannot bind 127.0.0.1:0");
