@@ -13,6 +13,11 @@ torch.allclose(rtol=1e-5, atol=1e-5): world 2 and 3 sum the same per-sample grad
 another order (measured: at most 2e-7 apart after 60 steps), while one step more or less
 moves a weight by ~1e-3, which the tolerance tells apart (checked on the reference run).
 
+GroupGrowsAtACheckpoint: `nodes: 2, min_nodes: 1`: one node trains alone, the second joins,
+the group grows at the next checkpoint with no step trained twice, and the final weights
+equal, bit for bit, an uninterrupted run's that follows the same world sizes (1, then 2
+from that step).
+
 Run: SPOTVISOR_BINARY=build/spotvisor /usr/bin/python3 -m unittest -v tests.e2e.test_multinode_elastic
 """
 
@@ -25,7 +30,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import List
+from typing import Dict, List, Sequence, Tuple
 
 from tests.e2e.support import PYTHON, TORCHRUN, deadline, events, read_attempts
 from tests.e2e.test_multinode import GroupCase, free_port, stamp, timed_events
@@ -33,7 +38,9 @@ from tests.e2e.test_multinode import GroupCase, free_port, stamp, timed_events
 ELASTIC = Path(__file__).resolve().parent / "elastic_trainer.py"
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 60
+GROW_STEPS = 40  # GroupGrowsAtACheckpoint's
 TOLERANCE = dict(rtol=1e-5, atol=1e-5)
+EXACT = dict(rtol=0.0, atol=0.0)  # bit for bit: torch.allclose with no tolerance
 
 # Compares two final weight files, and shows that the tolerance sees one step: argv[3] and
 # argv[4] are the reference's checkpoints of the last two steps. Prints "same" or what differs.
@@ -53,20 +60,61 @@ print("same" if not bad else "; ".join(bad))
 """
 
 
-def reference_run(work: Path) -> Path:
-    """The uninterrupted world-3 run; a checkpoint at every step."""
-    port = free_port()
-    argv = [TORCHRUN[0], "--nnodes=1", "--nproc_per_node=3", "--master_addr=127.0.0.1", f"--master_port={port}",
-            "--redirects", "1", "--tee", "1", str(ELASTIC), "--ckpt-dir", str(work / "ckpt"),
-            "--result-file", str(work / "final.pt"), "--steps", str(STEPS), "--checkpoint-every", "1"]
-    proc = subprocess.run(argv, cwd=work, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        raise AssertionError(f"the reference run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+def reference_run(work: Path, schedule: Sequence[Tuple[int, int]] = ((3, STEPS),)) -> Path:
+    """An uninterrupted run of the elastic trainer that follows `schedule`: (world size, last
+    step) pairs in order, each a one-node torchrun of that many ranks that resumes from the
+    previous one's checkpoint of its last step (the checkpoints are exact); a checkpoint at
+    every step. The default: world 3 throughout."""
+    resume: List[str] = []
+    for world, last in schedule:
+        argv = [TORCHRUN[0], "--nnodes=1", f"--nproc_per_node={world}", "--master_addr=127.0.0.1",
+                f"--master_port={free_port()}", "--redirects", "1", "--tee", "1", str(ELASTIC), "--ckpt-dir",
+                str(work / "ckpt"), "--result-file", str(work / "final.pt"), "--steps", str(last),
+                "--checkpoint-every", "1", *resume]
+        proc = subprocess.run(argv, cwd=work, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise AssertionError(f"the reference run (world {world} to step {last}) failed ({proc.returncode}):\n"
+                                 f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        resume = [f"--resume_from={work / 'ckpt' / f'ckpt_step{last}'}"]
     return work / "final.pt"
 
 
+def weights_verdict(final: Path, schedule: Sequence[Tuple[int, int]] = ((3, STEPS),),
+                    tolerance: Dict[str, float] = TOLERANCE) -> str:
+    """COMPARE's verdict on `final` against reference_run(schedule) within `tolerance`:
+    "same" or what differs."""
+    last = schedule[-1][1]
+    with tempfile.TemporaryDirectory(prefix="spotvisor-e2e-elastic-ref-") as tmp:
+        reference = reference_run(Path(tmp), schedule)
+        ckpts = Path(tmp) / "ckpt"
+        verdict = subprocess.run([PYTHON, "-c", COMPARE, str(final), str(reference),
+                                  str(ckpts / f"ckpt_step{last - 1}"), str(ckpts / f"ckpt_step{last}"),
+                                  str(REPO / "python"), str(tolerance["rtol"]), str(tolerance["atol"])],
+                                 capture_output=True, text=True, timeout=300)
+    if verdict.returncode != 0:
+        return f"the comparison failed ({verdict.returncode}): {verdict.stdout}{verdict.stderr[-3000:]}"
+    return verdict.stdout.strip()
+
+
+def trained(text: str) -> List[Tuple[int, int]]:
+    """(step, world size) of every step a rank-0 worker logged in `text`, in order."""
+    return [(int(m.group(1)), int(m.group(2)))
+            for m in re.finditer(r"(?:^|\] |:)step=(\d+) world=(\d+)", text, re.MULTILINE)]
+
+
 def trained_steps(text: str) -> List[int]:
-    return [int(m.group(1)) for m in re.finditer(r"(?:^|\] |:)step=(\d+) world=\d", text, re.MULTILINE)]
+    return [step for step, _ in trained(text)]
+
+
+def world_schedule(steps: Sequence[Tuple[int, int]]) -> List[Tuple[int, int]]:
+    """(world size, last step) for each run of steps trained at one world size."""
+    out: List[Tuple[int, int]] = []
+    for step, world in steps:
+        if out and out[-1][0] == world:
+            out[-1] = (world, step)
+        else:
+            out.append((world, step))
+    return out
 
 
 class GroupShrinks(GroupCase):
@@ -146,14 +194,8 @@ class GroupShrinks(GroupCase):
         self.assertEqual([(a.get("epoch"), a.get("nodes"), a.get("outcome")) for a in attempts],
                          [(1, 3, "peer-stopped"), (2, 2, "peer-stopped"), (3, 3, "done")], attempts)
 
-        with tempfile.TemporaryDirectory(prefix="spotvisor-e2e-elastic-ref-") as tmp:
-            reference = reference_run(Path(tmp))
-            ckpts = Path(tmp) / "ckpt"
-            verdict = subprocess.run([PYTHON, "-c", COMPARE, str(self.dir / "n0" / "final.pt"), str(reference),
-                                      str(ckpts / f"ckpt_step{STEPS - 1}"), str(ckpts / f"ckpt_step{STEPS}"),
-                                      str(REPO / "python"), str(TOLERANCE["rtol"]), str(TOLERANCE["atol"])],
-                                     capture_output=True, text=True, timeout=300)
-        self.assertEqual(verdict.stdout.strip(), "same", verdict.stdout + verdict.stderr)
+        self.assertEqual(weights_verdict(self.dir / "n0" / "final.pt"), "same",
+                         "the final weights differ from an uninterrupted world-3 run's")
         print(f"\n[shrink] survivors' trainers ended -> both started again at world 2: {idle:.1f}s "
               f"(shrink_after 10s); saved {saved}, grew back at {grown}", flush=True)
 
@@ -165,7 +207,17 @@ class GroupGrowsAtACheckpoint(GroupCase):
     (it would lose every step since its last save): spotvisor asks it for a checkpoint,
     lets it run until that checkpoint is judged good, then the group stops there and starts
     again at world 2 from it. While that checkpoint is judged the trainer is paused: no step
-    it trains after the save is thrown away."""
+    it trains after the save is thrown away.
+
+    The result: node 0's rank-0 worker logs every step once, 1 to that checkpoint's step at
+    world 1 and the rest at world 2, and the final weights equal, bit for bit (COMPARE with
+    EXACT), those of an uninterrupted run with that schedule of world sizes (reference_run:
+    world 1 to that step, then world 2 resumed from its checkpoint, which restores exactly).
+    Not a run at one world size: elastic_trainer.py makes world 1 and 2 sum the same
+    per-sample gradients, but in another order, so such a run is only within GroupShrinks'
+    TOLERANCE (measured: 1.2e-7 from an uninterrupted world-1 or world-2 run, 6e-8 from a
+    schedule that grew one step later), which would not show the schedule; this reference
+    differs from the group's run only in where its two ranks run (measured: 0.0)."""
 
     NODES = 2
 
@@ -173,8 +225,8 @@ class GroupGrowsAtACheckpoint(GroupCase):
     # check's stress-ng, the first node's stop took 2.2 s and the newcomer started epoch 2
     # alone (a slow joiner is left out of one epoch, as README says).
     def test_a_node_that_joins_a_running_group_waits_for_its_next_checkpoint(self):
-        script = [str(ELASTIC), "--ckpt-dir", "{checkpoint_dir}", "--result-file", "final.pt", "--steps", "40",
-                  "--step-sleep", "0.5", "--checkpoint-every", "1000", "--dies-on-stop"]
+        script = [str(ELASTIC), "--ckpt-dir", "{checkpoint_dir}", "--result-file", "final.pt", "--steps",
+                  str(GROW_STEPS), "--step-sleep", "0.5", "--checkpoint-every", "1000", "--dies-on-stop"]
         common = dict(name="grow", node_rank="auto", script=script, resume_args=["--resume_from={checkpoint}"],
                       grace="60s", result_file=None, coordination={"min_nodes": "1", "shrink_after": "10s"})
         jobs = [self.node_job("n0", **common), self.node_job("n1", **common)]
@@ -214,3 +266,12 @@ class GroupGrowsAtACheckpoint(GroupCase):
         report = json.loads((self.dir / "n0" / "state" / "report.json").read_text())
         grown = [a for a in report["attempts"] if a["outcome"] == "peer-stopped"]
         self.assertEqual([a["steps_lost_measured"] for a in grown], [0], report["attempts"])
+
+        steps = trained(sv0.text())
+        self.assertEqual([step for step, _ in steps], list(range(1, GROW_STEPS + 1)),
+                         "a step was lost or trained twice")
+        schedule = world_schedule(steps)
+        self.assertEqual(schedule, [(1, saved), (2, GROW_STEPS)], "world 1 up to the growth's checkpoint, 2 after")
+        self.assertEqual(weights_verdict(self.dir / "n0" / "final.pt", schedule, EXACT), "same",
+                         f"the final weights differ from an uninterrupted run with world sizes {schedule}")
+
