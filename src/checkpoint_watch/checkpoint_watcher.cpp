@@ -54,6 +54,7 @@ void CheckpointWatcher::Await(bool on) {
 
 void CheckpointWatcher::OnStart(supervisor::RunControl& control) {
   io_ = &control.io();
+  group_ = control.job().coordination.nodes > 1;
   timer_ = clock_.MakeTimer(*io_);
   Tick();  // the baseline scan, queued on the keeper before the first selection
   Arm();
@@ -62,6 +63,16 @@ void CheckpointWatcher::OnStart(supervisor::RunControl& control) {
 // A checkpoint the trainer wrote on its way out is news as soon as possible.
 void CheckpointWatcher::OnSelection(const checkpoint::Selection&) {
   if (!stopped_ && io_) Tick();
+}
+
+// In a group, retention keeps the checkpoint this attempt resumed from (the group's agreed
+// start) until the next selection, however many newer ones look good meanwhile: a node the
+// group left behind may still save into a shared dir, and its saves look good until the
+// new epoch's start is recorded. Alone, a start holds nothing once made.
+void CheckpointWatcher::OnAttemptStarted(const supervisor::SpawnAction& start, pid_t) {
+  std::set<std::filesystem::path> held;
+  if (group_ && start.resume) held.insert(start.resume->path);
+  keeper_->HoldStart(std::move(held));
 }
 
 void CheckpointWatcher::OnAttemptEnded(const state::AttemptRecord&) {

@@ -91,7 +91,14 @@ Result<checkpoint::Selection> DirKeeper::SelectForResume() {
   catalog_.emplace(std::move(*fresh));
   SetHeld(*catalog_);
   catalog_failed_ = false;
-  return catalog_->Select(/*act=*/true, &restored);
+  HoldStart({});  // this selection's retention decides what the last start held
+  auto selection = catalog_->Select(/*act=*/true, &restored);
+  if (selection) {
+    std::set<std::filesystem::path> candidates;
+    for (const auto& point : selection->good) candidates.insert(point.path);
+    HoldStart(std::move(candidates));
+  }
+  return selection;
 }
 
 std::optional<checkpoint::ResumePoint> DirKeeper::NewestGood(bool for_selection) {
@@ -198,8 +205,14 @@ void DirKeeper::MarkDurable(std::uint64_t step) {
   if (!durable_step_ || step > *durable_step_) durable_step_ = step;
 }
 
+void DirKeeper::HoldStart(std::set<std::filesystem::path> paths) {
+  std::lock_guard lock(hold_mutex_);
+  start_ = std::move(paths);
+}
+
 std::optional<std::string> DirKeeper::HeldBecause(const checkpoint::CatalogEntry& e) {
   std::lock_guard lock(hold_mutex_);
+  if (start_.count(e.path) != 0) return "a start is or may be made from it";
   if (!hold_) return std::nullopt;
   if (uploading_.count(e.name) != 0) return "it is being uploaded to the mirror";
   if (!durable_step_) return "the mirror holds no checkpoint of this job yet";

@@ -21,11 +21,12 @@ using testing::TempDir;
 
 const std::string kComplete(4096, 'x');  // format any: good once complete
 
-config::JobConfig Job(const TempDir& dir) {
+// `more`: keys appended to the checkpoints section, then further sections.
+config::JobConfig Job(const TempDir& dir, const std::string& more = "") {
   auto job = config::LoadJobText(
       "job:\n  name: w\n  command: [\"/bin/true\"]\n"
-      "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n  format: any\n  validate: full\n"
-      "telemetry:\n  state_dir: ./state\n",
+      "checkpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n  format: any\n  validate: full\n" +
+          more + "telemetry:\n  state_dir: ./state\n",
       dir / "job.yaml", dir.path());
   EXPECT_TRUE(job) << (job ? "" : job.error().message);
   EXPECT_TRUE(config::Finalize(*job, /*need_command=*/false));
@@ -173,6 +174,85 @@ TEST_F(WatchClock, ACheckpointCaughtHalfWayIsAWriteInProgressUntilItIsGood) {
   EXPECT_EQ(writes.size(), 2u) << "a good checkpoint is no write in progress";
   ASSERT_EQ(told_.size(), 1u);
   EXPECT_TRUE(told_[0].good);
+  watcher_.OnExit(0, "done");
+}
+
+// checkpoints.keep 2 and the start's hold: a selection's good checkpoints are kept until the
+// attempt starts (a group agrees on one of them while a node it left behind may still save
+// newer ones that look good), and in a group the start's checkpoint until the next selection.
+class KeptStart : public ::testing::Test {
+ protected:
+  explicit KeptStart(const std::string& more = "")
+      : job_(Job(dir_, "  keep: 2\n" + more)),
+        control_(job_),
+        keeper_(std::make_shared<DirKeeper>(job_, control_.clock())),
+        watcher_(keeper_, control_.clock(), {10s, 1s}) {}
+  void Write(const std::string& name) {
+    testing::WriteFileAt(dir_ / "ckpt" / name, kComplete, control_.clock_.WallNow());
+  }
+  bool There(const std::string& name) const { return std::filesystem::exists(dir_ / "ckpt" / name); }
+  checkpoint::Selection Select() {
+    auto selection = MakeKeptSelector(keeper_)->SelectForResume();
+    EXPECT_TRUE(selection) << (selection ? "" : selection.error().message);
+    return selection ? *selection : checkpoint::Selection{};
+  }
+  void Started(const checkpoint::Selection& s) {
+    supervisor::SpawnAction start;
+    start.resume = s.chosen;
+    watcher_.OnAttemptStarted(start, 0);
+  }
+
+  TempDir dir_;
+  config::JobConfig job_;
+  FakeRunControl control_;
+  std::shared_ptr<DirKeeper> keeper_;
+  CheckpointWatcher watcher_;
+};
+
+TEST_F(KeptStart, ASelectionsCheckpointsOutliveNewerSavesUntilTheStartAloneNotAfter) {
+  Write("ckpt_step1");
+  Write("ckpt_step2");
+  watcher_.OnStart(control_);
+  control_.RunFor(0ms);
+  const auto selection = Select();
+  ASSERT_TRUE(selection.chosen);
+  EXPECT_EQ(selection.chosen->step, 2u);
+  Write("ckpt_step3");  // saved by a writer the group left behind, say: good until fenced
+  Write("ckpt_step4");
+  control_.RunFor(10s);  // judged good; checkpoints.keep would leave 4 and 3 only
+  EXPECT_TRUE(There("ckpt_step1") && There("ckpt_step2")) << "a selection's checkpoint deleted before the start";
+  Started(selection);  // alone: the start holds nothing once made
+  Write("ckpt_step5");
+  control_.RunFor(10s);
+  EXPECT_FALSE(There("ckpt_step1") || There("ckpt_step2") || There("ckpt_step3"));
+  EXPECT_TRUE(There("ckpt_step4") && There("ckpt_step5"));
+  watcher_.OnExit(0, "done");
+}
+
+class KeptGroupStart : public KeptStart {
+ protected:
+  KeptGroupStart() : KeptStart("coordination:\n  etcd: [\"http://e:2379\"]\n  nodes: 2\n  node_rank: 0\n") {}
+};
+
+TEST_F(KeptGroupStart, TheAgreedStartOutlivesNewerSavesUntilTheNextSelection) {
+  Write("ckpt_step1");
+  Write("ckpt_step2");
+  watcher_.OnStart(control_);
+  control_.RunFor(0ms);
+  const auto selection = Select();
+  ASSERT_TRUE(selection.chosen);
+  Started(selection);
+  for (const char* name : {"ckpt_step3", "ckpt_step4", "ckpt_step5"}) {
+    Write(name);
+    control_.RunFor(10s);
+  }
+  EXPECT_TRUE(There("ckpt_step2")) << "the group's start deleted while it may still be needed";
+  EXPECT_FALSE(There("ckpt_step1") || There("ckpt_step3"));
+  EXPECT_TRUE(There("ckpt_step4") && There("ckpt_step5"));
+  const auto next = Select();  // the next selection keeps 5 and 4: the old start goes
+  ASSERT_TRUE(next.chosen);
+  EXPECT_EQ(next.chosen->step, 5u);
+  EXPECT_FALSE(There("ckpt_step2"));
   watcher_.OnExit(0, "done");
 }
 

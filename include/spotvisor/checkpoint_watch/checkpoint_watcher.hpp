@@ -71,8 +71,9 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   const std::shared_ptr<DirKeeper>& keeper() const { return keeper_; }
 
   void OnStart(supervisor::RunControl& control) override;
-  void OnSelection(const checkpoint::Selection& selection) override;  // scans at once
-  void OnAttemptEnded(const state::AttemptRecord& record) override;   // scans at once
+  void OnSelection(const checkpoint::Selection& selection) override;                // scans at once
+  void OnAttemptStarted(const supervisor::SpawnAction& start, pid_t pid) override;  // holds its checkpoint
+  void OnAttemptEnded(const state::AttemptRecord& record) override;                 // scans at once
   // kStopping: a fixed name's version made by a byte copy waits (DirKeeper::SetStopping);
   // kDeferred: fast polling, as for a request (a deferred stop waits for the next checkpoint).
   void OnPhase(supervisor::Phase phase) override;
@@ -112,6 +113,7 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   bool scanning_ = false;                               // io thread: a scan is on the keeper
   bool again_ = false;                                  // io thread: scan once more when it returns
   bool stopped_ = false;                                // io thread: OnExit came
+  bool group_ = false;                                  // coordination.nodes > 1 (from OnStart)
   // Keeper-thread state.
   bool baseline_done_ = false;        // the first scan only records
   std::map<std::string, Seen> seen_;  // by name

@@ -85,6 +85,14 @@ class DirKeeper {
   void MarkUploading(const std::string& name, bool uploading);
   void MarkDurable(std::uint64_t step);  // the mirror holds this step (or a newer one)
 
+  // ---- any thread: the start's hold on retention ----
+  // checkpoints.keep never deletes what a start is or may be made from: from a selection
+  // until the attempt starts, every good checkpoint it found (a group agrees on one of them,
+  // and meanwhile a writer the group has left behind may save newer ones that look good
+  // until the new epoch fences them); from the start until the next selection, the one the
+  // trainer resumed from (none: a fresh start). Held ones count as kept.
+  void HoldStart(std::set<std::filesystem::path> paths);
+
  private:
   const config::JobConfig& job_;                  // not owned
   Clock& clock_;                                  // not owned; times validations
@@ -98,10 +106,11 @@ class DirKeeper {
   // Why retention must keep `e` (the mirror's hold), or none; any thread.
   std::optional<std::string> HeldBecause(const checkpoint::CatalogEntry& e);
   void SetHeld(checkpoint::Catalog& c);
-  std::mutex hold_mutex_;                      // guards the three below
+  std::mutex hold_mutex_;                      // guards the four below
   bool hold_ = false;                          // a mirror is on
   std::set<std::string> uploading_;            // queued or uploading, by name
   std::optional<std::uint64_t> durable_step_;  // the newest step the mirror holds
+  std::set<std::filesystem::path> start_;      // HoldStart's
   boost::asio::thread_pool thread_{1};         // the one thread (declared last: joined first)
 };
 
