@@ -55,6 +55,7 @@ void CheckpointWatcher::Await(bool on) {
 void CheckpointWatcher::OnStart(supervisor::RunControl& control) {
   io_ = &control.io();
   group_ = control.job().coordination.nodes > 1;
+  control_ = &control;
   timer_ = clock_.MakeTimer(*io_);
   Tick();  // the baseline scan, queued on the keeper before the first selection
   Arm();
@@ -80,6 +81,7 @@ void CheckpointWatcher::OnAttemptEnded(const state::AttemptRecord&) {
 }
 
 void CheckpointWatcher::OnPhase(supervisor::Phase phase) {
+  running_ = phase == supervisor::Phase::kRunning || phase == supervisor::Phase::kDeferred;
   keeper_->SetStopping(phase == supervisor::Phase::kStopping);
   // A deferred stop ends when the trainer's next checkpoint is judged good: every poll
   // period in between is steps the trainer runs on and loses.
@@ -105,8 +107,8 @@ void CheckpointWatcher::Tick() {
     return;
   }
   scanning_ = true;
-  keeper_->Post([this, in_flight = clock_.BackgroundWork()]() mutable {
-    auto news = Scan();
+  keeper_->Post([this, prune = MayPrune(), in_flight = clock_.BackgroundWork()]() mutable {
+    auto news = Scan(prune);
     asio::post(*io_, [this, news = std::move(news)] {
       scanning_ = false;
       if (stopped_) return;
@@ -124,7 +126,11 @@ void CheckpointWatcher::Tick() {
   });
 }
 
-CheckpointWatcher::ScanNews CheckpointWatcher::Scan() {
+bool CheckpointWatcher::MayPrune() const {
+  return !group_ || (running_ && control_ != nullptr && control_->MemberForSure());
+}
+
+CheckpointWatcher::ScanNews CheckpointWatcher::Scan(bool prune) {
   auto* catalog = keeper_->catalog();
   if (catalog == nullptr) return {};
   auto entries = catalog->Scan();
@@ -169,7 +175,7 @@ CheckpointWatcher::ScanNews CheckpointWatcher::Scan() {
   }
   std::erase_if(seen_, [&](const auto& kv) { return present.count(kv.first) == 0; });
   baseline_done_ = true;
-  if (new_good) keeper_->ApplyRetention();
+  if (new_good && prune) keeper_->ApplyRetention();
   std::reverse(out.begin(), out.end());
   return news;
 }

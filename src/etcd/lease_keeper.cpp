@@ -82,6 +82,8 @@ LeaseKeeper::~LeaseKeeper() {
 }
 
 void LeaseKeeper::Start() { impl_->Schedule(impl_->ttl / 3); }
+
+bool LeaseKeeper::Fresh() const { return !impl_->stopped && impl_->client.clock().Now() < impl_->expiry; }
 std::int64_t LeaseKeeper::lease_id() const { return impl_->id; }
 std::uint64_t LeaseKeeper::renewals() const { return impl_->renewals; }
 

@@ -74,6 +74,7 @@ class Driver::Impl final : public RunControl {
   pid_t child_pid() const override { return trainer_ ? trainer_->pid() : 0; }
   process::ChildTable& children() override { return host_->children(); }
   bool ExitHurried() const override { return host_->Hurried(); }
+  bool MemberForSure() const override { return coordinator_->MemberForSure(); }
   void RequestStop(StopReason reason, const std::string& detail) override;
   void RequestCheckpoint(const std::string& detail) override;
   void CheckpointLanded(const std::filesystem::path& path, std::uint64_t step,

@@ -148,11 +148,17 @@ TEST(EtcdLease, KeepAliveKeepsTheKeyAndStoppingItLetsTheKeyVanish) {
   std::optional<Error> lost;
   auto keeper = std::make_unique<LeaseKeeper>(*c, lease->id, lease->ttl, [&](Error e) { lost = e; });
   keeper->Start();
+  // A keeper that renews nothing (its process stopped, say) knows its lease may be gone once
+  // the TTL has passed, before anything tells it so.
+  LeaseKeeper stalled(*c, lease->id, 1, [](Error) {});
+  EXPECT_TRUE(stalled.Fresh());
   // Twice the TTL: without the keeper the key would be gone.
   RunUntil(
       io, [] { return false; }, milliseconds(4000));
   EXPECT_FALSE(lost.has_value()) << lost->message;
   EXPECT_GE(keeper->renewals(), 4U);
+  EXPECT_TRUE(keeper->Fresh());
+  EXPECT_FALSE(stalled.Fresh());
   ASSERT_EQ(Get(io, *c, "/job/members/a")->kvs.size(), 1U);
   auto ttl = Await<LeaseTimeToLiveResponse>(io, [&](auto done) { c->LeaseTimeToLive(lease->id, true, done); });
   ASSERT_TRUE(ttl);
@@ -178,6 +184,7 @@ TEST(EtcdLease, KeepAliveKeepsTheKeyAndStoppingItLetsTheKeyVanish) {
       io, [&] { return lost.has_value(); }, seconds(5)));
   EXPECT_EQ(lost->message, "etcd lease " + std::to_string(lease->id) +
                                " lost: etcd answered a keepalive without TTL: the lease expired");
+  EXPECT_FALSE(late.Fresh());
 }
 
 TEST(EtcdLease, RevokeEndsTheLeaseAtOnce) {

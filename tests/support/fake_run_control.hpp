@@ -37,6 +37,7 @@ class FakeRunControl final : public supervisor::RunControl {
     requests.push_back({"checkpoint", detail, clock_.elapsed()});
   }
   pid_t child_pid() const override { return child; }
+  bool MemberForSure() const override { return member_for_sure; }
   process::ChildTable& children() override { return children_; }
 
   // Runs the loop for `d` of virtual time (see VirtualClock::RunFor).
@@ -50,7 +51,8 @@ class FakeRunControl final : public supervisor::RunControl {
     return out;
   }
 
-  pid_t child = 0;  // what child_pid() says
+  pid_t child = 0;              // what child_pid() says
+  bool member_for_sure = true;  // what MemberForSure() says
   std::vector<Request> requests;
   VirtualClock clock_;
 

@@ -242,6 +242,7 @@ TEST_F(KeptGroupStart, TheAgreedStartOutlivesNewerSavesUntilTheNextSelection) {
   const auto selection = Select();
   ASSERT_TRUE(selection.chosen);
   Started(selection);
+  watcher_.OnPhase(supervisor::Phase::kRunning);
   for (const char* name : {"ckpt_step3", "ckpt_step4", "ckpt_step5"}) {
     Write(name);
     control_.RunFor(10s);
@@ -253,6 +254,36 @@ TEST_F(KeptGroupStart, TheAgreedStartOutlivesNewerSavesUntilTheNextSelection) {
   ASSERT_TRUE(next.chosen);
   EXPECT_EQ(next.chosen->step, 5u);
   EXPECT_FALSE(There("ckpt_step2"));
+  watcher_.OnExit(0, "done");
+}
+
+// A node of a group prunes only while its trainer runs and it is a member for sure: one stopped
+// past its lease (its trainer saving on: a writer the group left behind) or waiting to join
+// sees saves as good that the group's newer epoch fences, and would delete what the others
+// run from.
+TEST_F(KeptGroupStart, ANodeThatMayHaveBeenLeftBehindOrWaitsToJoinDeletesNothing) {
+  Write("ckpt_step1");
+  Write("ckpt_step2");
+  watcher_.OnStart(control_);
+  control_.RunFor(0ms);
+  Started(Select());
+  watcher_.OnPhase(supervisor::Phase::kRunning);
+  control_.member_for_sure = false;  // its lease ran out while it was stopped, say
+  for (const char* name : {"ckpt_step3", "ckpt_step4", "ckpt_step5"}) {
+    Write(name);
+    control_.RunFor(10s);
+  }
+  EXPECT_TRUE(There("ckpt_step1") && There("ckpt_step3")) << "pruned while maybe left behind";
+  control_.member_for_sure = true;
+  watcher_.OnPhase(supervisor::Phase::kJoining);  // its trainer stopped: it joins again
+  Write("ckpt_step6");
+  control_.RunFor(10s);
+  EXPECT_TRUE(There("ckpt_step1") && There("ckpt_step3")) << "pruned while waiting to join";
+  watcher_.OnPhase(supervisor::Phase::kRunning);
+  Write("ckpt_step7");
+  control_.RunFor(10s);
+  EXPECT_FALSE(There("ckpt_step1") || There("ckpt_step3") || There("ckpt_step4") || There("ckpt_step5"));
+  EXPECT_TRUE(There("ckpt_step2") && There("ckpt_step6") && There("ckpt_step7"));  // 2: the start
   watcher_.OnExit(0, "done");
 }
 

@@ -97,7 +97,13 @@ class CheckpointWatcher final : public supervisor::RunObserver {
     std::vector<std::filesystem::path> writing;  // being written
   };
   // Keeper thread only: one scan; what it found.
-  ScanNews Scan();
+  // `prune`: checkpoints.keep may delete after a new good checkpoint (see MayPrune).
+  ScanNews Scan(bool prune);
+  // Alone, always. In a group, only while this node's trainer runs in an agreed epoch and the
+  // node is a member for sure: a node left behind (stopped or starved past its lease) sees its
+  // trainer's saves as good until it learns of the epoch that fences them, and would delete the
+  // checkpoints the rest of the group runs from; a node waiting to join knows no newer epoch.
+  bool MayPrune() const;
   CheckpointVerdict JudgeOne(checkpoint::CatalogEntry& entry);
 
   std::shared_ptr<DirKeeper> keeper_;                   // the directory's one owner
@@ -114,6 +120,8 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   bool again_ = false;                                  // io thread: scan once more when it returns
   bool stopped_ = false;                                // io thread: OnExit came
   bool group_ = false;                                  // coordination.nodes > 1 (from OnStart)
+  bool running_ = false;                                // io thread: the trainer runs (or defers its stop)
+  supervisor::RunControl* control_ = nullptr;           // from OnStart
   // Keeper-thread state.
   bool baseline_done_ = false;        // the first scan only records
   std::map<std::string, Seen> seen_;  // by name

@@ -24,6 +24,10 @@ class LeaseKeeper {
   std::int64_t lease_id() const;
   // Keepalives answered so far (for tests and metrics).
   std::uint64_t renewals() const;
+  // The lease is certainly alive: not lost, and its TTL since the last renewal (or the grant)
+  // has not run out by the client's clock. A process that was stopped or starved past its TTL
+  // knows at once, before any keepalive is answered.
+  bool Fresh() const;
 
  private:
   struct Impl;

@@ -48,6 +48,10 @@ class Coordinator {
   // `finished`: its trainer succeeded (the job is done here), which the peers must not take
   // for a node lost. Whatever it starts finishes on the io_context, within request timeouts.
   virtual void Leave(bool finished) { (void)finished; }
+  // This node is certainly still a member of the group it last joined: its lease has not run
+  // out (a node stopped or starved past its lease may have been left behind by the others).
+  // io thread. A group of one: always.
+  virtual bool MemberForSure() const { return true; }
 };
 
 // A group of one: agrees at once with the newest good step, rank 0 of 1, its own master,

@@ -67,6 +67,8 @@ class RunControl {
   // After the exit line: a stop signal has arrived since, so what is still waited for
   // (the mirror's last uploads) ends now. Any thread.
   virtual bool ExitHurried() const { return false; }
+  // The coordinator's MemberForSure: io thread.
+  virtual bool MemberForSure() const { return true; }
 };
 
 class RunObserver {
