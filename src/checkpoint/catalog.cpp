@@ -105,6 +105,7 @@ CatalogOptions CatalogOptionsFor(const config::JobConfig& job, bool acts) {
     o.latest_link = c.latest_link;
     o.rewrite_hints = c.rewrite_hints;
     o.judge_older = job.coordination.enabled();
+    o.prune_at_selection = !job.coordination.enabled();
   }
   o.fence = ReadFence(job.telemetry.state_dir);
   return o;
@@ -389,6 +390,7 @@ Status Catalog::AfterChoice(const CatalogEntry& chosen, bool fell_back) {
   if (!options_.latest_link.empty()) {
     if (auto st = ReplaceSymlinkAtomically(options_.dir / options_.latest_link, chosen.name); !st) return st;
   }
+  if (!options_.prune_at_selection) return Ok{};
   auto deleted = ApplyRetention();
   if (!deleted) return deleted.error();
   return Ok{};

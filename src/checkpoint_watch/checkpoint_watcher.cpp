@@ -74,6 +74,7 @@ void CheckpointWatcher::OnAttemptStarted(const supervisor::SpawnAction& start, p
   std::set<std::filesystem::path> held;
   if (group_ && start.resume) held.insert(start.resume->path);
   keeper_->HoldStart(std::move(held));
+  keeper_->Post([keeper = keeper_] { keeper->RefreshFence(); });  // the start is in state.json
 }
 
 void CheckpointWatcher::OnAttemptEnded(const state::AttemptRecord&) {

@@ -81,6 +81,10 @@ void DirKeeper::ApplyRetention() {
   }
 }
 
+void DirKeeper::RefreshFence() {
+  if (auto* c = catalog()) c->SetFence(checkpoint::ReadFence(job_.telemetry.state_dir));
+}
+
 Result<checkpoint::Selection> DirKeeper::SelectForResume() {
   // A fresh catalog: the job's config may be reloaded between attempts, and the cache file
   // must be re-read in case another tool (spotvisor checkpoints) refreshed it.

@@ -53,6 +53,10 @@ struct CatalogOptions {
   // A selection judges the older checkpoints too, not only up to the newest good one: a
   // multi-node group resumes from the newest step good on every node (coordination.etcd).
   bool judge_older = false;
+  // A selection applies `keep` (a group's does not: a node joining again may not know the
+  // epoch the others ran meanwhile, which fences a left-behind writer's saves; its running
+  // trainer's new checkpoints prune instead, see CheckpointWatcher::MayPrune).
+  bool prune_at_selection = true;
   // The epochs the state dir recorded: a checkpoint written by an epoch the group had left
   // is never selected, counted as good, quarantined or deleted (fence.hpp).
   Fence fence;
@@ -122,6 +126,8 @@ class Catalog {
   Status SaveCache() const { return cache_.Save(); }
   // Sets options().held (the owner's hold lives longer than one catalog).
   void SetHeld(std::function<std::optional<std::string>(const CatalogEntry&)> held) { options_.held = std::move(held); }
+  // Replaces options().fence (the state dir recorded a new start since the catalog was made).
+  void SetFence(Fence fence) { options_.fence = std::move(fence); }
   const CatalogOptions& options() const { return options_; }
 
  private:

@@ -58,6 +58,9 @@ class DirKeeper {
   // checkpoints.keep after a new good checkpoint appeared: only checkpoints already judged
   // count (one the watcher has not judged yet is not read here); failures logged.
   void ApplyRetention();
+  // The state dir recorded a new start: the catalog's fence is read again, so that what a
+  // writer the group left behind saves above it is fenced from now on, not counted as good.
+  void RefreshFence();
   // The selection before a start (or after a drain): validates now, quarantines, applies
   // retention and the latest link. Only verdicts this same selection reached (NewestGood
   // for a restore, NoteRestored) are not read again; the watcher's are.
