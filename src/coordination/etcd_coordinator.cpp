@@ -65,7 +65,7 @@ class EtcdCoordinator final : public Coordinator {
   }
   void ReleaseRank() override { Feed(ReleaseRankCall{}); }
   void Leave(bool finished) override { Feed(LeaveCall{finished}); }
-  bool MemberForSure() const override { return keeper_ && keeper_->Fresh(); }
+  bool MemberForSure() const override { return keeper_ && keeper_->Fresh() && fsm_.InAgreedEpoch(); }
 
  private:
   // Events are handled one at a time, in order: one that a handler of the local Fsm brings

@@ -506,6 +506,7 @@ void GroupFsm::Agree(const std::vector<int>& ranks, const std::map<int, JoinReco
   agreed.place.master_port = c_.master_port;
   agreed.group_failures = view_.failures;
   running_epoch_ = join_epoch_;
+  epoch_lease_ = lease_;
   running_ranks_ = ranks;
   last_epoch_ = join_epoch_;
   join_epoch_ = 0;

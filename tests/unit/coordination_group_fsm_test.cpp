@@ -309,6 +309,27 @@ TEST(GroupFsm, TwoNodesAgreeOnTheNewestStepTheyBothHaveAndStopTogether) {
   EXPECT_EQ(store.kv().count(StopKey(kBase, 1)), 1u);
 }
 
+// A node whose lease ran out while its trainer ran (cut off, or stopped past its TTL) is no
+// longer sure its trainer is of the group's epoch, even once it holds a new lease: what its
+// trainer saves meanwhile must not decide what the group's checkpoints dir keeps.
+TEST(GroupFsm, ANodeCutOffAndBackIsNoLongerSureOfItsEpoch) {
+  Store store;
+  const auto c = Group(2, 0, 0);
+  auto& a = store.Add(c, "10.0.0.1");
+  auto& b = store.Add(c, "10.0.0.2");
+  store.Feed(a, StartCall{});
+  store.Feed(b, StartCall{});
+  EXPECT_FALSE(a.fsm->InAgreedEpoch());  // holding, nothing agreed yet
+  store.Feed(a, Proposal({20}));
+  store.Feed(b, Proposal({20}));
+  ASSERT_TRUE(a.agreed && b.agreed);
+  EXPECT_TRUE(a.fsm->InAgreedEpoch());
+  EXPECT_TRUE(b.fsm->InAgreedEpoch());
+  store.Feed(a, LeaseLostEvent{Error{"no etcd member answered a keepalive before its TTL ran out"}});
+  EXPECT_FALSE(a.fsm->InAgreedEpoch());
+  EXPECT_TRUE(b.fsm->InAgreedEpoch());
+}
+
 TEST(GroupFsm, ASpareTakesALostRankAtOnceAndSelectsAgain) {
   Store store;
   const auto c = Group(2, 1, 0);

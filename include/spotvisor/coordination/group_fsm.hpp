@@ -241,6 +241,12 @@ class GroupFsm {
   Course course() const { return course_; }
   int rank() const { return rank_; }
   const GroupView& view() const { return view_; }
+  // This node's trainer runs in the group's newest epoch, under the lease that epoch was agreed
+  // with: a node cut off and back holds a new lease while its trainer is still of the epoch the
+  // others may have left.
+  bool InAgreedEpoch() const {
+    return InEpoch() && running_epoch_ != 0 && lease_ != 0 && lease_ == epoch_lease_ && view_.epoch <= running_epoch_;
+  }
 
  private:
   // One event's handling: the actions go to `out_`, `now_` is its time.
@@ -348,6 +354,7 @@ class GroupFsm {
   std::optional<supervisor::ProposeResumeAction> pending_;  // kProposed, kGrowthHeld: the proposal
   std::uint64_t join_epoch_ = 0;                            // where pending_ is published (0: not yet)
   std::uint64_t running_epoch_ = 0;                         // InEpoch(): the agreed epoch
+  std::int64_t epoch_lease_ = 0;                            // lease_ when running_epoch_ was agreed
   std::vector<int> running_ranks_;                          // the ranks that started running_epoch_
   std::size_t shrink_seen_ = 0;                             // ranks joined in join_epoch_ when kShrink was armed
   bool stop_delivered_ = false;                             // a peer stop for running_epoch_ went out
