@@ -97,12 +97,13 @@ class Supervisor:
                                      f"log {self.log_path}:\n{self.tail()}")
             time.sleep(0.05)
 
-    def wait_event(self, name: str, timeout: float = 120, where=lambda e: True) -> Dict[str, str]:
-        """The first `event=NAME` line whose fields satisfy `where`, polling."""
+    def wait_event(self, name: str, timeout: float = 120, where=lambda e: True, *, after: int = 0) -> Dict[str, str]:
+        """The first `event=NAME` line at or after offset `after` whose fields satisfy `where`,
+        polling."""
         end = deadline(timeout)
         while True:
             exited = self.proc.poll() is not None
-            for e in events(self.text(), name):
+            for e in events(self.text()[after:], name):
                 if where(e):
                     return e
             if exited or time.monotonic() > end:

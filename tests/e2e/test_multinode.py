@@ -51,8 +51,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from tests.e2e.support import (DIST_WORKER, EXAMPLE_ARGS, TORCH_TRAINER, TORCHRUN, E2ECase, NeedsTorchrun, deadline,
-                               events, read_attempts, reference_digest, write_job)
+from tests.e2e.support import (DIST_WORKER, EXAMPLE_ARGS, PYTHON, TORCH_TRAINER, TORCHRUN, E2ECase, NeedsTorchrun,
+                               deadline, events, read_attempts, reference_digest, write_job)
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 
@@ -172,10 +172,11 @@ class GroupCase(NeedsTorchrun, E2ECase):
             *(f"  {k}: {v}" for k, v in more.items())]) + "\n"
 
     def node_job(self, node: str, *, name: str, node_rank: str, script: List[str], spares: int = 0,
-                 coordination: Optional[dict] = None, **kw) -> Path:
+                 coordination: Optional[dict] = None, torchrun: bool = True, **kw) -> Path:
         """Node `node`'s job: plain multi-node torchrun ({nnodes} nodes), one worker running
         `script`, the checkpoints in the shared dir; `spares`: coordination.spares;
-        `coordination`: more keys of that section."""
+        `coordination`: more keys of that section; `torchrun` False: `script` run by the
+        trainers' python, on its own (no peers to wait for)."""
         workdir = self.dir / node
         workdir.mkdir(exist_ok=True)
         ckpt = workdir / "ckpt"
@@ -183,7 +184,7 @@ class GroupCase(NeedsTorchrun, E2ECase):
             ckpt.symlink_to(self.dir / "shared-ckpt")
         command = [TORCHRUN[0], "--nnodes={nnodes}", "--nproc_per_node=1", "--node_rank={node_rank}",
                    "--master_addr={master_addr}", "--master_port={master_port}", "--redirects", "1", "--tee", "1",
-                   "--monitor_interval", "0.5", *script]
+                   "--monitor_interval", "0.5", *script] if torchrun else [PYTHON, *script]
         return write_job(workdir / "job.yaml", name=name, command=command, pattern="ckpt_step{step}",
                          extra=self.coordination(node_rank, master_port=str(self.master_port),
                                                  **({"spares": str(spares)} if spares else {}),

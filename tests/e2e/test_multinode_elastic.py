@@ -18,21 +18,27 @@ the group grows at the next checkpoint with no step trained twice, and the final
 equal, bit for bit, an uninterrupted run's that follows the same world sizes (1, then 2
 from that step).
 
+FlappingNode: one node's spotvisor stopped past its lease ten times while its trainer saves
+on: each time a fenced checkpoint; at most checkpoints.keep of them stay, never the group's
+start, and `spotvisor checkpoints` says why each that stays is fenced.
+
 Run: SPOTVISOR_BINARY=build/spotvisor /usr/bin/python3 -m unittest -v tests.e2e.test_multinode_elastic
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from tests.e2e.support import PYTHON, TORCHRUN, deadline, events, read_attempts
+from tests.e2e.support import (PYTHON, TORCHRUN, Supervisor, deadline, events, parse_fields, read_attempts,
+                               read_state)
 from tests.e2e.test_multinode import GroupCase, free_port, stamp, timed_events
 
 ELASTIC = Path(__file__).resolve().parent / "elastic_trainer.py"
@@ -275,3 +281,187 @@ class GroupGrowsAtACheckpoint(GroupCase):
         self.assertEqual(weights_verdict(self.dir / "n0" / "final.pt", schedule, EXACT), "same",
                          f"the final weights differ from an uninterrupted run with world sizes {schedule}")
 
+
+def on_disk(ckpt_dir: Path) -> Dict[int, Optional[int]]:
+    """Step -> the epoch its manifest names (None: none named) of every committed
+    ckpt_step<N> in `ckpt_dir` (the helper's checkpoints: spotvisor.manifest.json inside)."""
+    out: Dict[int, Optional[int]] = {}
+    for entry in ckpt_dir.iterdir():
+        m = re.fullmatch(r"ckpt_step(\d+)", entry.name)
+        if not m:
+            continue
+        try:
+            out[int(m.group(1))] = json.loads((entry / "spotvisor.manifest.json").read_text()).get("epoch")
+        except (OSError, ValueError):
+            continue  # deleted or replaced as we looked
+    return out
+
+
+def epoch_starts(state_dirs: Sequence[Path]) -> Dict[int, int]:
+    """Epoch -> the step it started from (0: fresh), from every node's attempts.jsonl and
+    state.json (the newest start, whose attempt may still run): the group's whole history."""
+    starts: Dict[int, int] = {}
+    for d in state_dirs:
+        records = [(a["epoch"], a.get("resume_step") or 0) for a in read_attempts(d) if a.get("epoch")]
+        state = read_state(d)
+        if state and state.get("last_epoch"):
+            records.append((state["last_epoch"], state.get("last_epoch_step") or 0))
+        for epoch, step in records:
+            starts[epoch] = min(step, starts.get(epoch, step))
+    return starts
+
+
+def fenced_on_disk(ckpts: Dict[int, Optional[int]], starts: Dict[int, int]) -> Dict[int, int]:
+    """Step -> epoch of each checkpoint that a later epoch's start fences (fence.hpp's rule:
+    epoch E at step X, and some epoch E' > E started from a step below X)."""
+    return {step: epoch for step, epoch in ckpts.items()
+            if epoch is not None and any(e > epoch and s < step for e, s in starts.items())}
+
+
+class FlappingNode(GroupCase):
+    """A node cut off again and again leaves at most checkpoints.keep fenced checkpoints.
+
+    `nodes: 2, min_nodes: 1, shrink_after: 3s, lease_ttl: 3s`, `checkpoints.keep: 2`; each
+    node's trainer is elastic_trainer.py on its own (no torchrun: a trainer that waited for
+    its peer would block, not save), node 0's saving every 2 steps, node 1's only when asked.
+    Ten times: node 0's spotvisor is SIGSTOPped (a node whose etcd traffic stalls) while its
+    trainer trains on; its lease lapses, node 1 stops and, after shrink_after, trains alone
+    from the newest checkpoint S in a new epoch, while node 0's trainer (a zombie of the
+    epoch before) saves above S: a fenced checkpoint, on disk before the cut-off ends. Then
+    SIGCONT: node 0 finds its lease lost and its trainer, which sleeps through most of a
+    step, under 5 % of a CPU: it stops it, comes back and the group grows at node 1's next
+    checkpoint T. Every round: node 1's trainer resumes from S, S is still on disk when T is
+    saved (nothing but the zombie's saves above it is fenced), and the group starts whole
+    from T. Afterwards the shared dir holds at most `keep` fenced
+    checkpoints by the group's history (every node's state dir), `spotvisor checkpoints` on
+    node 1 (which ran every epoch) lists exactly those as fenced, each with why, node 0's
+    lists none that is not, and the agreed start is on disk and fenced in neither."""
+
+    NODES = 2
+    ROUNDS = 10
+    KEEP = 2
+
+    def flap_job(self, node: str, rank: str, every: int) -> Path:
+        script = [str(ELASTIC), "--ckpt-dir", "{checkpoint_dir}", "--result-file", "final.pt", "--steps", "1000000",
+                  "--step-sleep", "0.25", "--checkpoint-every", str(every), "--dies-on-stop"]
+        return self.node_job(node, name="flap", node_rank=rank, script=script, torchrun=False,
+                             resume_args=["--resume_from={checkpoint}"], grace="30s", result_file=None,
+                             keep=self.KEEP, coordination={"min_nodes": "1", "shrink_after": "3s"})
+
+    def listing(self, job: Path) -> List[dict]:
+        """`spotvisor checkpoints --json` for `job` (exit 1: some are fenced)."""
+        out = subprocess.run([self.binary, "checkpoints", "--config", str(job), "--json"], capture_output=True,
+                             text=True, timeout=120)
+        self.assertIn(out.returncode, (0, 1), out.stderr)
+        return json.loads(out.stdout[out.stdout.index("["):])
+
+    @staticmethod
+    def zombie_saves(ckpt: Path, epoch: int, start: int, seen: Set[Tuple[int, int]]) -> bool:
+        """Whether `ckpt` holds a save of `epoch` above `start`; adds each to `seen`."""
+        found = {(s, e) for s, e in on_disk(ckpt).items() if e == epoch and s > start}
+        seen |= found
+        return bool(found)
+
+    def deleted(self, *svs: Supervisor) -> str:
+        return "\n".join(line for sv in svs for line in sv.text().splitlines() if "event=checkpoint_deleted" in line)
+
+    def whole(self, after_epoch: int, marks: Sequence[int], svs: Sequence[Supervisor]) -> Tuple[int, str]:
+        """The next epoch both nodes start together (after `after_epoch`): (epoch, step)."""
+        agreed = [sv.wait_event("group_agreed", 120, lambda e: e["nodes"] == "2" and int(e["epoch"]) > after_epoch,
+                                after=m) for sv, m in zip(svs, marks)]
+        self.assertEqual(len({(a["epoch"], a["step"]) for a in agreed}), 1, agreed)
+        return int(agreed[0]["epoch"]), agreed[0]["step"]
+
+    def test_a_node_cut_off_ten_times_leaves_at_most_keep_fenced_checkpoints(self):
+        jobs = [self.flap_job("n0", "0", 2), self.flap_job("n1", "1", 1000000)]
+        sv0, sv1 = self.supervise(jobs[0], "n0"), self.supervise(jobs[1], "n1")
+        svs = (sv0, sv1)
+        ckpt, states = self.dir / "shared-ckpt", [self.dir / "n0" / "state", self.dir / "n1" / "state"]
+        began = time.monotonic()
+        epoch, _ = self.whole(0, (0, 0), svs)
+        marks = [len(sv.text()) for sv in svs]
+        zombies: Set[Tuple[int, int]] = set()  # (step, epoch) of every zombie save seen
+        rounds: List[str] = []
+        for n in range(1, self.ROUNDS + 1):
+            round_began = time.monotonic()
+            m0, m1 = marks
+            sv0.wait_for(r"\[elastic\] saved step=\d+ reason=periodic", 60, after=m0)  # node 0's trainer trains
+            os.kill(sv0.pid, signal.SIGSTOP)
+            try:
+                stop = sv1.wait_event("peer_stop", 30, lambda e: e["epoch"] == str(epoch), after=m1)
+                self.assertIn("node 0: left the group", stop["why"], stop)
+                alone = sv1.wait_event("group_agreed", 60, lambda e: int(e["epoch"]) > epoch, after=m1)
+                self.assertEqual(alone["nodes"], "1", alone)
+                shrunk, start = int(alone["epoch"]), int(alone["step"])
+                # Its trainer resumes from the agreed start (nothing deleted it meanwhile).
+                at = sv1.text().index(f"event=group_agreed epoch={shrunk} ", m1)
+                resumed = sv1.wait_for(r"\[elastic\] resumed step=\d+|^.*event=attempt_ended .*$", 60,
+                                       after=at).group(0)
+                self.assertEqual(resumed, f"[elastic] resumed step={start}",
+                                 f"round {n}: node 1's trainer did not resume from the agreed ckpt_step{start}:\n"
+                                 f"{resumed}\n{self.deleted(*svs)}")
+                # The zombie saves above the step the group started again from.
+                end = deadline(30)
+                while not self.zombie_saves(ckpt, epoch, start, zombies):
+                    self.assertLess(time.monotonic(), end, f"round {n}: node 0's trainer saved nothing above "
+                                                           f"{start} in epoch {epoch}: {on_disk(ckpt)}")
+                    time.sleep(0.05)
+            finally:
+                os.kill(sv0.pid, signal.SIGCONT)
+            lost = sv0.wait_event("group_lease_lost", 30, after=m0)
+            self.assertEqual(lost["rank"], "0", lost)
+            judged = sv0.wait_for(r"^.*event=(?:stopping|group_cut_off) .*$", 30, after=m0).group(0)
+            stop0 = parse_fields(judged)
+            self.assertEqual((stop0.get("event"), stop0.get("reason")), ("stopping", "peer"),
+                             f"round {n}: node 0's zombie must stop (it sleeps through most of a step): {judged}")
+            self.assertIn("cut off", stop0["detail"], stop0)
+            sv0.wait_event("group_grow_waiting", 60, after=m0)
+            sv1.wait_event("group_growing", 60, lambda e: e["epoch"] == str(shrunk), after=m1)
+            saved = int(sv1.wait_for(r"\[elastic\] saved step=(\d+) reason=request", 60, after=m1).group(1))
+            # The running epoch's start is kept: only the zombie's saves above it are fenced.
+            self.assertIn(start, on_disk(ckpt), f"round {n}: epoch {shrunk}'s start ckpt_step{start} is gone while "
+                                                f"it trains from it:\n{self.deleted(*svs)}")
+            self.zombie_saves(ckpt, epoch, start, zombies)
+            epoch, step = self.whole(shrunk, marks, svs)
+            self.assertEqual(step, str(saved), f"round {n}: the group grew at another step than node 1's save")
+            marks = [len(sv.text()) for sv in svs]
+            disk = on_disk(ckpt)
+            fenced = fenced_on_disk(disk, epoch_starts(states))
+            self.assertEqual(disk.get(saved), shrunk, f"round {n}: the agreed ckpt_step{saved} is not epoch {shrunk}'s "
+                                                      f"save: {disk}\n{self.deleted(*svs)}")
+            self.assertLessEqual(len(fenced), self.KEEP, f"round {n}: fenced {fenced}, keep {self.KEEP}")
+            rounds.append(f"{time.monotonic() - round_began:.1f}")
+
+        # At once: the agreed start stays the newest good one (node 0's next two saves would
+        # rightly push it out).
+        for sv in svs:
+            sv.signal(signal.SIGTERM)
+            self.assert_exit(sv, 75, 60)
+        disk = on_disk(ckpt)
+        starts = epoch_starts(states)
+        fenced = fenced_on_disk(disk, starts)
+        self.assertLessEqual(len(fenced), self.KEEP, f"fenced {fenced} of {disk}, keep {self.KEEP}")
+        self.assertGreaterEqual(len(zombies), self.ROUNDS, zombies)
+        self.assertTrue(set(fenced.items()) <= zombies, (fenced, zombies))
+        self.assertIn("fenced=", self.deleted(*svs), "no fenced checkpoint was pruned")
+        self.assertIn(int(step), disk, f"the agreed start ckpt_step{step} is gone:\n{self.deleted(*svs)}")
+        why = re.compile(r"written by epoch (\d+) at step (\d+) after epoch (\d+) had started from step (\d+) "
+                         r"\(a writer the group had left behind: fenced\)")
+        for job, every_epoch in ((jobs[1], True), (jobs[0], False)):
+            rows = {row["step"]: row for row in self.listing(job)}
+            said = {s: row["fenced"] for s, row in rows.items() if row["fenced"] is not None}
+            # Node 1 ran every epoch, so its records fence what the group's do; node 0's miss the
+            # epochs node 1 ran alone, so they may fence fewer, never others.
+            if every_epoch:
+                self.assertEqual(set(said), set(fenced), (job, said, fenced))
+            self.assertTrue(set(said) <= set(fenced), (job, said, fenced))
+            for s, reason in said.items():
+                m = why.fullmatch(reason)
+                self.assertIsNotNone(m, reason)
+                e, at, later, began_at = map(int, m.groups())
+                self.assertEqual((e, at), (disk[s], s), reason)
+                self.assertTrue(later > e and starts.get(later) == began_at and began_at < s, (reason, starts))
+            self.assertTrue(rows[int(step)]["good"] and rows[int(step)]["fenced"] is None, rows[int(step)])
+        print(f"\n[flap] {self.ROUNDS} cut-offs in {time.monotonic() - began:.0f}s (rounds {', '.join(rounds)} s); "
+              f"{len(zombies)} zombie saves, {len(fenced)} fenced left (keep {self.KEEP}): {sorted(fenced)}; "
+              f"on disk {sorted(disk)}", flush=True)
