@@ -196,6 +196,14 @@ class KeptStart : public ::testing::Test {
     EXPECT_TRUE(selection) << (selection ? "" : selection.error().message);
     return selection ? *selection : checkpoint::Selection{};
   }
+  // ckpt_step1 and ckpt_step2 there, the watcher started (its baseline), then a selection.
+  checkpoint::Selection StartOnTwoAndSelect() {
+    Write("ckpt_step1");
+    Write("ckpt_step2");
+    watcher_.OnStart(control_);
+    control_.RunFor(0ms);
+    return Select();
+  }
   void Started(const checkpoint::Selection& s) {
     supervisor::SpawnAction start;
     start.resume = s.chosen;
@@ -210,11 +218,7 @@ class KeptStart : public ::testing::Test {
 };
 
 TEST_F(KeptStart, ASelectionsCheckpointsOutliveNewerSavesUntilTheStartAloneNotAfter) {
-  Write("ckpt_step1");
-  Write("ckpt_step2");
-  watcher_.OnStart(control_);
-  control_.RunFor(0ms);
-  const auto selection = Select();
+  const auto selection = StartOnTwoAndSelect();
   ASSERT_TRUE(selection.chosen);
   EXPECT_EQ(selection.chosen->step, 2u);
   Write("ckpt_step3");  // saved by a writer the group left behind, say: good until fenced
@@ -235,11 +239,7 @@ class KeptGroupStart : public KeptStart {
 };
 
 TEST_F(KeptGroupStart, TheAgreedStartOutlivesNewerSavesUntilTheNextSelection) {
-  Write("ckpt_step1");
-  Write("ckpt_step2");
-  watcher_.OnStart(control_);
-  control_.RunFor(0ms);
-  const auto selection = Select();
+  const auto selection = StartOnTwoAndSelect();
   ASSERT_TRUE(selection.chosen);
   Started(selection);
   watcher_.OnPhase(supervisor::Phase::kRunning);
@@ -267,11 +267,7 @@ TEST_F(KeptGroupStart, TheAgreedStartOutlivesNewerSavesUntilTheNextSelection) {
 // sees saves as good that the group's newer epoch fences, and would delete what the others
 // run from.
 TEST_F(KeptGroupStart, ANodeThatMayHaveBeenLeftBehindOrWaitsToJoinDeletesNothing) {
-  Write("ckpt_step1");
-  Write("ckpt_step2");
-  watcher_.OnStart(control_);
-  control_.RunFor(0ms);
-  Started(Select());
+  Started(StartOnTwoAndSelect());
   watcher_.OnPhase(supervisor::Phase::kRunning);
   control_.member_for_sure = false;  // its lease ran out while it was stopped, say
   for (const char* name : {"ckpt_step3", "ckpt_step4", "ckpt_step5"}) {
