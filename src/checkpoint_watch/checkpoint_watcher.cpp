@@ -54,7 +54,7 @@ void CheckpointWatcher::Await(bool on) {
 
 void CheckpointWatcher::OnStart(supervisor::RunControl& control) {
   io_ = &control.io();
-  group_ = control.job().coordination.nodes > 1;
+  group_ = control.job().coordination.enabled();
   control_ = &control;
   timer_ = clock_.MakeTimer(*io_);
   Tick();  // the baseline scan, queued on the keeper before the first selection

@@ -119,7 +119,7 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   bool scanning_ = false;                               // io thread: a scan is on the keeper
   bool again_ = false;                                  // io thread: scan once more when it returns
   bool stopped_ = false;                                // io thread: OnExit came
-  bool group_ = false;                                  // coordination.nodes > 1 (from OnStart)
+  bool group_ = false;                                  // a coordinated job: coordination.etcd (from OnStart)
   bool running_ = false;                                // io thread: the trainer runs (or defers its stop)
   supervisor::RunControl* control_ = nullptr;           // from OnStart
   // Keeper-thread state.
