@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
@@ -24,6 +26,38 @@ SLOW = float(os.environ.get("SPOTVISOR_E2E_SLOW", "1") or "1")
 
 def deadline(seconds: float) -> float:
     return time.monotonic() + seconds * SLOW
+
+
+_HANDED_OUT: set = set()
+
+
+def free_port() -> int:
+    """A loopback TCP port for a server the test starts (etcd, torchrun's store, slurmctld).
+
+    Drawn below the kernel's ephemeral range, which bind(0) and every outgoing connection
+    take from: once checked free here, no client socket of another process is handed it
+    before the server binds it. Never the same port twice in one test process: a port checked
+    free stays free until its server binds it, so two draws in a row could otherwise return
+    it twice (the C++ tests' etcd cluster did once)."""
+    try:
+        below = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        below = 32768
+    low = max(1024, below - 12000)
+    for _ in range(200):
+        port = random.randint(low, below - 1) if below - low >= 1000 else 0
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError("no free loopback port in 200 tries")
 
 
 def clean_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence
 
 from tests.e2e.processes import (SLOW, MockMetadata, Supervisor, clean_env, deadline, events,  # noqa: F401
-                                  parse_fields, pid_alive, read_attempts, read_state)
+                                  free_port, parse_fields, pid_alive, read_attempts, read_state)
 from tests.e2e.torch_env import (PYTHON, TORCH_VERSION, TORCHRUN, require_torch, require_torchrun,  # noqa: F401
                                  torch_fingerprint, torch_missing_reason, torchrun_missing_reason)
 

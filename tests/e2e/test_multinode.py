@@ -52,15 +52,9 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from tests.e2e.support import (DIST_WORKER, EXAMPLE_ARGS, PYTHON, TORCH_TRAINER, TORCHRUN, E2ECase, NeedsTorchrun,
-                               deadline, events, read_attempts, reference_digest, write_job)
+                               deadline, events, free_port, read_attempts, reference_digest, write_job)
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Etcd:

@@ -37,9 +37,9 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from tests.e2e.support import (PYTHON, TORCHRUN, Supervisor, deadline, events, parse_fields, read_attempts,
-                               read_state)
-from tests.e2e.test_multinode import GroupCase, free_port, stamp, timed_events
+from tests.e2e.support import (PYTHON, TORCHRUN, Supervisor, deadline, events, free_port, parse_fields,
+                               read_attempts, read_state)
+from tests.e2e.test_multinode import GroupCase, stamp, timed_events
 
 ELASTIC = Path(__file__).resolve().parent / "elastic_trainer.py"
 REPO = Path(__file__).resolve().parents[2]

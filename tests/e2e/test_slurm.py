@@ -33,16 +33,10 @@ import unittest
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from tests.e2e.support import (E2ECase, clean_env, deadline, events, example_command, read_attempts,
+from tests.e2e.support import (E2ECase, clean_env, deadline, events, example_command, free_port, read_attempts,
                                reference_digest, write_job)
 
 BINARIES = ["munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "sinfo", "srun"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _which(name: str) -> Optional[str]:
@@ -69,7 +63,7 @@ class Cluster:
             "ClusterName=spotvisore2e",
             f"SlurmctldHost={self.node}(127.0.0.1)",
             "SlurmUser=root", "SlurmdUser=root",
-            f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}",
+            f"SlurmctldPort={free_port()}", f"SlurmdPort={free_port()}",
             "AuthType=auth/munge", f"AuthInfo=socket={self.socket}", "CredType=cred/munge",
             f"StateSaveLocation={root / 'state'}", f"SlurmdSpoolDir={root / 'spool'}",
             f"SlurmctldPidFile={root / 'slurmctld.pid'}", f"SlurmdPidFile={root / 'slurmd.pid'}",
