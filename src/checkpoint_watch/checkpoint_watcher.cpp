@@ -85,8 +85,10 @@ void CheckpointWatcher::OnPhase(supervisor::Phase phase) {
   running_ = phase == supervisor::Phase::kRunning || phase == supervisor::Phase::kDeferred;
   keeper_->SetStopping(phase == supervisor::Phase::kStopping);
   // A deferred stop ends when the trainer's next checkpoint is judged good: every poll
-  // period in between is steps the trainer runs on and loses.
-  Await(phase == supervisor::Phase::kDeferred);
+  // period in between is steps the trainer runs on and loses. During a stop the checkpoint
+  // the trainer saves for it is the one a new VM resumes from: the mirror starts on it (its
+  // files as each closes, then the whole) as soon as it is seen.
+  Await(phase == supervisor::Phase::kDeferred || phase == supervisor::Phase::kStopping);
 }
 
 void CheckpointWatcher::OnExit(int, const std::string&) {

@@ -1,14 +1,19 @@
 // The mirror observer; see mirror_observer.hpp. Threads: the io thread enqueues and hears
-// of notices and phases; upload threads take the newest queued item; the keeper's thread restores (the
+// of notices and phases; upload threads take the newest queued item (or send a stop's
+// checkpoint early, file by file); the keeper's thread restores (the
 // driver's selection thread waits for it, holding the clock's BackgroundWork for the whole
 // selection, restore included). Everything shared is under mutex_.
 #include "spotvisor/mirror/mirror_observer.hpp"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
+#include <map>
+#include <thread>
 
 #include "spotvisor/cadence/checkpoint_journal.hpp"
 #include "spotvisor/log/log.hpp"
 #include "spotvisor/preemption/warning_window.hpp"
+#include "spotvisor/process/process_group.hpp"
 
 namespace spotvisor::mirror {
 namespace {
@@ -33,6 +38,12 @@ MirrorObserver::MirrorObserver(const config::JobConfig& job, checkpoint_watch::C
     const auto newest = std::find_if(verdicts.rbegin(), verdicts.rend(), [](const auto& v) { return v.good; });
     if (newest != verdicts.rend()) Enqueue(MirrorItem{newest->path, newest->name, newest->step});
   });
+  // A checkpoint caught half-way: one that appears whole (renamed into place) is good at
+  // once and never a write.
+  watcher.SubscribeWrites([this](const std::vector<std::filesystem::path>& writing) {
+    for (const auto& path : writing) Writing(path);
+  });
+  if (auto pattern = config::NamePattern::Parse(job.checkpoints.pattern)) pattern_ = std::move(*pattern);
 }
 
 MirrorObserver::~MirrorObserver() {
@@ -139,6 +150,114 @@ void MirrorObserver::OnNotice(const preemption::Notice& notice) {
 void MirrorObserver::OnPhase(supervisor::Phase phase) {
   std::lock_guard lock(mutex_);
   stopping_ = phase == supervisor::Phase::kStopping;
+}
+
+void MirrorObserver::OnAttemptStarted(const supervisor::SpawnAction&, pid_t pid) {
+  std::lock_guard lock(mutex_);
+  trainer_ = pid;
+}
+
+void MirrorObserver::OnAttemptEnded(const state::AttemptRecord&) {
+  std::lock_guard lock(mutex_);
+  trainer_ = 0;  // its files are all closed
+}
+
+// A directory checkpoint being written while a stop is on is the one a new VM will resume
+// from: its closed files go up now, ahead of older uploads (as Enqueue's do).
+void MirrorObserver::Writing(const std::filesystem::path& path) {
+  // A fixed name's versions go up under names of their own: not this one's.
+  if (!store_ || !store_->UploadsEarly() || !pattern_ || pattern_->fixed()) return;
+  const std::string name = path.filename().string();
+  const auto step = pattern_->Match(name);
+  std::error_code ec;
+  if (!step || !std::filesystem::is_directory(path, ec)) return;
+  MirrorItem item{path, name, *step};
+  auto own = std::make_shared<std::stop_source>();
+  {
+    std::lock_guard lock(mutex_);
+    if (!(stopping_ || deadline_) || active_.count(name) != 0) return;
+    if (early_ && early_->step >= item.step) return;  // it goes on, or a newer one does
+    // An older checkpoint rewritten is not the stop's.
+    if (std::any_of(running_.begin(), running_.end(), [&](const Running& r) { return r.item.step > item.step; }))
+      return;
+    if (early_stop_) early_stop_->request_stop();  // an older one gives way
+    YieldOlderLocked(item);
+    early_ = item;
+    early_stop_ = own;
+  }
+  asio::post(pool_, [this, item = std::move(item), own] { Early(item, own); });
+}
+
+void MirrorObserver::Early(const MirrorItem& item, const std::shared_ptr<std::stop_source>& own) {
+  namespace fs = std::filesystem;
+  constexpr auto kLookAgain = std::chrono::milliseconds(100);
+  std::stop_callback follow(stop_.get_token(), [&own] { own->request_stop(); });
+  const auto started = clock_->Now();
+  std::map<std::string, std::pair<std::uintmax_t, fs::file_time_type>> sent;
+  std::uint64_t bytes = 0;
+  std::string failed;
+  pid_t trainer = 0;
+  // Whether it goes on, checked before each file: not once the checkpoint validated (its
+  // upload sends the rest), a newer one came, the stop ended or the deadline passed.
+  const auto still = [&] {
+    std::lock_guard lock(mutex_);
+    const bool current = early_ && early_->name == item.name && early_stop_ == own;
+    const bool past = deadline_ && clock_->WallNow() > *deadline_;  // the VM is gone by now
+    trainer = trainer_;
+    return !own->stop_requested() && current && active_.count(item.name) == 0 && (stopping_ || deadline_) && !past;
+  };
+  while (still()) {
+    bool sent_now = false;
+    std::error_code ec;
+    if (!fs::is_directory(item.path, ec)) break;
+    const fs::path root = fs::weakly_canonical(item.path, ec);
+    const auto open = trainer > 0 ? process::OpenForWriting(trainer, item.path) : std::set<fs::path>{};
+    for (fs::recursive_directory_iterator it(item.path, ec), end; !ec && it != end && failed.empty();
+         it.increment(ec)) {
+      std::error_code file_ec;
+      if (!it->is_regular_file(file_ec)) continue;
+      const fs::path relative = it->path().lexically_relative(item.path);
+      const std::string file = relative.filename().string();
+      // A temp name is renamed (or removed) before the checkpoint is whole.
+      if (file.starts_with(".") || file.ends_with(".tmp") || open.count(root / relative) != 0) continue;
+      std::error_code time_ec;
+      const auto size = it->file_size(file_ec);
+      const auto mtime = it->last_write_time(time_ec);
+      if (file_ec || time_ec) continue;
+      const auto was = sent.find(relative.generic_string());
+      if (was != sent.end() && was->second == std::pair{size, mtime}) continue;
+      if (!still()) break;
+      if (Status s = store_->UploadEarly(item, relative, Control(*own)); !s) {
+        if (!own->stop_requested()) failed = s.error().message;
+        break;
+      }
+      sent[relative.generic_string()] = {size, mtime};
+      bytes += size;
+      sent_now = true;
+    }
+    // With the trainer gone nothing more is written: what is left is the verdict's.
+    if (!failed.empty() || (trainer == 0 && !sent_now)) break;
+    std::this_thread::sleep_for(kLookAgain);
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (early_stop_ == own) {
+      early_.reset();
+      early_stop_.reset();
+    }
+  }
+  const auto ms = Ms(clock_->Now() - started);
+  if (!failed.empty()) {
+    Log(LogLevel::kWarning, "event=mirror_early_failed name=" + Quote(item.name) +
+                                " step=" + std::to_string(item.step) + " files=" + std::to_string(sent.size()) +
+                                " error=" + Quote(failed) +
+                                " detail=\"the upload after its verdict sends every file\"");
+  } else if (!sent.empty()) {
+    Log(LogLevel::kInfo, "event=mirror_early name=" + Quote(item.name) + " step=" + std::to_string(item.step) +
+                             " files=" + std::to_string(sent.size()) + " bytes=" + std::to_string(bytes) + " ms=" + ms +
+                             " detail=\"files uploaded as the trainer closed each, before the checkpoint's verdict; "
+                             "the upload after it sends the rest and marks it complete\"");
+  }
 }
 
 void MirrorObserver::OnExit(int, const std::string&) {

@@ -138,6 +138,11 @@ Status RemoteMirror::WriteMarker(const Marker& marker, const CopyControl& contro
   return s;
 }
 
+Status RemoteMirror::DeleteMarker(const std::string& name, const CopyControl& control) const {
+  return Rclone({"deletefile", At(std::string(kCompleteDir) + "/" + name + std::string(kMarkerSuffix))}, control,
+                "deleting the marker of " + name);
+}
+
 Result<std::pair<std::uint64_t, std::size_t>> RemoteMirror::ListedBytes(const std::string& name,
                                                                         const CopyControl& control) const {
   std::vector<std::string> lines;
@@ -164,8 +169,10 @@ Result<UploadResult> RemoteMirror::Upload(const MirrorItem& item, const CopyCont
   const bool directory = fs::is_directory(item.path, ec);
   const auto bytes = TreeBytes(item.path);
   if (!bytes) return Error{"cannot read " + item.path.string()};
-  if (auto there = ReadMarker(item.name, control); there && there->step == item.step && there->bytes == *bytes) {
-    return UploadResult::kAlreadyThere;
+  if (auto there = ReadMarker(item.name, control); there) {
+    if (there->step == item.step && there->bytes == *bytes) return UploadResult::kAlreadyThere;
+    // Another checkpoint under this name (a fixed name saved over): not complete from here on.
+    if (Status s = DeleteMarker(item.name, control); !s) return s.error();
   }
   // A directory is synced (files a cut-short upload of the same name left behind go).
   if (Status s = Rclone({directory ? "sync" : "copyto", item.path.string(), At(item.name)}, control,
@@ -194,6 +201,29 @@ Result<UploadResult> RemoteMirror::Upload(const MirrorItem& item, const CopyCont
   return UploadResult::kUploaded;
 }
 
+// The first early file of a name deletes its marker when there is one (an older checkpoint
+// under a fixed name): from then on the bytes there are no longer that checkpoint's.
+Status RemoteMirror::UploadEarly(const MirrorItem& item, const fs::path& relative, const CopyControl& control) {
+  {
+    std::lock_guard lock(early_mutex_);
+    if (early_name_ != item.name) {
+      std::vector<std::string> lines;
+      if (Status s = Rclone({"lsf", At(std::string(kCompleteDir) + "/" + item.name + std::string(kMarkerSuffix))},
+                            control, "looking for the marker of " + item.name, &lines);
+          !s) {
+        return s;
+      }
+      if (!lines.empty()) {
+        if (Status s = DeleteMarker(item.name, control); !s) return s;
+      }
+      early_name_ = item.name;
+    }
+  }
+  return Rclone({"copyto", (item.path / relative).string(), At(item.name + "/" + relative.generic_string())}, control,
+                "uploading " + item.name + "/" + relative.generic_string() + " before its verdict", nullptr,
+                /*bandwidth=*/true);
+}
+
 Result<std::vector<std::string>> RemoteMirror::Prune(int keep, const CopyControl& control) {
   std::lock_guard lock(prune_mutex_);
   std::vector<std::string> removed;
@@ -205,11 +235,7 @@ Result<std::vector<std::string>> RemoteMirror::Prune(int keep, const CopyControl
     auto marker = ReadMarker(name, control);
     if (!marker) return marker.error();
     // The marker first: a checkpoint half deleted is never taken for a whole one.
-    if (Status s = Rclone({"deletefile", At(std::string(kCompleteDir) + "/" + name + std::string(kMarkerSuffix))},
-                          control, "pruning " + name);
-        !s) {
-      return s.error();
-    }
+    if (Status s = DeleteMarker(name, control); !s) return s.error();
     if (Status s = Rclone({marker->directory ? "purge" : "deletefile", At(name)}, control, "pruning " + name); !s)
       return s.error();
     removed.push_back(name);

@@ -2,11 +2,13 @@
 #include "spotvisor/process/process_group.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace spotvisor::process {
@@ -103,9 +105,69 @@ std::vector<pid_t> LiveMembers(pid_t pgid, std::uint64_t since) {
   return found;
 }
 
+// The flags of an open file description, from /proc/<pid>/fdinfo/<fd> ("flags:\t0100001", octal).
+std::optional<int> FdFlags(const std::string& fdinfo) {
+  std::ifstream in(fdinfo);
+  std::string key;
+  while (in >> key) {
+    if (key == "flags:") {
+      std::string octal;
+      in >> octal;
+      char* end = nullptr;
+      const long flags = std::strtol(octal.c_str(), &end, 8);
+      if (end == octal.c_str()) return std::nullopt;
+      return static_cast<int>(flags);
+    }
+    std::string rest;
+    std::getline(in, rest);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::vector<pid_t> GroupMembers(pid_t pgid) { return LiveMembers(pgid, 0); }
+
+std::set<std::filesystem::path> OpenForWriting(pid_t pgid, const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::set<fs::path> open;
+  std::error_code ec;
+  const fs::path root = fs::weakly_canonical(dir, ec);
+  if (ec || pgid <= 1) return open;
+  const std::string prefix = root.string() + "/";
+  // The group's processes and the leader's descendants (a launcher may start its ranks in
+  // sessions of their own).
+  std::map<pid_t, ProcStat> stats;
+  for (pid_t pid : AllPids()) {
+    if (auto st = ReadProcStat(pid); st && st->state != 'Z') stats.emplace(pid, *st);
+  }
+  std::vector<pid_t> pids;
+  for (const auto& [pid, st] : stats) {
+    bool ours = st.pgrp == pgid || pid == pgid;
+    pid_t up = st.ppid;
+    for (int depth = 0; !ours && up > 1 && depth < 64; ++depth) {  // bounded: /proc changes as it is read
+      ours = up == pgid;
+      const auto parent = stats.find(up);
+      up = parent == stats.end() ? 0 : parent->second.ppid;
+    }
+    if (ours) pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    const std::string proc = "/proc/" + std::to_string(pid);
+    for (fs::directory_iterator it(proc + "/fd", ec), end; !ec && it != end; it.increment(ec)) {
+      const fs::path target = fs::read_symlink(it->path(), ec);
+      if (ec) {
+        ec.clear();
+        continue;
+      }
+      if (target.string().rfind(prefix, 0) != 0) continue;
+      const auto flags = FdFlags(proc + "/fdinfo/" + it->path().filename().string());
+      if (flags && (*flags & O_ACCMODE) != O_RDONLY) open.insert(target);
+    }
+    ec.clear();
+  }
+  return open;
+}
 
 std::vector<pid_t> FindLeftovers(const ChildIdentity& child) {
   if (child.pid <= 1 || child.boot_id != BootId()) return {};

@@ -326,5 +326,76 @@ TEST(Mirror, ASlowMirrorNeverLosesWhatItUploadsToRetentionAndSpotvisorExitsOnceD
   EXPECT_EQ(out.find("event=mirror_abandoned"), std::string::npos) << out;
 }
 
+// A trainer that saves a two-file directory checkpoint on SIGTERM: a.safetensors whole and
+// closed, then b.safetensors half written and held open until `go` exists, then the rest.
+const char* kTwoFileSaver = R"PY(
+import json, os, signal, struct, sys, time
+ckpt, go = sys.argv[1], sys.argv[2]
+stop = False
+def on_term(signum, frame):
+    global stop
+    stop = True
+signal.signal(signal.SIGTERM, on_term)
+def header(count):
+    h = json.dumps({"t": {"dtype": "F32", "shape": [count], "data_offsets": [0, 4 * count]}}).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h
+print("[saver] ready", flush=True)
+while not stop:
+    time.sleep(0.05)
+d = os.path.join(ckpt, "ckpt_step5")
+os.makedirs(d)
+with open(os.path.join(d, "a.safetensors"), "wb") as f:
+    f.write(header(4096) + b"\x00" * 4 * 4096)
+with open(os.path.join(d, "b.safetensors"), "wb") as f:
+    f.write(header(8192) + b"\x01" * 4 * 4096)
+    f.flush()
+    print("[saver] b half written", flush=True)
+    while not os.path.exists(go):
+        time.sleep(0.05)
+    f.write(b"\x01" * 4 * 4096)
+print("[saver] saved step=5", flush=True)
+)PY";
+
+// Issue 36: on an object store, a directory checkpoint saved for a stop goes up file by file
+// as the trainer closes each: a.safetensors is on the remote while b.safetensors is still
+// being written (and is not: it is open), with no marker; once b is closed and the
+// checkpoint validates, the upload after the verdict sends the rest and writes the marker.
+TEST(Mirror, AStopsDirectoryCheckpointGoesUpFileByFileAsEachClosesAndIsMarkedOnlyAfterItsVerdict) {
+  if (std::system("rclone version > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "rclone is not installed (apt-get install rclone)";
+  TempDir dir;
+  const auto bucket = dir / "remote" / "jobs";
+  WriteFile(dir / "saver.py", kTwoFileSaver);
+  WriteFile(dir / "job.yaml", "job:\n  name: early\n  command: [\"" + kPython + "\", \"" + (dir / "saver.py").string() +
+                                  "\", \"{checkpoint_dir}\", \"" + (dir / "go").string() +
+                                  "\"]\ncheckpoints:\n  dir: ./ckpt\n  pattern: \"ckpt_step{step}\"\n"
+                                  "  mirror:\n    remote: \":local:" +
+                                  bucket.string() +
+                                  "\"\n    rclone_flags: [\"--config\", \"/dev/null\"]\n    timeout: 60s\n"
+                                  "signals:\n  grace: 60s\n  kill_timeout: 5s\ntelemetry:\n  state_dir: ./state\n");
+  auto sv = Spawn({SPOTVISOR_BINARY, "run", "--config", (dir / "job.yaml").string()}, dir / "out.txt");
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("[saver] ready") != std::string::npos; }, 30s))
+      << ReadFile(dir / "out.txt");
+  kill(sv.pid, SIGTERM);
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(dir / "out.txt").find("b half written") != std::string::npos; }, 30s))
+      << ReadFile(dir / "out.txt");
+  const auto local = dir / "ckpt" / "ckpt_step5";
+  ASSERT_TRUE(WaitUntil(
+      [&] { return ReadFile(bucket / "ckpt_step5" / "a.safetensors") == ReadFile(local / "a.safetensors"); }, 30s))
+      << ReadFile(dir / "out.txt");
+  EXPECT_FALSE(std::filesystem::exists(bucket / "ckpt_step5" / "b.safetensors")) << "a file still open went up";
+  EXPECT_FALSE(std::filesystem::exists(bucket / ".spotvisor-complete" / "ckpt_step5.json"))
+      << "marked complete before its verdict";
+  WriteFile(dir / "go", "");
+  ASSERT_EQ(WaitExit(sv.pid, 60s), 75) << ReadFile(dir / "out.txt");
+  const std::string out = ReadFile(dir / "out.txt");
+  EXPECT_NE(out.find("event=mirror_early name=ckpt_step5 step=5"), std::string::npos) << out;
+  EXPECT_NE(out.find("event=mirrored name=ckpt_step5 "), std::string::npos) << out;
+  EXPECT_TRUE(std::filesystem::exists(bucket / ".spotvisor-complete" / "ckpt_step5.json")) << out;
+  EXPECT_EQ(ReadFile(bucket / "ckpt_step5" / "b.safetensors"), ReadFile(local / "b.safetensors")) << out;
+  EXPECT_EQ(ReadFile(bucket / "ckpt_step5" / "a.safetensors"), ReadFile(local / "a.safetensors")) << out;
+}
+
 }  // namespace
 }  // namespace spotvisor

@@ -133,9 +133,11 @@ TEST_F(WatchClock, ASaveCaughtHalfWayIsJudgedAgainWhenItChanges) {
   EXPECT_EQ(told_[0].at, 3s);
 }
 
-// A deferred stop ends when the trainer's next checkpoint is judged good: while the Fsm is
-// in kDeferred the watcher polls fast, as for a request, and slowly again once it leaves.
-TEST_F(WatchClock, WhileAStopIsDeferredTheNextCheckpointIsNewsAtTheNextFastPoll) {
+// A deferred stop ends when the trainer's next checkpoint is judged good, and a stop's
+// checkpoint is the one the mirror must have before the VM goes: while the Fsm is in
+// kDeferred or kStopping the watcher polls fast, as for a request, and slowly again once it
+// leaves them.
+TEST_F(WatchClock, WhileAStopIsDeferredOrUnderWayTheNextCheckpointIsNewsAtTheNextFastPoll) {
   Start();
   watcher_.OnPhase(supervisor::Phase::kDeferred);
   control_.RunFor(2500ms);
@@ -144,13 +146,19 @@ TEST_F(WatchClock, WhileAStopIsDeferredTheNextCheckpointIsNewsAtTheNextFastPoll)
   ASSERT_EQ(told_.size(), 1u);
   EXPECT_EQ(told_[0].at, 3s) << "the next fast poll, not the next slow one (10 s)";
 
-  watcher_.OnPhase(supervisor::Phase::kStopping);  // slowly again: the next poll 10 s after this
+  watcher_.OnPhase(supervisor::Phase::kStopping);  // fast still
   Write("ckpt_step6", kComplete);
-  control_.RunFor(9s);
-  EXPECT_EQ(told_.size(), 1u);
   control_.RunFor(1s);
   ASSERT_EQ(told_.size(), 2u);
-  EXPECT_EQ(told_[1].at, 7500ms + 10s);
+  EXPECT_EQ(told_[1].at, 8s) << "the next fast poll, not the next slow one (10 s)";
+
+  watcher_.OnPhase(supervisor::Phase::kBackoff);  // slowly again: the next poll 10 s after this
+  Write("ckpt_step7", kComplete);
+  control_.RunFor(9s);
+  EXPECT_EQ(told_.size(), 2u);
+  control_.RunFor(1s);
+  ASSERT_EQ(told_.size(), 3u);
+  EXPECT_EQ(told_[2].at, 8500ms + 10s);
   watcher_.OnExit(0, "done");
 }
 

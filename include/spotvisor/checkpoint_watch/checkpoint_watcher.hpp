@@ -75,7 +75,8 @@ class CheckpointWatcher final : public supervisor::RunObserver {
   void OnAttemptStarted(const supervisor::SpawnAction& start, pid_t pid) override;  // holds its checkpoint
   void OnAttemptEnded(const state::AttemptRecord& record) override;                 // scans at once
   // kStopping: a fixed name's version made by a byte copy waits (DirKeeper::SetStopping);
-  // kDeferred: fast polling, as for a request (a deferred stop waits for the next checkpoint).
+  // kDeferred and kStopping: fast polling, as for a request (a deferred stop waits for the
+  // next checkpoint; a stop's checkpoint goes to the mirror at once).
   void OnPhase(supervisor::Phase phase) override;
   void OnExit(int code, const std::string& message) override;
 
@@ -89,7 +90,7 @@ class CheckpointWatcher final : public supervisor::RunObserver {
     std::optional<CheckpointVerdict> verdict;  // once judged
   };
 
-  void Await(bool on);  // io thread: fast polling while a deferred stop waits (OnPhase)
+  void Await(bool on);  // io thread: fast polling while a deferred stop waits or a stop is on (OnPhase)
   void Arm();
   void Tick();
   struct ScanNews {

@@ -5,7 +5,10 @@
 // `mirror.bandwidth` bytes/s, newest first (a queued older one is superseded). Uploads run
 // on their own threads, during a stop too: the checkpoint saved for a notice starts as soon
 // as it validates, and while a stop notice or a stop is on, an older upload that holds the
-// last free slot gives way to it (`event=mirror_yielded`). At exit, uploads still going get
+// last free slot gives way to it (`event=mirror_yielded`). On an object store
+// (MirrorStore::UploadsEarly) a directory checkpoint being written during a stop goes up
+// file by file as the trainer closes each (`event=mirror_early`), before its verdict: the
+// upload after the verdict sends only the rest and marks it complete, as always. At exit, uploads still going get
 // until the stop notice's deadline (without one: `mirror.timeout`) to finish (real time:
 // the loop has ended by then), then are cancelled. Time is the run's clock
 // (RunControl::clock()): an upload that runs holds its BackgroundWork, so a virtual clock
@@ -29,6 +32,7 @@
 #include <vector>
 
 #include "spotvisor/checkpoint_watch/checkpoint_watcher.hpp"
+#include "spotvisor/config/name_pattern.hpp"
 #include "spotvisor/mirror/durability_ledger.hpp"
 #include "spotvisor/mirror/durability_plan.hpp"
 #include "spotvisor/mirror/mirror_store.hpp"
@@ -49,6 +53,8 @@ class MirrorObserver final : public supervisor::RunObserver {
   void OnSelection(const checkpoint::Selection& selection) override;
   void OnNotice(const preemption::Notice& notice) override;
   void OnPhase(supervisor::Phase phase) override;
+  void OnAttemptStarted(const supervisor::SpawnAction& start, pid_t pid) override;  // whose files are open
+  void OnAttemptEnded(const state::AttemptRecord& record) override;
   // Looks once more for the newest good checkpoint, then waits for the uploads until the
   // stop notice's deadline (none: mirror.timeout) and cancels what is left: the exit line
   // is out, and observers after this one (the run report) see what reached the mirror.
@@ -76,6 +82,10 @@ class MirrorObserver final : public supervisor::RunObserver {
     std::shared_ptr<std::stop_source> stop;
   };
   void Enqueue(MirrorItem item);
+  void Writing(const std::filesystem::path& path);  // io thread: a checkpoint caught half-way
+  // Upload thread: uploads the closed files of `item` (a directory being written) until it
+  // validates, a newer one arrives, the stop ends or the observer does.
+  void Early(const MirrorItem& item, const std::shared_ptr<std::stop_source>& own);
   void YieldOlderLocked(const MirrorItem& newer);
   void Work();  // upload thread: the newest queued item
   void Upload(const MirrorItem& item, const std::stop_source& own);
@@ -104,6 +114,10 @@ class MirrorObserver final : public supervisor::RunObserver {
   bool stopping_ = false;                                // a stop is in progress
   std::optional<WallTime> deadline_;                     // the last stop notice's
   std::optional<DurabilityPlan> plan_;                   // after the last upload
+  std::optional<MirrorItem> early_;                      // the directory going up before its verdict
+  std::shared_ptr<std::stop_source> early_stop_;         // makes it give way to a newer one
+  pid_t trainer_ = 0;                                    // the running trainer's group; 0 when none
+  std::optional<config::NamePattern> pattern_;           // checkpoints.pattern: an arrival's step
   bool restore_done_ = false;                            // restore runs before the first selection only
   std::vector<Uploaded> uploaded_;                       // set before OnStart, then read only
   std::mutex telling_;                                   // held while telling uploaded_; Drain closes it

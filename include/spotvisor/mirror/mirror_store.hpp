@@ -48,6 +48,19 @@ class MirrorStore {
   // "path /mnt/bucket/job" or "command rclone" for logs.
   virtual std::string Describe() const = 0;
   virtual Result<UploadResult> Upload(const MirrorItem& item, const CopyControl& control) = 0;
+  // Whether UploadEarly does anything: a store whose Upload then finds the early files and
+  // sends only the rest.
+  virtual bool UploadsEarly() const { return false; }
+  // Before the checkpoint validates (a directory being written during a stop): puts one of
+  // its closed files, `relative` to item.path, where Upload will find it, and nothing more:
+  // the checkpoint is complete on the mirror only once Upload, after the good verdict, says
+  // so. A name that was complete before (its older checkpoint) is no longer, from the first
+  // file on.
+  virtual Status UploadEarly(const MirrorItem& item, const std::filesystem::path& relative,
+                             const CopyControl& control) {
+    (void)item, (void)relative, (void)control;
+    return Ok{};
+  }
   // Deletes mirrored checkpoints beyond `keep` (newest kept; 0 = keep all); returns names.
   // `control.stop` cancels it (a command or an rclone call under way is killed).
   virtual Result<std::vector<std::string>> Prune(int keep, const CopyControl& control) = 0;

@@ -3,7 +3,8 @@
 // the mirror only once it is whole there. Layout under the remote:
 //   <name>                              the checkpoint (a file, or a directory's files)
 //   .spotvisor-complete/<name>.json     its marker, written after the last byte was
-//                                       uploaded and the sizes listed back matched
+//                                       uploaded and the sizes listed back matched, and
+//                                       deleted before other bytes go under that name
 // An upload cut short (spotvisor killed, the server failing) leaves no marker, so no
 // restore ever starts from it and the next upload of that name replaces it. Retention
 // deletes the marker first. A restore fetches the newest marked checkpoint newer than the
@@ -33,6 +34,9 @@ class RemoteMirror final : public MirrorStore {
 
   std::string Describe() const override;
   Result<UploadResult> Upload(const MirrorItem& item, const CopyControl& control) override;
+  bool UploadsEarly() const override { return true; }
+  Status UploadEarly(const MirrorItem& item, const std::filesystem::path& relative,
+                     const CopyControl& control) override;
   Result<std::vector<std::string>> Prune(int keep, const CopyControl& control) override;
   Result<RestoreResult> Restore(std::optional<std::uint64_t> local_step, const CopyControl& control) override;
 
@@ -52,6 +56,7 @@ class RemoteMirror final : public MirrorStore {
   Result<std::vector<Marker>> Complete(const CopyControl& control) const;
   Result<Marker> ReadMarker(const std::string& name, const CopyControl& control) const;
   Status WriteMarker(const Marker& marker, const CopyControl& control) const;
+  Status DeleteMarker(const std::string& name, const CopyControl& control) const;
   // Sum and count of the sizes rclone lists under <remote>/<name>.
   Result<std::pair<std::uint64_t, std::size_t>> ListedBytes(const std::string& name, const CopyControl& control) const;
   Status Fetch(const Marker& marker, const std::filesystem::path& staging, const CopyControl& control) const;
@@ -62,6 +67,8 @@ class RemoteMirror final : public MirrorStore {
   std::string remote_;             // without a trailing '/'
   config::NamePattern pattern_;    // checkpoints.pattern
   std::mutex prune_mutex_;         // one Prune at a time
+  std::mutex early_mutex_;         // guards early_name_
+  std::string early_name_;         // the name UploadEarly last looked for a marker of
 };
 
 }  // namespace spotvisor::mirror

@@ -6,7 +6,9 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,13 @@ bool GroupExists(pid_t pgid);
 
 // The live (non-zombie) processes of the group, from /proc.
 std::vector<pid_t> GroupMembers(pid_t pgid);
+
+// The files under `dir` that a live process of group `pgid` (or a descendant of its leader)
+// holds open for writing
+// (O_WRONLY or O_RDWR), as /proc/<pid>/fd and fdinfo show them, by their canonical paths.
+// Whatever cannot be read counts as not open: a caller must not depend on it for
+// correctness (the mirror uploads a closed file early, and checks every byte afterwards).
+std::set<std::filesystem::path> OpenForWriting(pid_t pgid, const std::filesystem::path& dir);
 
 // What `pid` is doing, for a log line: "1234 python S futex_wait_queue" (pid, command
 // name, state, and the kernel function it waits in where /proc shows it); "1234 gone".
