@@ -21,7 +21,13 @@ in the bench's own clock, read as each line arrives. Markdown on stdout. Run fro
 repository root after a build:
 
     SPOTVISOR_S3_PYTHON=$(scripts/layered-env.sh s3-env | tail -n 1) \
-        /usr/bin/python3 tests/bench/notice_durable_bench.py [--size 1GiB] [--cap 100MiB] [--runs 5]
+        /usr/bin/python3 tests/bench/notice_durable_bench.py [--size 1GiB] [--cap 100MiB] [--runs 5] \
+        [--shards N --save-rate 100MiB]
+
+With --shards N the checkpoint is N files written in place one after the other (the shape of
+torch.distributed.checkpoint and DeepSpeed; a COMMITTED file last, `checkpoints.marker`), and
+--save-rate paces the save as serialization from the GPU would: spotvisor then uploads each
+file as it closes, while the next is written, where by hand the upload starts after the save.
 """
 
 from __future__ import annotations
@@ -45,25 +51,41 @@ from tests.e2e.s3_server import S3Server  # noqa: E402
 
 TRAINER = r'''
 import os, signal, subprocess, sys, time
-ckpt_dir, size, upload = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+ckpt_dir, size, shards, rate, upload = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5:]
 stop = False
 def on_term(signo, frame):
     global stop
     stop = True
 signal.signal(signal.SIGTERM, on_term)
 block = os.urandom(1 << 20)
-def save(step):
-    d = os.path.join(ckpt_dir, "ckpt_step%d" % step)
-    os.makedirs(d + ".tmp", exist_ok=True)
-    with open(os.path.join(d + ".tmp", "blob.bin"), "wb") as f:
-        left = size
+def write(path, nbytes, began, done):
+    # At `rate` bytes/s overall when set (a save paced by serialization), else as fast as the disk.
+    with open(path, "wb") as f:
+        left = nbytes
         while left > 0:
             n = min(left, len(block))
             f.write(block[:n])
             left -= n
+            done += n
+            if rate > 0:
+                ahead = began + done / rate - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
         f.flush()
         os.fsync(f.fileno())
-    os.rename(d + ".tmp", d)
+    return done
+def save(step):
+    d = os.path.join(ckpt_dir, "ckpt_step%d" % step)
+    began, done = time.monotonic(), 0
+    if shards == 1:  # one file, the directory renamed into place
+        os.makedirs(d + ".tmp", exist_ok=True)
+        write(os.path.join(d + ".tmp", "blob.bin"), size, began, done)
+        os.rename(d + ".tmp", d)
+    else:  # written in place, a shard after the other (torch.distributed.checkpoint's shape)
+        os.makedirs(d, exist_ok=True)
+        for i in range(shards):
+            done = write(os.path.join(d, "shard-%02d.bin" % i), size // shards, began, done)
+        open(os.path.join(d, "COMMITTED"), "w").close()  # checkpoints.marker: whole from here on
     print("saved step=%d" % step, flush=True)
     return d
 os.makedirs(ckpt_dir, exist_ok=True)
@@ -96,6 +118,10 @@ def parse_args():
     p.add_argument("--size", default="1GiB")
     p.add_argument("--cap", default="100MiB")
     p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--shards", type=int, default=1,
+                   help="1: one file, the directory renamed into place; N: N files written in place, one after "
+                        "the other (spotvisor uploads each as it closes)")
+    p.add_argument("--save-rate", default="0", help="pace the save at this many bytes/s (e.g. 100MiB); 0: the disk's")
     return p.parse_args()
 
 
@@ -128,14 +154,14 @@ class Lines:
                 self.cond.wait(1)
 
 
-def with_spotvisor(args, s3: S3Server, work: Path, run: int, size: int, cap: int):
+def with_spotvisor(args, s3: S3Server, work: Path, run: int, size: int, cap: int, rate: int):
     vm = work / f"sv{run}"
     vm.mkdir()
     (vm / "trainer.py").write_text(TRAINER)
     notice = vm / "notice"
     (vm / "job.yaml").write_text(f"""job:
   name: bench
-  command: ["/usr/bin/python3", "{vm / 'trainer.py'}", "{vm / 'ckpt'}", "{size}"]
+  command: ["/usr/bin/python3", "{vm / 'trainer.py'}", "{vm / 'ckpt'}", "{size}", "{args.shards}", "{rate}"]
 provider:
   kind: file
   file: {notice}
@@ -148,7 +174,7 @@ checkpoints:
   pattern: "ckpt_step{{step}}"
   format: any
   validate: structure
-  mirror:
+{"  marker: COMMITTED" + chr(10) if args.shards > 1 else ""}  mirror:
     remote: "{s3.remote}/sv{run}"
     bandwidth: {cap}
     restore: false
@@ -173,12 +199,13 @@ telemetry:
     return done - at, predicted, observed
 
 
-def by_hand(args, s3: S3Server, work: Path, run: int, size: int, cap: int):
+def by_hand(args, s3: S3Server, work: Path, run: int, size: int, cap: int, rate: int):
     vm = work / f"bare{run}"
     vm.mkdir()
     (vm / "trainer.py").write_text(TRAINER)
     upload = ["rclone", "copy", "-q", "--bwlimit", f"{cap}B", f"{s3.remote}/bare{run}"]
-    proc = subprocess.Popen(["/usr/bin/python3", str(vm / "trainer.py"), str(vm / "ckpt"), str(size), *upload],
+    proc = subprocess.Popen(["/usr/bin/python3", str(vm / "trainer.py"), str(vm / "ckpt"), str(size), str(args.shards),
+                             str(rate), *upload],
                             env=s3.rclone_env(clean_env()), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
     out = Lines(proc)
@@ -198,18 +225,21 @@ def pct(values, q):
 
 def main() -> int:
     args = parse_args()
-    size, cap = parse_size(args.size), parse_size(args.cap)
+    size, cap, rate = parse_size(args.size), parse_size(args.cap), parse_size(args.save_rate)
     with tempfile.TemporaryDirectory(prefix="spotvisor-durable-bench-") as tmp:
         work = Path(tmp)
         with S3Server(str(work / "s3")) as s3:
             sv, predicted, observed, bare = [], [], [], []
             for run in range(args.runs):
-                t, p, o = with_spotvisor(args, s3, work, run, size, cap)
+                t, p, o = with_spotvisor(args, s3, work, run, size, cap, rate)
                 sv.append(t), predicted.append(p), observed.append(o)
-                bare.append(by_hand(args, s3, work, run, size, cap))
+                bare.append(by_hand(args, s3, work, run, size, cap, rate))
                 print(f"run {run + 1}: spotvisor {t:.2f} s (upload predicted {p:.1f} s, took {o:.1f} s); "
                       f"by hand {bare[-1]:.2f} s", file=sys.stderr)
-    print(f"Notice → durable on moto's S3 server through rclone, a {args.size} checkpoint, "
+    shape = ("one file, renamed into place" if args.shards == 1
+             else f"{args.shards} files written in place one after the other")
+    paced = f", saved at {args.save_rate}/s" if rate > 0 else ""
+    print(f"Notice → durable on moto's S3 server through rclone, a {args.size} checkpoint ({shape}{paced}), "
           f"`bandwidth: {args.cap}`, {args.runs} notices each (p99 of {args.runs} is the largest):\n")
     print("| | p50 (s) | p99 (s) | mean (s) |")
     print("|---|---|---|---|")
