@@ -27,6 +27,35 @@ std::string Ms(SteadyTime::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
 }
 
+// A file of a checkpoint being written, as it was when looked at.
+struct EarlyFile {
+  std::filesystem::path relative;
+  std::uintmax_t size = 0;
+  std::filesystem::file_time_type mtime;
+};
+using SentFiles = std::map<std::string, std::pair<std::uintmax_t, std::filesystem::file_time_type>>;
+
+// The files of `dir` that may go up before its verdict: closed (none of `open`), not a temp
+// name (renamed or removed before the checkpoint is whole), and new or changed since `sent`.
+std::vector<EarlyFile> DueEarly(const std::filesystem::path& dir, const std::set<std::filesystem::path>& open,
+                                const SentFiles& sent) {
+  namespace fs = std::filesystem;
+  std::vector<EarlyFile> due;
+  std::error_code ec;
+  const fs::path root = fs::weakly_canonical(dir, ec);
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code file_ec, time_ec;
+    if (!it->is_regular_file(file_ec)) continue;
+    EarlyFile f{it->path().lexically_relative(dir), it->file_size(file_ec), it->last_write_time(time_ec)};
+    const std::string name = f.relative.filename().string();
+    if (file_ec || time_ec || name.starts_with(".") || name.ends_with(".tmp") || open.count(root / f.relative) != 0)
+      continue;
+    const auto was = sent.find(f.relative.generic_string());
+    if (was == sent.end() || was->second != std::pair{f.size, f.mtime}) due.push_back(std::move(f));
+  }
+  return due;
+}
+
 }  // namespace
 
 MirrorObserver::MirrorObserver(const config::JobConfig& job, checkpoint_watch::CheckpointWatcher& watcher)
@@ -189,11 +218,10 @@ void MirrorObserver::Writing(const std::filesystem::path& path) {
 }
 
 void MirrorObserver::Early(const MirrorItem& item, const std::shared_ptr<std::stop_source>& own) {
-  namespace fs = std::filesystem;
   constexpr auto kLookAgain = std::chrono::milliseconds(100);
   std::stop_callback follow(stop_.get_token(), [&own] { own->request_stop(); });
   const auto started = clock_->Now();
-  std::map<std::string, std::pair<std::uintmax_t, fs::file_time_type>> sent;
+  SentFiles sent;
   std::uint64_t bytes = 0;
   std::string failed;
   pid_t trainer = 0;
@@ -207,36 +235,21 @@ void MirrorObserver::Early(const MirrorItem& item, const std::shared_ptr<std::st
     return !own->stop_requested() && current && active_.count(item.name) == 0 && (stopping_ || deadline_) && !past;
   };
   while (still()) {
-    bool sent_now = false;
     std::error_code ec;
-    if (!fs::is_directory(item.path, ec)) break;
-    const fs::path root = fs::weakly_canonical(item.path, ec);
-    const auto open = trainer > 0 ? process::OpenForWriting(trainer, item.path) : std::set<fs::path>{};
-    for (fs::recursive_directory_iterator it(item.path, ec), end; !ec && it != end && failed.empty();
-         it.increment(ec)) {
-      std::error_code file_ec;
-      if (!it->is_regular_file(file_ec)) continue;
-      const fs::path relative = it->path().lexically_relative(item.path);
-      const std::string file = relative.filename().string();
-      // A temp name is renamed (or removed) before the checkpoint is whole.
-      if (file.starts_with(".") || file.ends_with(".tmp") || open.count(root / relative) != 0) continue;
-      std::error_code time_ec;
-      const auto size = it->file_size(file_ec);
-      const auto mtime = it->last_write_time(time_ec);
-      if (file_ec || time_ec) continue;
-      const auto was = sent.find(relative.generic_string());
-      if (was != sent.end() && was->second == std::pair{size, mtime}) continue;
+    if (!std::filesystem::is_directory(item.path, ec)) break;
+    const auto open = trainer > 0 ? process::OpenForWriting(trainer, item.path) : std::set<std::filesystem::path>{};
+    const auto due = DueEarly(item.path, open, sent);
+    for (const auto& f : due) {
       if (!still()) break;
-      if (Status s = store_->UploadEarly(item, relative, Control(*own)); !s) {
+      if (Status s = store_->UploadEarly(item, f.relative, Control(*own)); !s) {
         if (!own->stop_requested()) failed = s.error().message;
         break;
       }
-      sent[relative.generic_string()] = {size, mtime};
-      bytes += size;
-      sent_now = true;
+      sent[f.relative.generic_string()] = {f.size, f.mtime};
+      bytes += f.size;
     }
     // With the trainer gone nothing more is written: what is left is the verdict's.
-    if (!failed.empty() || (trainer == 0 && !sent_now)) break;
+    if (!failed.empty() || (trainer == 0 && due.empty())) break;
     std::this_thread::sleep_for(kLookAgain);
   }
   {
@@ -246,7 +259,6 @@ void MirrorObserver::Early(const MirrorItem& item, const std::shared_ptr<std::st
       early_stop_.reset();
     }
   }
-  const auto ms = Ms(clock_->Now() - started);
   if (!failed.empty()) {
     Log(LogLevel::kWarning, "event=mirror_early_failed name=" + Quote(item.name) +
                                 " step=" + std::to_string(item.step) + " files=" + std::to_string(sent.size()) +
@@ -254,7 +266,8 @@ void MirrorObserver::Early(const MirrorItem& item, const std::shared_ptr<std::st
                                 " detail=\"the upload after its verdict sends every file\"");
   } else if (!sent.empty()) {
     Log(LogLevel::kInfo, "event=mirror_early name=" + Quote(item.name) + " step=" + std::to_string(item.step) +
-                             " files=" + std::to_string(sent.size()) + " bytes=" + std::to_string(bytes) + " ms=" + ms +
+                             " files=" + std::to_string(sent.size()) + " bytes=" + std::to_string(bytes) +
+                             " ms=" + Ms(clock_->Now() - started) +
                              " detail=\"files uploaded as the trainer closed each, before the checkpoint's verdict; "
                              "the upload after it sends the rest and marks it complete\"");
   }
