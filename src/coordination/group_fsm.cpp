@@ -223,7 +223,10 @@ void GroupFsm::OnLeaseGranted(const LeaseGrantedEvent& e) {
 
 void GroupFsm::OnLeaseLost(const Error& e) {
   if (seat_ == Seat::kLeft) return;
-  const bool trainer = InEpoch() && seat_ == Seat::kHolding;
+  // Claiming while in an epoch: the watch told of its own key's end before the keepalive told
+  // of the lease's (a node stopped past its TTL hears both at once when it runs again), and it
+  // tried to take the rank back under the lapsed lease. Its trainer was cut off all the same.
+  const bool trainer = InEpoch() && (seat_ == Seat::kHolding || seat_ == Seat::kClaiming);
   Say(LogLevel::kError, "event=group_lease_lost rank=" + std::to_string(rank_) + " error=" + Quote(e.message) +
                             " detail=\"" +
                             (trainer ? "the rank can be taken now: the trainer goes on only if it progresses; " : "") +
