@@ -229,10 +229,11 @@ void MirrorObserver::Early(const MirrorItem& item, const std::shared_ptr<std::st
   // upload sends the rest), a newer one came, the stop ended or the deadline passed.
   const auto still = [&] {
     std::lock_guard lock(mutex_);
-    const bool current = early_ && early_->name == item.name && early_stop_ == own;
     const bool past = deadline_ && clock_->WallNow() > *deadline_;  // the VM is gone by now
     trainer = trainer_;
-    return !own->stop_requested() && current && active_.count(item.name) == 0 && (stopping_ || deadline_) && !past;
+    // early_stop_ is this task's while it is the current one (a newer one replaces it).
+    return !own->stop_requested() && early_stop_ == own && active_.count(item.name) == 0 && (stopping_ || deadline_) &&
+           !past;
   };
   while (still()) {
     std::error_code ec;
