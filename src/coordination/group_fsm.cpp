@@ -362,6 +362,7 @@ void GroupFsm::OnSnapshot(const SnapshotEvent& e) {
   ClaimRank();
   Evaluate();
   CheckFinished();
+  CheckLeftBehind();
 }
 
 void GroupFsm::OnKeysChanged(const KeysChangedEvent& e) {
@@ -369,6 +370,7 @@ void GroupFsm::OnKeysChanged(const KeysChangedEvent& e) {
   for (const auto& event : e.events) Apply(event.kv, event.type == etcd::Event::Type::kDelete);
   Evaluate();
   CheckFinished();
+  CheckLeftBehind();
 }
 
 void GroupFsm::OnConnection(const ConnectionEvent& e) {
@@ -584,6 +586,20 @@ void GroupFsm::CheckFinished() {
                            std::to_string(running_ranks_.size()) + " detail=\"every node's trainer finished\"");
   course_ = Course::kFinished;
   Do(TellFinishedAction{});
+}
+
+void GroupFsm::CheckLeftBehind() {
+  if (!InEpoch() || course_ == Course::kFinished || stop_delivered_ || view_.epoch <= running_epoch_) return;
+  stop_delivered_ = true;
+  const std::string newest = std::to_string(view_.epoch);
+  const std::string mine = std::to_string(running_epoch_);
+  Say(LogLevel::kWarning, "event=group_left_behind epoch=" + mine + " group_epoch=" + newest +
+                              " rank=" + std::to_string(rank_) + " detail=\"the group started epoch " + newest +
+                              " without this node: its trainer of epoch " + mine +
+                              " trains for nobody and stops; the node then joins the group again\"");
+  Do(TellPeerStopAction{StopRequestedEvent{StopReason::kPeer, std::nullopt,
+                                           "the group started epoch " + newest + " without this node (cut off " +
+                                               "from it meanwhile): its trainer of epoch " + mine + " stops"}});
 }
 
 void GroupFsm::PeerStop(int rank, const std::string& cause, std::int64_t deadline_unix_ms) {

@@ -35,6 +35,9 @@ def main() -> int:
     p.add_argument("--global-batch-size", type=int, default=48)
     p.add_argument("--checkpoint-every", type=int, default=10)
     p.add_argument("--step-sleep", type=float, default=0.0)
+    # The step's time spent computing (a busy loop) rather than asleep: a trainer that uses its
+    # CPU, as a real one does, so that a cut-off node's spotvisor sees it progress.
+    p.add_argument("--busy", action="store_true")
     p.add_argument("--resume_from", default=None)
     # The shape of most scripts: the stop signal ends the process (no save on it); a
     # checkpoint request (SIGUSR1) is still answered.
@@ -79,7 +82,11 @@ def main() -> int:
     stopped = False
     while step < args.steps and not stopped:
         for xb, yb in loader:
-            if args.step_sleep > 0:
+            if args.step_sleep > 0 and args.busy:
+                end = time.monotonic() + args.step_sleep
+                while time.monotonic() < end:
+                    pass
+            elif args.step_sleep > 0:
                 time.sleep(args.step_sleep)  # the step's compute: its update lands at its end
             loss = loss_fn(train_model(xb), yb)
             optimizer.zero_grad(set_to_none=True)

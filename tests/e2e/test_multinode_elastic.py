@@ -22,6 +22,9 @@ FlappingNode: one node's spotvisor stopped past its lease ten times while its tr
 on: each time a fenced checkpoint; at most checkpoints.keep of them stay, never the group's
 start, and `spotvisor checkpoints` says why each that stays is fenced.
 
+LeftBehindBusyNode: the same cut-off once with a trainer that computes: the node stops it when
+it sees that the group started an epoch without it, and the group grows back.
+
 Run: SPOTVISOR_BINARY=build/spotvisor /usr/bin/python3 -m unittest -v tests.e2e.test_multinode_elastic
 """
 
@@ -327,7 +330,78 @@ def fenced_on_disk(ckpts: Dict[int, Optional[int]], starts: Dict[int, int]) -> D
             if epoch is not None and any(e > epoch and s < step for e, s in starts.items())}
 
 
-class FlappingNode(GroupCase):
+class CutOffCase(GroupCase):
+    """Two nodes whose trainers run on their own (`nodes: 2, min_nodes: 1, shrink_after: 3s,
+    lease_ttl: 3s`, `checkpoints.keep: 2`): node 0's spotvisor is stopped past its lease while
+    its trainer trains on."""
+
+    NODES = 2
+    KEEP = 2
+
+    def flap_job(self, node: str, rank: str, every: int, busy: bool = False) -> Path:
+        """Node `node`'s elastic_trainer.py, saving every `every` steps of 0.25 s (spent
+        computing with `busy`, asleep without)."""
+        script = [str(ELASTIC), "--ckpt-dir", "{checkpoint_dir}", "--result-file", "final.pt", "--steps", "1000000",
+                  "--step-sleep", "0.25", "--checkpoint-every", str(every), "--dies-on-stop",
+                  *(["--busy"] if busy else [])]
+        return self.node_job(node, name="flap", node_rank=rank, script=script, torchrun=False,
+                             resume_args=["--resume_from={checkpoint}"], grace="30s", result_file=None,
+                             keep=self.KEEP, coordination={"min_nodes": "1", "shrink_after": "3s"})
+
+    def whole(self, after_epoch: int, marks: Sequence[int], svs: Sequence[Supervisor]) -> Tuple[int, str]:
+        """The next epoch both nodes start together (after `after_epoch`): (epoch, step)."""
+        agreed = [sv.wait_event("group_agreed", 120, lambda e: e["nodes"] == "2" and int(e["epoch"]) > after_epoch,
+                                after=m) for sv, m in zip(svs, marks)]
+        self.assertEqual(len({(a["epoch"], a["step"]) for a in agreed}), 1, agreed)
+        return int(agreed[0]["epoch"]), agreed[0]["step"]
+
+
+class LeftBehindBusyNode(CutOffCase):
+    """A node cut off while its trainer computes stops that trainer once it sees that the group
+    started an epoch without it.
+
+    As one round of FlappingNode, but node 0's trainer spins through each step: cut off, its
+    spotvisor judges it progressing (over 5 % of a CPU: etcd alone may be away, and training
+    goes on then), and node 1, which simply lost a peer, publishes no stop for the old epoch.
+    SIGCONT once node 1 trains alone in a new epoch: node 0 says group_left_behind and stops
+    its trainer (a peer stop), waits for the group to grow, and both start together from node
+    1's next checkpoint. Before GroupFsm::CheckLeftBehind node 0's trainer trained on in the
+    old epoch for as long as it ran, saving fenced checkpoints, and the group never grew."""
+
+    def test_a_cut_off_node_whose_trainer_computes_stops_it_when_the_group_went_on_without_it(self):
+        jobs = [self.flap_job("n0", "0", 2, busy=True), self.flap_job("n1", "1", 1000000)]
+        sv0, sv1 = self.supervise(jobs[0], "n0"), self.supervise(jobs[1], "n1")
+        svs = (sv0, sv1)
+        epoch, _ = self.whole(0, (0, 0), svs)
+        m0, m1 = (len(sv.text()) for sv in svs)
+        sv0.wait_for(r"\[elastic\] saved step=\d+ reason=periodic", 60, after=m0)  # node 0's trainer trains
+        os.kill(sv0.pid, signal.SIGSTOP)
+        try:
+            alone = sv1.wait_event("group_agreed", 60, lambda e: int(e["epoch"]) > epoch, after=m1)
+            self.assertEqual(alone["nodes"], "1", alone)
+        finally:
+            os.kill(sv0.pid, signal.SIGCONT)
+        shrunk = int(alone["epoch"])
+        behind = sv0.wait_event("group_left_behind", 30, after=m0)
+        self.assertEqual((behind["epoch"], behind["group_epoch"]), (str(epoch), str(shrunk)), behind)
+        stop0 = sv0.wait_event("stopping", 30, after=m0)
+        self.assertEqual(stop0["reason"], "peer", stop0)
+        self.assertIn(f"the group started epoch {shrunk} without this node", stop0["detail"], stop0)
+        # Its own judgement of the cut-off, when it came before, let the computing trainer go on.
+        for line in sv0.text()[m0:].splitlines():
+            if "event=group_cut_off" in line:
+                self.assertIn("trainer=progressing", line)
+        sv0.wait_event("group_grow_waiting", 60, after=m0)
+        sv1.wait_event("group_growing", 60, lambda e: e["epoch"] == str(shrunk), after=m1)
+        saved = grown_at(sv1.wait_event("deferred_stop_ends", 60, after=m1))
+        _, step = self.whole(shrunk, (m0, m1), svs)
+        self.assertEqual(step, str(saved), "the group grew at another step than node 1's save")
+        for sv in svs:
+            sv.signal(signal.SIGTERM)
+            self.assert_exit(sv, 75, 60)
+
+
+class FlappingNode(CutOffCase):
     """A node cut off again and again leaves at most checkpoints.keep fenced checkpoints.
 
     `nodes: 2, min_nodes: 1, shrink_after: 3s, lease_ttl: 3s`, `checkpoints.keep: 2`; each
@@ -346,16 +420,7 @@ class FlappingNode(GroupCase):
     node 1 (which ran every epoch) lists exactly those as fenced, each with why, node 0's
     lists none that is not, and the agreed start is on disk and fenced in neither."""
 
-    NODES = 2
     ROUNDS = 10
-    KEEP = 2
-
-    def flap_job(self, node: str, rank: str, every: int) -> Path:
-        script = [str(ELASTIC), "--ckpt-dir", "{checkpoint_dir}", "--result-file", "final.pt", "--steps", "1000000",
-                  "--step-sleep", "0.25", "--checkpoint-every", str(every), "--dies-on-stop"]
-        return self.node_job(node, name="flap", node_rank=rank, script=script, torchrun=False,
-                             resume_args=["--resume_from={checkpoint}"], grace="30s", result_file=None,
-                             keep=self.KEEP, coordination={"min_nodes": "1", "shrink_after": "3s"})
 
     def listing(self, job: Path) -> List[dict]:
         """`spotvisor checkpoints --json` for `job` (exit 1: some are fenced)."""
@@ -373,13 +438,6 @@ class FlappingNode(GroupCase):
 
     def deleted(self, *svs: Supervisor) -> str:
         return "\n".join(line for sv in svs for line in sv.text().splitlines() if "event=checkpoint_deleted" in line)
-
-    def whole(self, after_epoch: int, marks: Sequence[int], svs: Sequence[Supervisor]) -> Tuple[int, str]:
-        """The next epoch both nodes start together (after `after_epoch`): (epoch, step)."""
-        agreed = [sv.wait_event("group_agreed", 120, lambda e: e["nodes"] == "2" and int(e["epoch"]) > after_epoch,
-                                after=m) for sv, m in zip(svs, marks)]
-        self.assertEqual(len({(a["epoch"], a["step"]) for a in agreed}), 1, agreed)
-        return int(agreed[0]["epoch"]), agreed[0]["step"]
 
     def test_a_node_cut_off_ten_times_leaves_at_most_keep_fenced_checkpoints(self):
         jobs = [self.flap_job("n0", "0", 2), self.flap_job("n1", "1", 1000000)]

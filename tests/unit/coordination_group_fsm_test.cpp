@@ -4,6 +4,7 @@
 // time (no etcd, nothing sleeps).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -168,6 +169,16 @@ class Store {
     n.watching = false;
     Revoke(n.lease);
     n.lease = 0;
+  }
+
+  // A node whose etcd traffic stalled past its TTL (Lapse) runs again: its watch reads
+  // everything anew, then its keepalive finds the lease gone.
+  void Return(Node& n) {
+    n.watching = true;
+    SnapshotEvent s;
+    for (const auto& [k, kv] : kv_) s.kvs.push_back(kv);
+    Feed(n, s);
+    Feed(n, LeaseLostEvent{Error{"etcdserver: requested lease not found"}});
   }
 
   const std::map<std::string, etcd::KeyValue>& kv() const { return kv_; }
@@ -388,6 +399,43 @@ TEST(GroupFsm, ALostRankNobodyTakesShrinksTheGroupAfterShrinkAfterAndAReturningN
   EXPECT_EQ(e.agreed->place.epoch, 3u);
 }
 
+// A node stopped past its lease while its trainer computes: its own judgement of the cut-off
+// lets such a trainer go on (only etcd may be away), and the peer that shrank without it
+// publishes no stop for the old epoch. What it sees on its return, an epoch agreed without
+// it, stops the trainer; it then waits for the group to grow.
+TEST(GroupFsm, ANodeLeftBehindWhileCutOffStopsItsTrainerAndTheGroupGrowsBack) {
+  Store store;
+  const auto c = Group(2, 0, 1);
+  auto& a = store.Add(c, "10.0.0.1");
+  auto& b = store.Add(c, "10.0.0.2");
+  for (auto* n : {&a, &b}) store.Feed(*n, StartCall{});
+  for (auto* n : {&a, &b}) store.Feed(*n, Proposal({10}));
+  ASSERT_TRUE(a.agreed && b.agreed);
+  store.Lapse(b);
+  EXPECT_TRUE(Told(a, "tell peer stop"));
+  a.agreed.reset();
+  store.Feed(a, Proposal({20, 10}));
+  while (!a.agreed && store.Tick()) {
+  }
+  ASSERT_TRUE(a.agreed);
+  EXPECT_EQ(a.agreed->place.world, 1);
+  EXPECT_EQ(a.agreed->place.epoch, 2u);
+  a.told.clear();
+  store.Return(b);
+  EXPECT_EQ(b.told, (std::vector<std::string>{"tell agreed", "tell peer stop", "tell cut off"}));
+  EXPECT_FALSE(b.fsm->InAgreedEpoch());
+  // Told once: the cut-off's judgement and a later look at the group do not stop it again.
+  store.Feed(b, KeysChangedEvent{{Put(Kv(EpochKey(kBase), "2", 2))}});
+  EXPECT_EQ(std::count(b.told.begin(), b.told.end(), "tell peer stop"), 1);
+  while (b.fsm->seat() != Seat::kHolding && store.Tick()) {
+  }
+  ASSERT_EQ(b.fsm->seat(), Seat::kHolding);
+  // Its trainer stopped, it selected again: it waits for the group's next checkpoint.
+  store.Feed(b, Proposal({10}));
+  EXPECT_EQ(b.fsm->course(), Course::kGrowthHeld);
+  EXPECT_EQ(a.told, (std::vector<std::string>{"tell grow"}));
+}
+
 // ---- every seat and course against every event ----
 
 // A node of a 2-node group with one spare allowed and min_nodes 1, at 10.0.0.1; the peer
@@ -484,6 +532,9 @@ std::vector<Column> Columns() {
       {"snapshot: rank 1 held", SnapshotEvent{{MemberKv(1, "10.0.0.2")}}},
       {"rank 1's key gone", KeysChangedEvent{{Delete(MemberKey(kBase, 1))}}},
       {"rank 1's key said again", KeysChangedEvent{{Put(MemberKv(1, "10.0.0.2", 2))}}},
+      // Rank 1 started epoch 2 alone (this node was cut off meanwhile).
+      {"epoch 2 agreed without rank 0", KeysChangedEvent{{Put(Kv(ShrinkKey(kBase, 2), "{\"ranks\":[1]}")),
+                                                          Put(JoinKv(2, 1, {10})), Put(Kv(EpochKey(kBase), "2"))}}},
       {"watch lost", ConnectionEvent{false, "stream ended"}},
       {"claim of rank 0 held", ClaimAnsweredEvent{0, true}},
       {"join of epoch 1 failed", JoinAnsweredEvent{1, 0, Error{"timeout"}}},
@@ -526,6 +577,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"snapshot: rank 1 held", "idle/none", ""},
            {"rank 1's key gone", "idle/none", ""},
            {"rank 1's key said again", "idle/none", ""},
+           {"epoch 2 agreed without rank 0", "idle/none", ""},
            {"watch lost", "idle/none", ""},
            {"claim of rank 0 held", "idle/none", ""},
            {"join of epoch 1 failed", "idle/none", ""},
@@ -554,6 +606,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"snapshot: rank 1 held", "connecting/none", ""},
            {"rank 1's key gone", "connecting/none", ""},
            {"rank 1's key said again", "connecting/none", ""},
+           {"epoch 2 agreed without rank 0", "connecting/none", ""},
            {"watch lost", "connecting/none", "say group_trouble"},
            {"claim of rank 0 held", "connecting/none", ""},
            {"join of epoch 1 failed", "connecting/none", ""},
@@ -582,6 +635,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"snapshot: rank 1 held", "claiming/none", ""},
            {"rank 1's key gone", "claiming/none", ""},
            {"rank 1's key said again", "claiming/none", ""},
+           {"epoch 2 agreed without rank 0", "claiming/none", ""},
            {"watch lost", "claiming/none", "say group_trouble"},
            {"claim of rank 0 held", "holding/none", "say group_joined"},
            {"join of epoch 1 failed", "claiming/none", ""},
@@ -610,6 +664,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"snapshot: rank 1 held", "claiming/proposed", ""},
            {"rank 1's key gone", "claiming/proposed", ""},
            {"rank 1's key said again", "claiming/proposed", ""},
+           {"epoch 2 agreed without rank 0", "claiming/proposed", ""},
            {"watch lost", "claiming/proposed", "say group_trouble"},
            {"claim of rank 0 held", "holding/proposed", "say group_joined, join 1"},
            {"join of epoch 1 failed", "claiming/proposed", ""},
@@ -638,6 +693,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"snapshot: rank 1 held", "spare/none", "claim 0"},
            {"rank 1's key gone", "spare/none", "claim 1"},
            {"rank 1's key said again", "spare/none", ""},
+           {"epoch 2 agreed without rank 0", "spare/none", ""},
            {"watch lost", "spare/none", "say group_trouble"},
            {"claim of rank 0 held", "holding/none", "delete spares/00000000000000000007, say group_joined"},
            {"join of epoch 1 failed", "spare/none", ""},
@@ -666,6 +722,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"snapshot: rank 1 held", "spare/proposed", "claim 0"},
            {"rank 1's key gone", "spare/proposed", "claim 1"},
            {"rank 1's key said again", "spare/proposed", ""},
+           {"epoch 2 agreed without rank 0", "spare/proposed", ""},
            {"watch lost", "spare/proposed", "say group_trouble"},
            {"claim of rank 0 held", "holding/none",
             "delete spares/00000000000000000007, say group_joined, tell select again"},
@@ -695,6 +752,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"snapshot: rank 1 held", "holding/none", ""},
            {"rank 1's key gone", "holding/none", ""},
            {"rank 1's key said again", "holding/none", ""},
+           {"epoch 2 agreed without rank 0", "holding/none", ""},
            {"watch lost", "holding/none", "say group_trouble"},
            {"claim of rank 0 held", "holding/none", ""},
            {"join of epoch 1 failed", "holding/none", ""},
@@ -724,6 +782,8 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"snapshot: rank 1 held", "holding/proposed", ""},
            {"rank 1's key gone", "holding/proposed", ""},
            {"rank 1's key said again", "holding/proposed", ""},
+           {"epoch 2 agreed without rank 0", "holding/growth_held",
+            "say group_grow_waiting, put members/0000, tell spare"},
            {"watch lost", "holding/proposed", "say group_trouble"},
            {"claim of rank 0 held", "holding/proposed", ""},
            {"join of epoch 1 failed", "holding/proposed", "say group_trouble, arm join_retry"},
@@ -752,6 +812,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"snapshot: rank 1 held", "holding/growth_held", ""},
            {"rank 1's key gone", "holding/growth_held", ""},
            {"rank 1's key said again", "holding/growth_held", ""},
+           {"epoch 2 agreed without rank 0", "holding/none", "say group_grow_ready, tell select again"},
            {"watch lost", "holding/growth_held", "say group_trouble"},
            {"claim of rank 0 held", "holding/growth_held", ""},
            {"join of epoch 1 failed", "holding/growth_held", ""},
@@ -780,6 +841,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"snapshot: rank 1 held", "holding/running", ""},
            {"rank 1's key gone", "holding/running", "say peer_stop, tell peer stop"},
            {"rank 1's key said again", "holding/running", ""},
+           {"epoch 2 agreed without rank 0", "holding/running", "say group_left_behind, tell peer stop"},
            {"watch lost", "holding/running", "say group_trouble"},
            {"claim of rank 0 held", "holding/running", ""},
            {"join of epoch 1 failed", "holding/running", ""},
@@ -808,6 +870,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"snapshot: rank 1 held", "holding/running", ""},
            {"rank 1's key gone", "holding/running", ""},
            {"rank 1's key said again", "holding/running", "say group_growing, tell grow"},
+           {"epoch 2 agreed without rank 0", "holding/running", "say group_left_behind, tell peer stop"},
            {"watch lost", "holding/running", "say group_trouble"},
            {"claim of rank 0 held", "holding/running", ""},
            {"join of epoch 1 failed", "holding/running", ""},
@@ -836,6 +899,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"snapshot: rank 1 held", "holding/finishing", ""},
            {"rank 1's key gone", "holding/finishing", "say peer_stop, tell peer stop"},
            {"rank 1's key said again", "holding/finishing", ""},
+           {"epoch 2 agreed without rank 0", "holding/finishing", "say group_left_behind, tell peer stop"},
            {"watch lost", "holding/finishing", "say group_trouble"},
            {"claim of rank 0 held", "holding/finishing", ""},
            {"join of epoch 1 failed", "holding/finishing", ""},
@@ -864,6 +928,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"snapshot: rank 1 held", "holding/finished", ""},
            {"rank 1's key gone", "holding/finished", "say peer_finished"},
            {"rank 1's key said again", "holding/finished", ""},
+           {"epoch 2 agreed without rank 0", "holding/finished", ""},
            {"watch lost", "holding/finished", "say group_trouble"},
            {"claim of rank 0 held", "holding/finished", ""},
            {"join of epoch 1 failed", "holding/finished", ""},
@@ -892,6 +957,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"snapshot: rank 1 held", "claiming/running", "claim 0"},
            {"rank 1's key gone", "claiming/running", "say peer_stop, tell peer stop"},
            {"rank 1's key said again", "claiming/running", ""},
+           {"epoch 2 agreed without rank 0", "claiming/running", "say group_left_behind, tell peer stop"},
            {"watch lost", "claiming/running", "say group_trouble"},
            {"claim of rank 0 held", "holding/running", "say group_joined"},
            {"join of epoch 1 failed", "claiming/running", ""},
@@ -920,6 +986,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"snapshot: rank 1 held", "connecting/running", ""},
            {"rank 1's key gone", "connecting/running", "say peer_stop, tell peer stop"},
            {"rank 1's key said again", "connecting/running", ""},
+           {"epoch 2 agreed without rank 0", "connecting/running", "say group_left_behind, tell peer stop"},
            {"watch lost", "connecting/running", "say group_trouble"},
            {"claim of rank 0 held", "connecting/running", ""},
            {"join of epoch 1 failed", "connecting/running", ""},
@@ -948,6 +1015,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"snapshot: rank 1 held", "released/none", ""},
            {"rank 1's key gone", "released/none", ""},
            {"rank 1's key said again", "released/none", ""},
+           {"epoch 2 agreed without rank 0", "released/none", ""},
            {"watch lost", "released/none", "say group_trouble"},
            {"claim of rank 0 held", "released/none", ""},
            {"join of epoch 1 failed", "released/none", ""},
@@ -976,6 +1044,7 @@ std::map<std::string, std::vector<Cell>> Table() {
            {"snapshot: rank 1 held", "left/none", ""},
            {"rank 1's key gone", "left/none", ""},
            {"rank 1's key said again", "left/none", ""},
+           {"epoch 2 agreed without rank 0", "left/none", ""},
            {"watch lost", "left/none", ""},
            {"claim of rank 0 held", "left/none", ""},
            {"join of epoch 1 failed", "left/none", ""},

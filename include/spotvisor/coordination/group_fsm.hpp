@@ -301,6 +301,12 @@ class GroupFsm {
   void CheckFinished();
   // Once per running epoch: the trainer stops through the usual path; `rank` caused it.
   void PeerStop(int rank, const std::string& cause, std::int64_t deadline_unix_ms);
+  // The group agreed an epoch after the one this node's trainer runs (or finished) in: it
+  // started without this node, which was cut off meanwhile (and whose trainer, still
+  // computing, was not stopped by its own judgement of the cut-off). Nobody stops an epoch a
+  // peer simply left, so this node stops its trainer itself, once; it then selects again and
+  // waits to grow the group. A stop of the epoch under way already is left to finish.
+  void CheckLeftBehind();
 
   // The group's size (coordination.min_nodes, shrink_after). Waiting in join_epoch_ with
   // `joined` but not the whole group: once no rank has joined for shrink_after, Shrink.
