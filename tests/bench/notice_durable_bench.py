@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -196,6 +197,7 @@ telemetry:
     proc.wait(timeout=600)
     observed = int(re.search(r" ms=(\d+)", mirrored).group(1)) / 1000
     s3.rclone("purge", f"{s3.remote}/sv{run}", check=False)
+    shutil.rmtree(vm)  # two checkpoints of --size: five 4 GiB runs would fill the disk
     return done - at, predicted, observed
 
 
@@ -215,6 +217,7 @@ def by_hand(args, s3: S3Server, work: Path, run: int, size: int, cap: int, rate:
     done, _ = out.wait(r"^uploaded step=")
     proc.wait(timeout=600)
     s3.rclone("purge", f"{s3.remote}/bare{run}", check=False)
+    shutil.rmtree(vm)
     return done - at
 
 
