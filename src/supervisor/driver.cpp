@@ -540,13 +540,14 @@ void Driver::Impl::PollWorkers() {
 }
 
 void Driver::Impl::SampleCutOffTrainer() {
+  const int attempt = fsm_->counters().attempts;
   if (!trainer_) {
-    Dispatch(GroupCutOffEvent{std::nullopt, std::chrono::milliseconds(0)});
+    Dispatch(GroupCutOffEvent{attempt, std::nullopt, std::chrono::milliseconds(0)});
     return;
   }
   const pid_t pid = trainer_->pid();
   const std::uint64_t before = trainer_->GroupCpuTicks();
-  cut_off_sample_->After(kCutOffSample, [this, pid, before] {
+  cut_off_sample_->After(kCutOffSample, [this, attempt, pid, before] {
     std::optional<std::chrono::milliseconds> used;
     if (trainer_ && trainer_->pid() == pid) {
       const std::uint64_t after = trainer_->GroupCpuTicks();
@@ -554,7 +555,7 @@ void Driver::Impl::SampleCutOffTrainer() {
       const std::uint64_t ticks = after > before ? after - before : 0;
       used = std::chrono::milliseconds(ticks * 1000 / static_cast<std::uint64_t>(sysconf(_SC_CLK_TCK)));
     }
-    Dispatch(GroupCutOffEvent{used, std::chrono::duration_cast<std::chrono::milliseconds>(kCutOffSample)});
+    Dispatch(GroupCutOffEvent{attempt, used, std::chrono::duration_cast<std::chrono::milliseconds>(kCutOffSample)});
   });
 }
 

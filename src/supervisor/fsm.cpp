@@ -180,7 +180,7 @@ std::vector<Action> Fsm::OnGroupSpare(const GroupSpareEvent& e, TimePoint now) {
 // whose peers are gone, and stops. The heartbeat file is not asked: a cut-off node may not
 // reach the filesystem it lives on, and a stat there could hang.
 std::vector<Action> Fsm::OnGroupCutOff(const GroupCutOffEvent& e, TimePoint now) {
-  if (phase_ != Phase::kRunning) return {};
+  if (phase_ != Phase::kRunning || e.attempt != counters_.attempts) return {};
   const auto sampled = e.sampled_for.count();
   const std::string used =
       e.trainer_cpu ? std::to_string(e.trainer_cpu->count()) + " ms of CPU in " + std::to_string(sampled) + " ms"

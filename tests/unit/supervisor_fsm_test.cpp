@@ -178,19 +178,22 @@ TEST_F(FsmTest, APeersStopIsNeverDoneNorCountedAndTheNodeRejoins) {
 
 // Fencing: cut off from etcd for lease_ttl, the trainer is judged by the CPU it used while
 // sampled. One that computes goes on (etcd alone is away); one that sits blocked stops as
-// for a peer's stop, uncounted, and the node rejoins. Outside a run nothing happens.
+// for a peer's stop, uncounted, and the node rejoins. Outside a run nothing happens, and a
+// judgement of an attempt that has ended says nothing of the next one (the node stopped
+// its trainer for another reason, and the group agreed with it again, within the sample).
 TEST_F(FsmTest, ACutOffNodeStopsATrainerThatShowsNoProgressAndKeepsOneThatComputes) {
-  const GroupCutOffEvent busy{milliseconds(1900), milliseconds(2000)};
-  const GroupCutOffEvent idle{milliseconds(40), milliseconds(2000)};  // 2 %: blocked in a collective
-  const GroupCutOffEvent gone{std::nullopt, milliseconds(2000)};
+  const GroupCutOffEvent busy{1, milliseconds(1900), milliseconds(2000)};
+  const GroupCutOffEvent idle{1, milliseconds(40), milliseconds(2000)};  // 2 %: blocked in a collective
+  const GroupCutOffEvent gone{2, std::nullopt, milliseconds(2000)};
   auto fsm = Play({{StartEvent{}, 0, {"select", "arm:select"}},
-                   {idle, 1, {}},  // nothing runs yet
+                   {GroupCutOffEvent{0, milliseconds(40), milliseconds(2000)}, 1, {}},  // nothing runs yet
                    {At(20), 2, {"propose", "arm:join", "spawn"}},
                    {busy, 100, {}},
                    {idle, 200, {"signal:SIGTERM/group", "arm:grace"}},
                    {idle, 300, {}},  // stopping already
                    {kExit1, 400, {"ended:peer-stopped", "select", "arm:select"}},
                    {At(20), 500, {"propose", "arm:join", "spawn"}},
+                   {idle, 550, {}},  // sampled while attempt 1 ran
                    {gone, 600, {"signal:SIGTERM/group", "arm:grace"}}});
   EXPECT_EQ(fsm->counters().failures, 0);
   bool said = false;
@@ -1416,7 +1419,7 @@ TEST_F(FsmTest, EveryPhaseDecidesEveryEvent) {
       GroupSurvivedKillEvent{4242},
       DrainedValidatedEvent{},
       GroupSpareEvent{true},
-      GroupCutOffEvent{milliseconds(0), milliseconds(2000)},
+      GroupCutOffEvent{1, milliseconds(0), milliseconds(2000)},
       CheckpointLandedEvent{"/ck/ckpt_step30", 30},
       CheckpointWritingEvent{"/ck/ckpt.pt"},
       GroupGrowingEvent{"node 2: joined the shrunken group", /*stop_caught=*/false, /*checkpoint_caught=*/true},

@@ -181,8 +181,12 @@ struct GroupSpareEvent {
 // trainer ran, so its rank can be taken by another node. The driver sampled the trainer's
 // process group for `sampled_for`: `trainer_cpu` is the CPU time it used meanwhile (none:
 // no trainer was left to sample). The Fsm decides whether the trainer still progresses.
+// `attempt` is the attempt that ran when the cut-off was told (Counters::attempts): a
+// judgement of a trainer that has ended since says nothing of the next one, which started
+// only once the group agreed with this node again.
 inline constexpr double kCutOffBusyShare = 0.05;  // of one CPU: a trainer below it shows no progress
 struct GroupCutOffEvent {
+  int attempt = 0;
   std::optional<std::chrono::milliseconds> trainer_cpu;
   std::chrono::milliseconds sampled_for{0};
 };
