@@ -325,11 +325,10 @@ void GroupFsm::OnRankTaken(int rank, const MemberRecord& holder) {
                             " holder_advertise=" + Quote(holder.advertise) + " detail=\"" +
                             (running ? "this node's trainer of that rank stops now; " : "") +
                             "the rank went to another node while this node was cut off\"");
-  if (running && !stop_delivered_) {
-    stop_delivered_ = true;
-    Do(TellPeerStopAction{StopRequestedEvent{StopReason::kPeer, std::nullopt,
-                                             "rank " + std::to_string(rank) + " was taken by " + holder.host + " (" +
-                                                 holder.advertise + ") while this node was cut off"}});
+  if (running) {
+    StopTrainerOnce("rank " + std::to_string(rank) + " was taken by " + holder.host + " (" + holder.advertise +
+                        ") while this node was cut off",
+                    std::nullopt);
   }
   if (running) course_ = Course::kNone;
   running_epoch_ = 0;
@@ -590,28 +589,32 @@ void GroupFsm::CheckFinished() {
 
 void GroupFsm::CheckLeftBehind() {
   if (!InEpoch() || course_ == Course::kFinished || stop_delivered_ || view_.epoch <= running_epoch_) return;
-  stop_delivered_ = true;
   const std::string newest = std::to_string(view_.epoch);
   const std::string mine = std::to_string(running_epoch_);
   Say(LogLevel::kWarning, "event=group_left_behind epoch=" + mine + " group_epoch=" + newest +
                               " rank=" + std::to_string(rank_) + " detail=\"the group started epoch " + newest +
                               " without this node: its trainer of epoch " + mine +
                               " trains for nobody and stops; the node then joins the group again\"");
-  Do(TellPeerStopAction{StopRequestedEvent{StopReason::kPeer, std::nullopt,
-                                           "the group started epoch " + newest + " without this node (cut off " +
-                                               "from it meanwhile): its trainer of epoch " + mine + " stops"}});
+  StopTrainerOnce("the group started epoch " + newest + " without this node (cut off from it meanwhile): its " +
+                      "trainer of epoch " + mine + " stops",
+                  std::nullopt);
+}
+
+void GroupFsm::StopTrainerOnce(const std::string& why, std::optional<std::chrono::milliseconds> grace_cap) {
+  if (stop_delivered_) return;
+  stop_delivered_ = true;
+  Do(TellPeerStopAction{StopRequestedEvent{StopReason::kPeer, grace_cap, why}});
 }
 
 void GroupFsm::PeerStop(int rank, const std::string& cause, std::int64_t deadline_unix_ms) {
   if (!InEpoch() || stop_delivered_) return;
-  stop_delivered_ = true;
   const std::string why = "node " + std::to_string(rank) + ": " + cause;
   std::optional<std::chrono::milliseconds> cap;
   if (deadline_unix_ms > 0)
     cap = std::chrono::milliseconds(std::max<std::int64_t>(0, deadline_unix_ms - UnixMillis(now_.wall)));
   Say(LogLevel::kWarning, "event=peer_stop epoch=" + std::to_string(running_epoch_) + " rank=" + std::to_string(rank) +
                               " why=" + Quote(why) + (cap ? " grace_cap=" + FormatDuration(*cap) : std::string()));
-  Do(TellPeerStopAction{StopRequestedEvent{StopReason::kPeer, cap, why}});
+  StopTrainerOnce(why, cap);
 }
 
 // ---- the group's size ----

@@ -307,6 +307,9 @@ class GroupFsm {
   // peer simply left, so this node stops its trainer itself, once; it then selects again and
   // waits to grow the group. A stop of the epoch under way already is left to finish.
   void CheckLeftBehind();
+  // The one way the trainer is told to stop from here (a peer's stop, a rank taken, left
+  // behind): once per running epoch, through the Fsm's usual stop.
+  void StopTrainerOnce(const std::string& why, std::optional<std::chrono::milliseconds> grace_cap);
 
   // The group's size (coordination.min_nodes, shrink_after). Waiting in join_epoch_ with
   // `joined` but not the whole group: once no rank has joined for shrink_after, Shrink.
